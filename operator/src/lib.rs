@@ -1,0 +1,1 @@
+//! Operator: the kube-rs controller for InferenceServices (arrives with the Kubernetes issue).

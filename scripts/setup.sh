@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages,
+# ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/), and the
+# release binaries. Idempotent. Afterwards: `source .ort/env` sets ORT_DYLIB_PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ORT_VERSION=1.31.1
+ORT_LIB="$PWD/.ort/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
+
+if ! command -v cmake >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq cmake >/dev/null
+fi
+if [ ! -f "$ORT_LIB" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .ort "onnxruntime==$ORT_VERSION"
+fi
+echo "export ORT_DYLIB_PATH=$ORT_LIB" > .ort/env
+if [ "${SKIFF_SKIP_BUILD:-}" != 1 ]; then
+  cargo build --release --bins
+fi
+echo "setup done: ONNX Runtime $ORT_VERSION at $ORT_LIB"

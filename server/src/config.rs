@@ -1,0 +1,205 @@
+//! The server's command line, its defaults and its validation.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::model::{BatchConfig, LoadOptions};
+
+/// Jobs that may wait for an inference thread, per model, before requests get 503.
+const INFERENCE_QUEUE: usize = 4096;
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Everything `skiff-server` can be told on its command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerConfig {
+    /// Folder holding `model.onnx`, or sub-folders that each hold one.
+    #[arg(
+        long,
+        required_unless_present = "storage_uri",
+        conflicts_with = "storage_uri"
+    )]
+    pub model_dir: Option<PathBuf>,
+    /// The same folder as a `file://` URI (KServe's `storageUri`).
+    #[arg(long)]
+    pub storage_uri: Option<String>,
+    /// Model name when the folder holds `model.onnx` itself (default: the folder's name).
+    #[arg(long)]
+    pub model_name: Option<String>,
+    /// HTTP port for inference, health and metrics.
+    #[arg(long, default_value_t = 8080)]
+    pub http_port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// Inference requests processed at once; 0 = unlimited.
+    #[arg(long, default_value_t = 0)]
+    pub container_concurrency: usize,
+    /// Requests that may wait for a concurrency slot before 503 (default: 10 × container concurrency).
+    #[arg(long)]
+    pub max_queued: Option<usize>,
+    /// Largest request body in bytes; larger ones get 413.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Inference threads per model, each with its own session (default: the number of CPUs).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// ONNX Runtime intra-op threads per session.
+    #[arg(long, default_value_t = 1)]
+    pub intra_op_threads: usize,
+    /// Stack concurrent requests to a model into one run (KServe `batcher`).
+    #[arg(long)]
+    pub enable_batching: bool,
+    /// Rows that make a full batch.
+    #[arg(long, default_value_t = 32)]
+    pub max_batch_size: usize,
+    /// Milliseconds a batch waits to fill.
+    #[arg(long, default_value_t = 500)]
+    pub max_latency_ms: u64,
+    /// Seconds to let in-flight requests finish after SIGTERM.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout_secs: u64,
+    /// Path of ONNX Runtime's shared library (`scripts/setup.sh` installs it).
+    #[arg(long, env = "ORT_DYLIB_PATH")]
+    pub ort_dylib: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl ServerConfig {
+    /// Checks the values that clap cannot; each message states the allowed range.
+    pub fn validate(&self) -> Result<()> {
+        let positive = |value: usize, flag: &str| {
+            if value == 0 {
+                Err(Error::Config(format!("--{flag} must be at least 1")))
+            } else {
+                Ok(())
+            }
+        };
+        positive(self.intra_op_threads, "intra-op-threads")?;
+        positive(self.max_batch_size, "max-batch-size")?;
+        positive(self.max_body_bytes, "max-body-bytes")?;
+        if let Some(workers) = self.workers {
+            positive(workers, "workers")?;
+        }
+        if self.enable_batching && self.max_latency_ms == 0 {
+            return Err(Error::Config(
+                "--max-latency-ms must be at least 1 when batching is on".into(),
+            ));
+        }
+        self.model_dir().map(|_| ())
+    }
+
+    /// The model folder, from `--model-dir` or a `file://` `--storage-uri`.
+    pub fn model_dir(&self) -> Result<PathBuf> {
+        match (&self.model_dir, &self.storage_uri) {
+            (Some(dir), _) => Ok(dir.clone()),
+            (None, Some(uri)) => uri.strip_prefix("file://").map(PathBuf::from).ok_or_else(|| {
+                Error::Config(format!(
+                    "--storage-uri {uri}: only file:// URIs are served directly (other schemes need a storage initializer)"
+                ))
+            }),
+            (None, None) => Err(Error::Config("give --model-dir or --storage-uri".into())),
+        }
+    }
+
+    /// The ONNX Runtime library to load.
+    pub fn ort_dylib(&self) -> Result<PathBuf> {
+        self.ort_dylib.clone().ok_or_else(|| {
+            Error::Config("ONNX Runtime library unknown: set ORT_DYLIB_PATH or --ort-dylib (scripts/setup.sh installs it)".into())
+        })
+    }
+
+    /// Requests that may queue for a concurrency slot.
+    pub fn max_queued(&self) -> usize {
+        self.max_queued.unwrap_or(10 * self.container_concurrency)
+    }
+
+    /// How models are loaded and run.
+    pub fn load_options(&self) -> LoadOptions {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        LoadOptions {
+            workers: self.workers.unwrap_or(cpus),
+            intra_threads: self.intra_op_threads,
+            batching: self.enable_batching.then_some(BatchConfig {
+                max_batch_size: self.max_batch_size,
+                max_latency: Duration::from_millis(self.max_latency_ms),
+            }),
+            queue: INFERENCE_QUEUE,
+        }
+    }
+
+    /// Time allowed for draining on shutdown.
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: ServerConfig,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServerConfig, String> {
+        let cli = Cli::try_parse_from(std::iter::once("skiff-server").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.config.validate().map_err(|e| e.to_string())?;
+        Ok(cli.config)
+    }
+
+    #[test]
+    fn defaults_follow_kserve_and_knative() {
+        let c = parse(&["--model-dir", "m"]).unwrap();
+        assert_eq!(c.http_port, 8080);
+        assert_eq!(c.max_body_bytes, 32 * 1024 * 1024);
+        assert_eq!(c.container_concurrency, 0);
+        assert!(c.load_options().batching.is_none());
+        let c = parse(&["--model-dir", "m", "--container-concurrency", "4"]).unwrap();
+        assert_eq!(c.max_queued(), 40);
+    }
+
+    #[test]
+    fn storage_uri_is_a_file_path() {
+        let c = parse(&["--storage-uri", "file:///models/iris"]).unwrap();
+        assert_eq!(c.model_dir().unwrap(), PathBuf::from("/models/iris"));
+        let err = parse(&["--storage-uri", "gs://bucket/iris"]).unwrap_err();
+        assert!(
+            err.contains("only file:// URIs are served directly"),
+            "{err}"
+        );
+        assert!(parse(&["--model-dir", "a", "--storage-uri", "file:///b"]).is_err());
+        assert!(parse(&[]).is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let err = parse(&["--model-dir", "m", "--workers", "0"]).unwrap_err();
+        assert_eq!(err, "invalid configuration: --workers must be at least 1");
+        assert!(
+            parse(&[
+                "--model-dir",
+                "m",
+                "--enable-batching",
+                "--max-latency-ms",
+                "0"
+            ])
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! The crate's one error type, and the HTTP status each error maps to.
+
+use http::StatusCode;
+
+/// Everything that can go wrong in the model server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed or does not fit the model (400).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// No model has this name (404).
+    #[error("model '{0}' not found")]
+    ModelNotFound(String),
+    /// No route matches the path (404).
+    #[error("no route for {method} {path}")]
+    NoRoute {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// The route exists but not for this method (405).
+    #[error("method {method} is not allowed on {path}")]
+    MethodNotAllowed {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// The request body is over the configured limit (413).
+    #[error("request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The model is still loading, or the server is draining (503).
+    #[error("model '{0}' is not ready")]
+    ModelNotReady(String),
+    /// Every slot and queue place is taken (503).
+    #[error("server overloaded: {0}")]
+    Overloaded(String),
+    /// ONNX Runtime failed while running a model (500).
+    #[error("inference failed: {0}")]
+    Inference(String),
+    /// A model could not be found on disk or loaded.
+    #[error("cannot load model '{name}' from {path}: {reason}")]
+    ModelLoad {
+        /// Model name.
+        name: String,
+        /// Where it was read from.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The command line or environment is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Socket or file I/O failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP status a client sees for this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            Error::ModelNotFound(_) | Error::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::ModelNotReady(_) | Error::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Inference(_) | Error::ModelLoad { .. } | Error::Config(_) | Error::Io(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidRequest`].
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::InvalidRequest(message.into())
+    }
+}

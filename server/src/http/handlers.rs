@@ -1,0 +1,230 @@
+//! Request handlers: health, metadata, metrics and inference, over the shared [`App`] state.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{Request, StatusCode, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::response::{self, HttpResponse};
+use super::routes::{Route, route};
+use crate::admission::Admission;
+use crate::codec::{v1, v2};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::model::{LoadedModel, Models};
+use crate::tensor::Tensor;
+
+/// State shared by every connection.
+pub struct App {
+    /// The models being served.
+    pub models: Models,
+    /// The container-concurrency gate.
+    pub admission: Admission,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    draining: AtomicBool,
+}
+
+impl App {
+    /// Builds the state; not ready until every model is loaded.
+    pub fn new(
+        models: Models,
+        admission: Admission,
+        metrics: Metrics,
+        max_body_bytes: usize,
+    ) -> App {
+        App {
+            models,
+            admission,
+            metrics,
+            max_body_bytes,
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Ready: every model loaded and not shutting down.
+    pub fn ready(&self) -> bool {
+        !self.draining.load(Ordering::Acquire) && self.models.all_loaded()
+    }
+
+    /// Turns readiness off for good, so load balancers stop sending new requests.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Protocol {
+    V1,
+    V2,
+}
+
+impl Protocol {
+    fn label(self) -> &'static str {
+        match self {
+            Protocol::V1 => "v1",
+            Protocol::V2 => "v2",
+        }
+    }
+}
+
+/// Answers one request; never fails (errors become JSON responses).
+pub async fn handle(app: Arc<App>, request: Request<Incoming>) -> Result<HttpResponse, Infallible> {
+    let (parts, body) = request.into_parts();
+    let response = match route(&parts.method, parts.uri.path()) {
+        Ok(Route::V1Predict(model)) => infer(&app, model, Protocol::V1, &parts.headers, body).await,
+        Ok(Route::V2Infer(model)) => infer(&app, model, Protocol::V2, &parts.headers, body).await,
+        Ok(other) => read_only(&app, other).unwrap_or_else(|e| response::error(&e)),
+        Err(e) => response::error(&e),
+    };
+    Ok(response)
+}
+
+fn read_only(app: &App, route: Route<'_>) -> Result<HttpResponse> {
+    let ok = |value| Ok(response::json_value(StatusCode::OK, &value));
+    match route {
+        Route::Root => ok(json!({ "status": "alive" })),
+        Route::Live => ok(json!({ "live": true })),
+        Route::Ready if app.ready() => ok(json!({ "ready": true })),
+        Route::Ready => Err(Error::ModelNotReady(not_ready_names(app))),
+        Route::ServerMetadata => ok(
+            json!({ "name": "skiff-server", "version": env!("CARGO_PKG_VERSION"), "extensions": [] }),
+        ),
+        Route::Metrics => {
+            let mut response = response::json(StatusCode::OK, app.metrics.encode());
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            Ok(response)
+        }
+        Route::V1List => ok(json!({ "models": app.models.names() })),
+        Route::V1Model(name) | Route::V2ModelReady(name) => {
+            app.models.get(name)?;
+            ok(json!({ "name": name, "ready": true }))
+        }
+        Route::V2Model(name) => {
+            let spec = &app.models.get(name)?.spec;
+            ok(
+                json!({ "name": name, "platform": "onnxruntime_onnx", "inputs": spec.inputs, "outputs": spec.outputs }),
+            )
+        }
+        Route::V1Predict(_) | Route::V2Infer(_) => {
+            unreachable!("inference routes are handled by `infer`")
+        }
+    }
+}
+
+fn not_ready_names(app: &App) -> String {
+    let loading: Vec<&str> = app
+        .models
+        .names()
+        .into_iter()
+        .filter(|n| app.models.get(n).is_err())
+        .collect();
+    if loading.is_empty() {
+        "server is shutting down".to_owned()
+    } else {
+        loading.join(", ")
+    }
+}
+
+async fn infer(
+    app: &App,
+    name: &str,
+    protocol: Protocol,
+    headers: &http::HeaderMap,
+    body: Incoming,
+) -> HttpResponse {
+    let started = Instant::now();
+    let _in_flight = app.metrics.in_flight();
+    let response = match app.models.get(name) {
+        Ok(model) => run_inference(app, model, protocol, headers, body)
+            .await
+            .unwrap_or_else(|e| response::error(&e)),
+        Err(e) => return response::error(&e),
+    };
+    app.metrics.observe(
+        name,
+        protocol.label(),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+async fn run_inference(
+    app: &App,
+    model: &LoadedModel,
+    protocol: Protocol,
+    headers: &http::HeaderMap,
+    body: Incoming,
+) -> Result<HttpResponse> {
+    let body = read_body(headers, body, app.max_body_bytes).await?;
+    let spec = &model.spec;
+    let encoded = match protocol {
+        Protocol::V2 => {
+            let request = v2::decode(&body)?;
+            let wanted = request.output_names();
+            spec.check_outputs(&wanted)?;
+            let id = request
+                .id
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let tensors = request
+                .inputs
+                .into_iter()
+                .map(v2::RequestInput::into_tensor)
+                .collect::<Result<Vec<_>>>()?;
+            let inputs = spec.check_inputs(tensors)?;
+            let _permit = app.admission.admit().await?;
+            let outputs = model.executor.infer(inputs).await?;
+            v2::encode(&spec.name, &id, &select(outputs, &wanted))
+        }
+        Protocol::V1 => {
+            let inputs = spec.check_inputs(v1::decode(&body, spec)?)?;
+            let _permit = app.admission.admit().await?;
+            v1::encode(&model.executor.infer(inputs).await?)?
+        }
+    };
+    Ok(response::json(StatusCode::OK, encoded))
+}
+
+/// Reads the whole body, refusing it with 413 past `limit` (before reading, when Content-Length says so).
+async fn read_body(headers: &http::HeaderMap, body: Incoming, limit: usize) -> Result<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Error::PayloadTooLarge { limit });
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => Err(Error::PayloadTooLarge { limit }),
+        Err(e) => Err(Error::invalid(format!("cannot read the request body: {e}"))),
+    }
+}
+
+/// Keeps the requested outputs, in request order; all of them when none were named.
+fn select(mut outputs: Vec<Tensor>, wanted: &[String]) -> Vec<Tensor> {
+    if wanted.is_empty() {
+        return outputs;
+    }
+    let mut selected = Vec::with_capacity(wanted.len());
+    for name in wanted {
+        if let Some(at) = outputs.iter().position(|t| &t.name == name) {
+            selected.push(outputs.swap_remove(at));
+        }
+    }
+    selected
+}

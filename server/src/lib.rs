@@ -1,0 +1,85 @@
+//! `skiff-server`: Skiff's embedded model server. It serves ONNX models through ONNX Runtime
+//! (`ort`, loaded at run time) behind KServe's V1 and V2 REST inference protocols, with a
+//! container-concurrency gate, optional dynamic batching, Prometheus metrics and a graceful drain.
+//!
+//! The layout is a pure core with a thin I/O shell: [`tensor`], [`codec`] and the model
+//! signature checks are plain functions; [`model`] owns ONNX Runtime and its threads; [`http`]
+//! owns sockets.
+
+pub mod admission;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod model;
+pub mod telemetry;
+pub mod tensor;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+pub use config::ServerConfig;
+pub use error::{Error, Result};
+
+use admission::Admission;
+use http::App;
+use metrics::Metrics;
+use model::Models;
+
+/// Runs the server until SIGTERM or Ctrl-C, then drains. Listens at once (live), loads the models
+/// in the background and becomes ready when all are loaded; a model that fails to load ends the
+/// process with an error.
+pub async fn run(config: ServerConfig) -> Result<()> {
+    config.validate()?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let sources = model::discover(&config.model_dir()?, config.model_name.as_deref())?;
+    let env = ort::init_from(config.ort_dylib()?)
+        .map_err(|e| Error::Config(format!("cannot load ONNX Runtime: {e}")))?
+        .with_name("skiff-server")
+        .build()
+        .map_err(|e| Error::Config(format!("cannot start ONNX Runtime: {e}")))?;
+
+    let metrics = Metrics::default();
+    let admission = Admission::new(
+        config.container_concurrency,
+        config.max_queued(),
+        metrics.queued(),
+    );
+    let app = Arc::new(App::new(
+        Models::new(sources),
+        admission,
+        metrics,
+        config.max_body_bytes,
+    ));
+
+    let listener = TcpListener::bind(SocketAddr::new(config.bind, config.http_port)).await?;
+    tracing::info!(address = %listener.local_addr()?, models = ?app.models.names(), "listening");
+
+    let options = config.load_options();
+    let loader = tokio::task::spawn_blocking({
+        let app = app.clone();
+        move || app.models.load_all(&env, &options, &app.metrics)
+    });
+    let loaded = async {
+        loader
+            .await
+            .map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
+        tracing::info!("ready: every model is loaded");
+        std::future::pending::<Result<()>>().await
+    };
+    let shutdown = async {
+        tokio::select! {
+            _ = terminate.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        tracing::info!("shutting down: no new connections, draining in-flight requests");
+    };
+    tokio::select! {
+        () = http::serve(listener, app, shutdown, config.drain_timeout()) => Ok(()),
+        failed = loaded => failed,
+    }
+}

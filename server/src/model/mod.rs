@@ -1,0 +1,136 @@
+//! Models: discovery on disk, loading into ONNX Runtime, and the registry handlers read from.
+
+mod batch;
+mod executor;
+mod onnx;
+mod repository;
+mod spec;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+pub use executor::{BatchConfig, Executor};
+pub use repository::{MODEL_FILE, ModelSource, discover};
+pub use spec::{ModelSpec, TensorSpec};
+
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// How models are loaded and run.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Inference threads (one session each) per model.
+    pub workers: usize,
+    /// ONNX Runtime intra-op threads per session.
+    pub intra_threads: usize,
+    /// Dynamic batching; `None` runs every request alone.
+    pub batching: Option<BatchConfig>,
+    /// Jobs that may wait for an inference thread, per model.
+    pub queue: usize,
+}
+
+/// A model that is loaded and can serve.
+pub struct LoadedModel {
+    /// Its signature.
+    pub spec: Arc<ModelSpec>,
+    /// Its inference threads.
+    pub executor: Executor,
+}
+
+/// Every model the server was started with; each becomes loaded once.
+pub struct Models {
+    slots: HashMap<String, (ModelSource, OnceLock<LoadedModel>)>,
+}
+
+impl Models {
+    /// A registry of models that are not loaded yet.
+    pub fn new(sources: Vec<ModelSource>) -> Models {
+        Models {
+            slots: sources
+                .into_iter()
+                .map(|s| (s.name.clone(), (s, OnceLock::new())))
+                .collect(),
+        }
+    }
+
+    /// The loaded model, 404 when unknown, 503 while it loads.
+    pub fn get(&self, name: &str) -> Result<&LoadedModel> {
+        let (_, loaded) = self
+            .slots
+            .get(name)
+            .ok_or_else(|| Error::ModelNotFound(name.to_owned()))?;
+        loaded
+            .get()
+            .ok_or_else(|| Error::ModelNotReady(name.to_owned()))
+    }
+
+    /// Model names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.slots.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// True once every model is loaded.
+    pub fn all_loaded(&self) -> bool {
+        self.slots
+            .values()
+            .all(|(_, loaded)| loaded.get().is_some())
+    }
+
+    /// Loads every model, one after the other; blocks, so call it off the async runtime.
+    pub fn load_all(
+        &self,
+        env: &ort::environment::Environment,
+        options: &LoadOptions,
+        metrics: &Metrics,
+    ) -> Result<()> {
+        for (source, slot) in self.slots.values() {
+            let started = std::time::Instant::now();
+            let model = load(env, source, options, metrics)?;
+            tracing::info!(
+                model = %source.name,
+                path = %source.path.display(),
+                inputs = ?model.spec.inputs,
+                outputs = ?model.spec.outputs,
+                millis = started.elapsed().as_millis() as u64,
+                "model loaded"
+            );
+            let _ = slot.set(model);
+        }
+        Ok(())
+    }
+}
+
+fn load(
+    env: &ort::environment::Environment,
+    source: &ModelSource,
+    options: &LoadOptions,
+    metrics: &Metrics,
+) -> Result<LoadedModel> {
+    let fail = |reason: String| Error::ModelLoad {
+        name: source.name.clone(),
+        path: source.path.display().to_string(),
+        reason,
+    };
+    let sessions = (0..options.workers.max(1))
+        .map(|_| onnx::load_session(env, &source.path, options.intra_threads))
+        .collect::<ort::Result<Vec<_>>>()
+        .map_err(|e| fail(e.to_string()))?;
+    let spec = Arc::new(onnx::spec_of(&source.name, &sessions[0]).map_err(fail)?);
+    let batching = options.batching.filter(|_| {
+        let ok = spec.batchable();
+        if !ok {
+            tracing::warn!(model = %spec.name, "batching off: an input or output has a fixed first dimension");
+        }
+        ok
+    });
+    let executor = Executor::start(
+        spec.clone(),
+        sessions,
+        batching,
+        options.queue,
+        metrics.batch_sizes(&spec.name),
+    )?;
+    Ok(LoadedModel { spec, executor })
+}

@@ -1,0 +1,149 @@
+//! The ONNX Runtime adapter: load a session, read its signature, run it on [`Tensor`]s.
+
+use std::path::Path;
+
+use ort::session::{Session, builder::GraphOptimizationLevel};
+use ort::value::{DynValue, Outlet, PrimitiveTensorElementType, TensorElementType, ValueType};
+
+use super::spec::{ModelSpec, TensorSpec};
+use crate::error::{Error, Result};
+use crate::tensor::data::each;
+use crate::tensor::{Datatype, Tensor, TensorData};
+
+/// Loads `path` into a session that runs on `intra_threads` threads.
+pub fn load_session(
+    env: &ort::environment::Environment,
+    path: &Path,
+    intra_threads: usize,
+) -> ort::Result<Session> {
+    Session::builder(env)?
+        .with_optimization_level(GraphOptimizationLevel::Level3)
+        .map_err(ort::Error::<()>::from)?
+        .with_intra_threads(intra_threads)
+        .map_err(ort::Error::<()>::from)?
+        .with_inter_threads(1)
+        .map_err(ort::Error::<()>::from)?
+        .commit_from_file(path)
+}
+
+/// Reads the model's signature from the session; fails on inputs or outputs that are not tensors.
+pub fn spec_of(name: &str, session: &Session) -> Result<ModelSpec, String> {
+    let outlets = |outlets: &[Outlet]| {
+        outlets
+            .iter()
+            .map(tensor_spec)
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(ModelSpec {
+        name: name.to_owned(),
+        inputs: outlets(session.inputs())?,
+        outputs: outlets(session.outputs())?,
+    })
+}
+
+fn tensor_spec(outlet: &Outlet) -> Result<TensorSpec, String> {
+    match outlet.dtype() {
+        ValueType::Tensor { ty, shape, .. } => Ok(TensorSpec {
+            name: outlet.name().to_owned(),
+            datatype: datatype_of(*ty).ok_or_else(|| {
+                format!(
+                    "'{}' has element type {ty:?}, which Skiff does not serve",
+                    outlet.name()
+                )
+            })?,
+            shape: shape.to_vec(),
+        }),
+        other => Err(format!(
+            "'{}' is a {other:?}, not a tensor (for scikit-learn classifiers, convert with zipmap disabled)",
+            outlet.name()
+        )),
+    }
+}
+
+fn datatype_of(ty: TensorElementType) -> Option<Datatype> {
+    Some(match ty {
+        TensorElementType::Bool => Datatype::Bool,
+        TensorElementType::Uint8 => Datatype::U8,
+        TensorElementType::Uint16 => Datatype::U16,
+        TensorElementType::Uint32 => Datatype::U32,
+        TensorElementType::Uint64 => Datatype::U64,
+        TensorElementType::Int8 => Datatype::I8,
+        TensorElementType::Int16 => Datatype::I16,
+        TensorElementType::Int32 => Datatype::I32,
+        TensorElementType::Int64 => Datatype::I64,
+        TensorElementType::Float16 => Datatype::F16,
+        TensorElementType::Float32 => Datatype::F32,
+        TensorElementType::Float64 => Datatype::F64,
+        TensorElementType::Bfloat16 => Datatype::Bf16,
+        TensorElementType::String => Datatype::Bytes,
+        _ => return None,
+    })
+}
+
+/// Runs the session on inputs already checked against `spec` (graph order); returns every output in graph order.
+pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    let values = inputs
+        .into_iter()
+        .map(|t| Ok((t.name, to_value(t.shape, t.data)?)))
+        .collect::<ort::Result<Vec<(String, DynValue)>>>()
+        .map_err(|e| Error::Inference(e.to_string()))?;
+    let outputs = session
+        .run(values)
+        .map_err(|e| Error::Inference(e.to_string()))?;
+    spec.outputs
+        .iter()
+        .map(|out| {
+            let value = outputs.get(&out.name).ok_or_else(|| {
+                Error::Inference(format!("the runtime returned no output '{}'", out.name))
+            })?;
+            from_value(&out.name, out.datatype, value).map_err(|e| Error::Inference(e.to_string()))
+        })
+        .collect()
+}
+
+fn to_value(shape: Vec<usize>, data: TensorData) -> ort::Result<DynValue> {
+    match data {
+        TensorData::Bytes(strings) => {
+            Ok(ort::value::Tensor::from_string_array((shape, strings.as_slice()))?.into_dyn())
+        }
+        other => {
+            each!([Bool, U8, U16, U32, U64, I8, I16, I32, I64, F16, F32, F64, Bf16] other, v => Ok(ort::value::Tensor::from_array((shape, v))?.into_dyn()))
+        }
+    }
+}
+
+fn from_value(name: &str, datatype: Datatype, value: &DynValue) -> ort::Result<Tensor> {
+    fn plain<T: PrimitiveTensorElementType + Clone>(
+        value: &DynValue,
+    ) -> ort::Result<(Vec<usize>, Vec<T>)> {
+        let (shape, data) = value.try_extract_tensor::<T>()?;
+        Ok((shape.iter().map(|&d| d as usize).collect(), data.to_vec()))
+    }
+    let (shape, data) = match datatype {
+        Datatype::Bool => plain(value).map(|(s, d)| (s, TensorData::Bool(d)))?,
+        Datatype::U8 => plain(value).map(|(s, d)| (s, TensorData::U8(d)))?,
+        Datatype::U16 => plain(value).map(|(s, d)| (s, TensorData::U16(d)))?,
+        Datatype::U32 => plain(value).map(|(s, d)| (s, TensorData::U32(d)))?,
+        Datatype::U64 => plain(value).map(|(s, d)| (s, TensorData::U64(d)))?,
+        Datatype::I8 => plain(value).map(|(s, d)| (s, TensorData::I8(d)))?,
+        Datatype::I16 => plain(value).map(|(s, d)| (s, TensorData::I16(d)))?,
+        Datatype::I32 => plain(value).map(|(s, d)| (s, TensorData::I32(d)))?,
+        Datatype::I64 => plain(value).map(|(s, d)| (s, TensorData::I64(d)))?,
+        Datatype::F16 => plain(value).map(|(s, d)| (s, TensorData::F16(d)))?,
+        Datatype::F32 => plain(value).map(|(s, d)| (s, TensorData::F32(d)))?,
+        Datatype::F64 => plain(value).map(|(s, d)| (s, TensorData::F64(d)))?,
+        Datatype::Bf16 => plain(value).map(|(s, d)| (s, TensorData::Bf16(d)))?,
+        Datatype::Bytes => {
+            let (shape, strings) = value.try_extract_strings()?;
+            (
+                shape.iter().map(|&d| d as usize).collect(),
+                TensorData::Bytes(strings),
+            )
+        }
+    };
+    Ok(Tensor {
+        name: name.to_owned(),
+        shape,
+        data,
+    })
+}

@@ -1,0 +1,30 @@
+//! Tensors as the server sees them: a name, a shape and typed, flat, row-major data.
+
+pub(crate) mod data;
+mod datatype;
+
+pub use data::TensorData;
+pub use datatype::Datatype;
+
+/// A named tensor with a concrete shape; `data.len()` equals the product of `shape`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    /// Input or output name in the model graph.
+    pub name: String,
+    /// Concrete dimensions.
+    pub shape: Vec<usize>,
+    /// Flat row-major elements.
+    pub data: TensorData,
+}
+
+impl Tensor {
+    /// Number of rows: the first dimension, or 1 for a scalar.
+    pub fn rows(&self) -> usize {
+        self.shape.first().copied().unwrap_or(1)
+    }
+}
+
+/// Number of elements a shape holds.
+pub fn element_count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
