@@ -4,7 +4,8 @@
 # model "iris" through the custom runtime in bench/peers/mlserver/runtime.py.
 # REST on 127.0.0.1:PORT, gRPC on PORT+1, metrics on PORT+2; everything else
 # is MLServer's default (parallel_workers=1, adaptive batching off, ...).
-# Config goes to a fresh temp folder ($MLSERVER_WORKDIR to choose it).
+# Config is rewritten on each start into ${TMPDIR:-/tmp}/skiff-mlserver-PORT
+# ($MLSERVER_WORKDIR to choose another folder).
 # Needs bench/peers/setup.sh to have been run. Execs, so the PID is the server's.
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -31,7 +32,8 @@ if [ ! -f "$model" ]; then
 fi
 name=${MODEL_NAME:-iris}
 host=${SKIFF_PEER_HOST:-127.0.0.1}
-work=${MLSERVER_WORKDIR:-$(mktemp -d "${TMPDIR:-/tmp}/skiff-mlserver.XXXXXX")}
+work=${MLSERVER_WORKDIR:-${TMPDIR:-/tmp}/skiff-mlserver-$port}
+rm -rf "$work"
 mkdir -p "$work/$name"
 cat > "$work/settings.json" <<JSON
 {

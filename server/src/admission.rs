@@ -42,19 +42,11 @@ impl Admission {
             return Ok(Permit { _slot: None });
         };
         if let Ok(permit) = slots.clone().try_acquire_owned() {
-            return Ok(Permit {
-                _slot: Some(permit),
-            });
+            return Ok(Permit { _slot: Some(permit) });
         }
         let _place = QueuePlace::take(self)?;
-        let permit = slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
-        Ok(Permit {
-            _slot: Some(permit),
-        })
+        let permit = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
+        Ok(Permit { _slot: Some(permit) })
     }
 }
 
@@ -67,10 +59,7 @@ struct QueuePlace<'a> {
 impl<'a> QueuePlace<'a> {
     fn take(admission: &'a Admission) -> Result<QueuePlace<'a>> {
         let ahead = admission.queued.fetch_add(1, Ordering::AcqRel);
-        let place = QueuePlace {
-            admission,
-            _gauge: GaugeGuard::new(admission.queued_gauge.clone()),
-        };
+        let place = QueuePlace { admission, _gauge: GaugeGuard::new(admission.queued_gauge.clone()) };
         if ahead >= admission.max_queued {
             return Err(Error::Overloaded(format!(
                 "all {} concurrency slots are busy and {} requests are already queued",

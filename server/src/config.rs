@@ -23,11 +23,7 @@ pub enum LogFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerConfig {
     /// Folder holding `model.onnx`, or sub-folders that each hold one.
-    #[arg(
-        long,
-        required_unless_present = "storage_uri",
-        conflicts_with = "storage_uri"
-    )]
+    #[arg(long, required_unless_present = "storage_uri", conflicts_with = "storage_uri")]
     pub model_dir: Option<PathBuf>,
     /// The same folder as a `file://` URI (KServe's `storageUri`).
     #[arg(long)]
@@ -80,11 +76,7 @@ impl ServerConfig {
     /// Checks the values that clap cannot; each message states the allowed range.
     pub fn validate(&self) -> Result<()> {
         let positive = |value: usize, flag: &str| {
-            if value == 0 {
-                Err(Error::Config(format!("--{flag} must be at least 1")))
-            } else {
-                Ok(())
-            }
+            if value == 0 { Err(Error::Config(format!("--{flag} must be at least 1"))) } else { Ok(()) }
         };
         positive(self.intra_op_threads, "intra-op-threads")?;
         positive(self.max_batch_size, "max-batch-size")?;
@@ -93,9 +85,7 @@ impl ServerConfig {
             positive(workers, "workers")?;
         }
         if self.enable_batching && self.max_latency_ms == 0 {
-            return Err(Error::Config(
-                "--max-latency-ms must be at least 1 when batching is on".into(),
-            ));
+            return Err(Error::Config("--max-latency-ms must be at least 1 when batching is on".into()));
         }
         self.model_dir().map(|_| ())
     }
@@ -116,7 +106,9 @@ impl ServerConfig {
     /// The ONNX Runtime library to load.
     pub fn ort_dylib(&self) -> Result<PathBuf> {
         self.ort_dylib.clone().ok_or_else(|| {
-            Error::Config("ONNX Runtime library unknown: set ORT_DYLIB_PATH or --ort-dylib (scripts/setup.sh installs it)".into())
+            Error::Config(
+                "ONNX Runtime library unknown: set ORT_DYLIB_PATH or --ort-dylib (scripts/setup.sh installs it)".into(),
+            )
         })
     }
 
@@ -179,10 +171,7 @@ mod tests {
         let c = parse(&["--storage-uri", "file:///models/iris"]).unwrap();
         assert_eq!(c.model_dir().unwrap(), PathBuf::from("/models/iris"));
         let err = parse(&["--storage-uri", "gs://bucket/iris"]).unwrap_err();
-        assert!(
-            err.contains("only file:// URIs are served directly"),
-            "{err}"
-        );
+        assert!(err.contains("only file:// URIs are served directly"), "{err}");
         assert!(parse(&["--model-dir", "a", "--storage-uri", "file:///b"]).is_err());
         assert!(parse(&[]).is_err());
     }
@@ -191,15 +180,6 @@ mod tests {
     fn out_of_range_values_are_refused() {
         let err = parse(&["--model-dir", "m", "--workers", "0"]).unwrap_err();
         assert_eq!(err, "invalid configuration: --workers must be at least 1");
-        assert!(
-            parse(&[
-                "--model-dir",
-                "m",
-                "--enable-batching",
-                "--max-latency-ms",
-                "0"
-            ])
-            .is_err()
-        );
+        assert!(parse(&["--model-dir", "m", "--enable-batching", "--max-latency-ms", "0"]).is_err());
     }
 }

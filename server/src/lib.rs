@@ -44,17 +44,8 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         .map_err(|e| Error::Config(format!("cannot start ONNX Runtime: {e}")))?;
 
     let metrics = Metrics::default();
-    let admission = Admission::new(
-        config.container_concurrency,
-        config.max_queued(),
-        metrics.queued(),
-    );
-    let app = Arc::new(App::new(
-        Models::new(sources),
-        admission,
-        metrics,
-        config.max_body_bytes,
-    ));
+    let admission = Admission::new(config.container_concurrency, config.max_queued(), metrics.queued());
+    let app = Arc::new(App::new(Models::new(sources), admission, metrics, config.max_body_bytes));
 
     let listener = TcpListener::bind(SocketAddr::new(config.bind, config.http_port)).await?;
     tracing::info!(address = %listener.local_addr()?, models = ?app.models.names(), "listening");
@@ -65,9 +56,7 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         move || app.models.load_all(&env, &options, &app.metrics)
     });
     let loaded = async {
-        loader
-            .await
-            .map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
+        loader.await.map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
         tracing::info!("ready: every model is loaded");
         std::future::pending::<Result<()>>().await
     };

@@ -4,11 +4,7 @@ use clap::Parser;
 use skiff_server::{ServerConfig, telemetry};
 
 #[derive(Parser)]
-#[command(
-    name = "skiff-server",
-    version,
-    about = "Serve ONNX models over KServe's V1 and V2 inference protocols"
-)]
+#[command(name = "skiff-server", version, about = "Serve ONNX models over KServe's V1 and V2 inference protocols")]
 struct Cli {
     #[command(flatten)]
     config: ServerConfig,

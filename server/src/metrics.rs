@@ -49,12 +49,8 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
-        let latency = Family::<LatencyLabels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
-        let batch_sizes = Family::<ModelLabels, Histogram>::new_with_constructor(
-            batch_histogram as fn() -> Histogram,
-        );
+        let latency = Family::<LatencyLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let batch_sizes = Family::<ModelLabels, Histogram>::new_with_constructor(batch_histogram as fn() -> Histogram);
         let inflight = Gauge::default();
         let queued = Gauge::default();
         registry.register(
@@ -72,24 +68,9 @@ impl Default for Metrics {
             "Inference requests received and not yet answered, queued ones included",
             inflight.clone(),
         );
-        registry.register(
-            "skiff_queued_requests",
-            "Inference requests waiting for a concurrency slot",
-            queued.clone(),
-        );
-        registry.register(
-            "skiff_batch_size",
-            "Requests run together in one inference call",
-            batch_sizes.clone(),
-        );
-        Metrics {
-            registry,
-            requests,
-            latency,
-            inflight,
-            queued,
-            batch_sizes,
-        }
+        registry.register("skiff_queued_requests", "Inference requests waiting for a concurrency slot", queued.clone());
+        registry.register("skiff_batch_size", "Requests run together in one inference call", batch_sizes.clone());
+        Metrics { registry, requests, latency, inflight, queued, batch_sizes }
     }
 }
 
@@ -104,19 +85,8 @@ fn batch_histogram() -> Histogram {
 impl Metrics {
     /// Counts an answered inference request and its latency.
     pub fn observe(&self, model: &str, protocol: &'static str, status: u16, elapsed: Duration) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                model: model.to_owned(),
-                protocol,
-                status,
-            })
-            .inc();
-        self.latency
-            .get_or_create(&LatencyLabels {
-                model: model.to_owned(),
-                protocol,
-            })
-            .observe(elapsed.as_secs_f64());
+        self.requests.get_or_create(&RequestLabels { model: model.to_owned(), protocol, status }).inc();
+        self.latency.get_or_create(&LatencyLabels { model: model.to_owned(), protocol }).observe(elapsed.as_secs_f64());
     }
 
     /// Marks a request in flight until the guard drops.
@@ -131,18 +101,13 @@ impl Metrics {
 
     /// The batch-size histogram of one model.
     pub fn batch_sizes(&self, model: &str) -> Histogram {
-        self.batch_sizes
-            .get_or_create(&ModelLabels {
-                model: model.to_owned(),
-            })
-            .clone()
+        self.batch_sizes.get_or_create(&ModelLabels { model: model.to_owned() }).clone()
     }
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String cannot fail");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
 }
@@ -175,20 +140,11 @@ mod tests {
         let _flight = m.in_flight();
         m.batch_sizes("iris").observe(4.0);
         let text = m.encode();
-        assert!(
-            text.contains(r#"skiff_requests_total{model="iris",protocol="v2",status="200"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"skiff_request_duration_seconds_count{model="iris",protocol="v2"} 1"#),
-            "{text}"
-        );
+        assert!(text.contains(r#"skiff_requests_total{model="iris",protocol="v2",status="200"} 1"#), "{text}");
+        assert!(text.contains(r#"skiff_request_duration_seconds_count{model="iris",protocol="v2"} 1"#), "{text}");
         assert!(text.contains("skiff_inflight_requests 1"), "{text}");
         assert!(text.contains("skiff_queued_requests 0"), "{text}");
-        assert!(
-            text.contains(r#"skiff_batch_size_sum{model="iris"} 4.0"#),
-            "{text}"
-        );
+        assert!(text.contains(r#"skiff_batch_size_sum{model="iris"} 4.0"#), "{text}");
         drop(_flight);
         assert!(m.encode().contains("skiff_inflight_requests 0"));
     }

@@ -74,11 +74,7 @@ impl<'de> Visitor<'de> for Leaves<'_> {
         Ok(())
     }
     fn visit_i64<E>(self, v: i64) -> Result<(), E> {
-        self.0.push(if v < 0 {
-            Scalar::Int(v)
-        } else {
-            Scalar::UInt(v as u64)
-        });
+        self.0.push(if v < 0 { Scalar::Int(v) } else { Scalar::UInt(v as u64) });
         Ok(())
     }
     fn visit_u64<E>(self, v: u64) -> Result<(), E> {
@@ -136,19 +132,14 @@ fn each_leaf<T>(
         match convert(leaf) {
             Some(v) => out.push(v),
             None => {
-                return Err(format!(
-                    "element {i} is {shown}, which is not a valid {datatype} value"
-                ));
+                return Err(format!("element {i} is {shown}, which is not a valid {datatype} value"));
             }
         }
     }
     Ok(out)
 }
 
-fn integers<T: TryFrom<i64> + TryFrom<u64>>(
-    datatype: Datatype,
-    leaves: Vec<Scalar>,
-) -> Result<Vec<T>, String> {
+fn integers<T: TryFrom<i64> + TryFrom<u64>>(datatype: Datatype, leaves: Vec<Scalar>) -> Result<Vec<T>, String> {
     each_leaf(datatype, leaves, |s| match s {
         Scalar::Int(i) => T::try_from(i).ok(),
         Scalar::UInt(u) => T::try_from(u).ok(),
@@ -156,11 +147,7 @@ fn integers<T: TryFrom<i64> + TryFrom<u64>>(
     })
 }
 
-fn floats<T>(
-    datatype: Datatype,
-    leaves: Vec<Scalar>,
-    from_f64: impl Fn(f64) -> T,
-) -> Result<Vec<T>, String> {
+fn floats<T>(datatype: Datatype, leaves: Vec<Scalar>, from_f64: impl Fn(f64) -> T) -> Result<Vec<T>, String> {
     each_leaf(datatype, leaves, |s| match s {
         Scalar::Float(x) => Some(from_f64(x)),
         Scalar::Int(i) => Some(from_f64(i as f64)),
@@ -180,10 +167,7 @@ mod tests {
     #[test]
     fn nested_and_flat_arrays_give_the_same_leaves() {
         assert_eq!(leaves("[[1,2],[3,4]]"), leaves("[1,2,3,4]"));
-        assert_eq!(
-            leaves("[[[true]],[[false]]]"),
-            vec![Scalar::Bool(true), Scalar::Bool(false)]
-        );
+        assert_eq!(leaves("[[[true]],[[false]]]"), vec![Scalar::Bool(true), Scalar::Bool(false)]);
         assert_eq!(leaves("[]"), vec![]);
     }
 
@@ -197,56 +181,20 @@ mod tests {
     #[test]
     fn every_datatype_accepts_its_values() {
         let cases: Vec<(Datatype, &str, TensorData)> = vec![
-            (
-                Datatype::Bool,
-                "[true,false]",
-                TensorData::Bool(vec![true, false]),
-            ),
+            (Datatype::Bool, "[true,false]", TensorData::Bool(vec![true, false])),
             (Datatype::U8, "[0,255]", TensorData::U8(vec![0, 255])),
             (Datatype::U16, "[65535]", TensorData::U16(vec![65535])),
-            (
-                Datatype::U32,
-                "[4294967295]",
-                TensorData::U32(vec![u32::MAX]),
-            ),
-            (
-                Datatype::U64,
-                "[18446744073709551615]",
-                TensorData::U64(vec![u64::MAX]),
-            ),
+            (Datatype::U32, "[4294967295]", TensorData::U32(vec![u32::MAX])),
+            (Datatype::U64, "[18446744073709551615]", TensorData::U64(vec![u64::MAX])),
             (Datatype::I8, "[-128,127]", TensorData::I8(vec![-128, 127])),
             (Datatype::I16, "[-32768]", TensorData::I16(vec![i16::MIN])),
-            (
-                Datatype::I32,
-                "[-2147483648]",
-                TensorData::I32(vec![i32::MIN]),
-            ),
-            (
-                Datatype::I64,
-                "[-9223372036854775808]",
-                TensorData::I64(vec![i64::MIN]),
-            ),
-            (
-                Datatype::F16,
-                "[0.5,65504]",
-                TensorData::F16(vec![f16::from_f32(0.5), f16::MAX]),
-            ),
+            (Datatype::I32, "[-2147483648]", TensorData::I32(vec![i32::MIN])),
+            (Datatype::I64, "[-9223372036854775808]", TensorData::I64(vec![i64::MIN])),
+            (Datatype::F16, "[0.5,65504]", TensorData::F16(vec![f16::from_f32(0.5), f16::MAX])),
             (Datatype::F32, "[1.5,2]", TensorData::F32(vec![1.5, 2.0])),
-            (
-                Datatype::F64,
-                "[1e300,-3]",
-                TensorData::F64(vec![1e300, -3.0]),
-            ),
-            (
-                Datatype::Bf16,
-                "[1.5]",
-                TensorData::Bf16(vec![bf16::from_f32(1.5)]),
-            ),
-            (
-                Datatype::Bytes,
-                r#"["ab","ü"]"#,
-                TensorData::Bytes(vec!["ab".into(), "ü".into()]),
-            ),
+            (Datatype::F64, "[1e300,-3]", TensorData::F64(vec![1e300, -3.0])),
+            (Datatype::Bf16, "[1.5]", TensorData::Bf16(vec![bf16::from_f32(1.5)])),
+            (Datatype::Bytes, r#"["ab","ü"]"#, TensorData::Bytes(vec!["ab".into(), "ü".into()])),
         ];
         for (dt, json, want) in cases {
             assert_eq!(typed(dt, leaves(json)).unwrap(), want, "{dt}");
@@ -256,41 +204,13 @@ mod tests {
     #[test]
     fn wrong_kinds_and_out_of_range_values_are_named() {
         let cases = [
-            (
-                Datatype::U8,
-                "[1,256]",
-                "element 1 is 256, which is not a valid UINT8 value",
-            ),
-            (
-                Datatype::U32,
-                "[-1]",
-                "element 0 is -1, which is not a valid UINT32 value",
-            ),
-            (
-                Datatype::I8,
-                "[-129]",
-                "element 0 is -129, which is not a valid INT8 value",
-            ),
-            (
-                Datatype::I64,
-                "[1.5]",
-                "element 0 is 1.5, which is not a valid INT64 value",
-            ),
-            (
-                Datatype::F32,
-                r#"[1,"x"]"#,
-                "element 1 is \"x\", which is not a valid FP32 value",
-            ),
-            (
-                Datatype::Bool,
-                "[1]",
-                "element 0 is 1, which is not a valid BOOL value",
-            ),
-            (
-                Datatype::Bytes,
-                "[1]",
-                "element 0 is 1, which is not a valid BYTES value",
-            ),
+            (Datatype::U8, "[1,256]", "element 1 is 256, which is not a valid UINT8 value"),
+            (Datatype::U32, "[-1]", "element 0 is -1, which is not a valid UINT32 value"),
+            (Datatype::I8, "[-129]", "element 0 is -129, which is not a valid INT8 value"),
+            (Datatype::I64, "[1.5]", "element 0 is 1.5, which is not a valid INT64 value"),
+            (Datatype::F32, r#"[1,"x"]"#, "element 1 is \"x\", which is not a valid FP32 value"),
+            (Datatype::Bool, "[1]", "element 0 is 1, which is not a valid BOOL value"),
+            (Datatype::Bytes, "[1]", "element 0 is 1, which is not a valid BYTES value"),
         ];
         for (dt, json, want) in cases {
             assert_eq!(typed(dt, leaves(json)).unwrap_err(), want);

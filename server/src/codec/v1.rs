@@ -21,19 +21,15 @@ struct PredictRequest {
 
 /// Parses a predict body into one tensor per model input, in graph order.
 pub fn decode(body: &[u8], spec: &ModelSpec) -> Result<Vec<Tensor>> {
-    let request: PredictRequest = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid(format!("invalid predict request: {e}")))?;
+    let request: PredictRequest =
+        serde_json::from_slice(body).map_err(|e| Error::invalid(format!("invalid predict request: {e}")))?;
     let rows = match (request.instances, request.inputs) {
         (Some(rows), None) | (None, Some(rows)) => rows,
         (Some(_), Some(_)) => {
-            return Err(Error::invalid(
-                "give either \"instances\" or \"inputs\", not both",
-            ));
+            return Err(Error::invalid("give either \"instances\" or \"inputs\", not both"));
         }
         (None, None) => {
-            return Err(Error::invalid(
-                "predict request needs \"instances\" (or \"inputs\")",
-            ));
+            return Err(Error::invalid("predict request needs \"instances\" (or \"inputs\")"));
         }
     };
     if rows.is_empty() {
@@ -85,13 +81,9 @@ fn stack_rows<'a>(input: &TensorSpec, rows: impl Iterator<Item = &'a Value>) -> 
     }
     let mut shape = vec![count];
     shape.extend(row_shape.unwrap_or_default());
-    let data = scalar::typed(input.datatype, leaves)
-        .map_err(|e| Error::invalid(format!("input '{}': {e}", input.name)))?;
-    Ok(Tensor {
-        name: input.name.clone(),
-        shape,
-        data,
-    })
+    let data =
+        scalar::typed(input.datatype, leaves).map_err(|e| Error::invalid(format!("input '{}': {e}", input.name)))?;
+    Ok(Tensor { name: input.name.clone(), shape, data })
 }
 
 /// Appends the leaves of `value` and returns its shape; arrays must be rectangular.
@@ -144,9 +136,7 @@ pub fn encode(outputs: &[Tensor]) -> Result<Vec<u8>> {
             outputs[0].name
         )));
     }
-    let body = PredictResponse {
-        predictions: Predictions { outputs, rows },
-    };
+    let body = PredictResponse { predictions: Predictions { outputs, rows } };
     Ok(serde_json::to_vec(&body).expect("tensors serialise"))
 }
 
@@ -163,10 +153,7 @@ struct Predictions<'a> {
 
 impl Serialize for Predictions<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        serializer.collect_seq((0..self.rows).map(|row| Prediction {
-            outputs: self.outputs,
-            row,
-        }))
+        serializer.collect_seq((0..self.rows).map(|row| Prediction { outputs: self.outputs, row }))
     }
 }
 
@@ -179,9 +166,7 @@ impl Serialize for Prediction<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         match self.outputs {
             [only] => Nested::row(only, self.row).serialize(serializer),
-            many => {
-                serializer.collect_map(many.iter().map(|t| (&t.name, Nested::row(t, self.row))))
-            }
+            many => serializer.collect_map(many.iter().map(|t| (&t.name, Nested::row(t, self.row)))),
         }
     }
 }
@@ -197,11 +182,7 @@ impl<'a> Nested<'a> {
     /// Row `row` of `tensor`; a scalar tensor's only row is its element.
     fn row(tensor: &'a Tensor, row: usize) -> Nested<'a> {
         let dims = tensor.shape.get(1..).unwrap_or_default();
-        Nested {
-            tensor,
-            start: row * element_count(dims),
-            dims,
-        }
+        Nested { tensor, start: row * element_count(dims), dims }
     }
 }
 
@@ -231,11 +212,7 @@ mod tests {
             name: "m".into(),
             inputs: inputs
                 .iter()
-                .map(|(n, d, s)| TensorSpec {
-                    name: (*n).into(),
-                    datatype: *d,
-                    shape: s.to_vec(),
-                })
+                .map(|(n, d, s)| TensorSpec { name: (*n).into(), datatype: *d, shape: s.to_vec() })
                 .collect(),
             outputs: vec![],
         }
@@ -247,11 +224,7 @@ mod tests {
         let got = decode(br#"{"instances":[[1,2],[3,4.5]]}"#, &s).unwrap();
         assert_eq!(
             got,
-            vec![Tensor {
-                name: "x".into(),
-                shape: vec![2, 2],
-                data: TensorData::F32(vec![1.0, 2.0, 3.0, 4.5])
-            }]
+            vec![Tensor { name: "x".into(), shape: vec![2, 2], data: TensorData::F32(vec![1.0, 2.0, 3.0, 4.5]) }]
         );
         assert_eq!(decode(br#"{"inputs":[[1,2],[3,4.5]]}"#, &s).unwrap(), got);
     }
@@ -262,40 +235,20 @@ mod tests {
         let got = decode(br#"{"instances":[{"a":1,"b":"x"},{"a":-2,"b":"y"}]}"#, &s).unwrap();
         assert_eq!(got[0].data, TensorData::I64(vec![1, -2]));
         assert_eq!(got[1].data, TensorData::Bytes(vec!["x".into(), "y".into()]));
-        let err = decode(br#"{"instances":[{"a":1}]}"#, &s)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "instance 0 must be an object with a value for input 'b' (model 'm' has 2 inputs)"
-        );
+        let err = decode(br#"{"instances":[{"a":1}]}"#, &s).unwrap_err().to_string();
+        assert_eq!(err, "instance 0 must be an object with a value for input 'b' (model 'm' has 2 inputs)");
     }
 
     #[test]
     fn malformed_instances_are_named() {
         let s = spec(&[("x", Datatype::F32, &[-1, 2])]);
         let cases: [(&[u8], &str); 6] = [
-            (
-                br#"{"instances":[[1,2],[3]]}"#,
-                "instance 1 of input 'x' has shape [1] but instance 0 has [2]",
-            ),
-            (
-                br#"{"instances":[[[1],[2,3]]]}"#,
-                "instance 0 of input 'x': nested arrays are not rectangular",
-            ),
-            (
-                br#"{"instances":[[1,null]]}"#,
-                "instance 0 of input 'x': null is not a tensor element",
-            ),
+            (br#"{"instances":[[1,2],[3]]}"#, "instance 1 of input 'x' has shape [1] but instance 0 has [2]"),
+            (br#"{"instances":[[[1],[2,3]]]}"#, "instance 0 of input 'x': nested arrays are not rectangular"),
+            (br#"{"instances":[[1,null]]}"#, "instance 0 of input 'x': null is not a tensor element"),
             (br#"{"instances":[]}"#, "\"instances\" is empty"),
-            (
-                br#"{"rows":[]}"#,
-                "predict request needs \"instances\" (or \"inputs\")",
-            ),
-            (
-                br#"{"instances":[["a","b"]]}"#,
-                "input 'x': element 0 is \"a\", which is not a valid FP32 value",
-            ),
+            (br#"{"rows":[]}"#, "predict request needs \"instances\" (or \"inputs\")"),
+            (br#"{"instances":[["a","b"]]}"#, "input 'x': element 0 is \"a\", which is not a valid FP32 value"),
         ];
         for (body, want) in cases {
             assert_eq!(decode(body, &s).unwrap_err().to_string(), want);
@@ -304,43 +257,18 @@ mod tests {
 
     #[test]
     fn predictions_are_rows_or_objects_of_rows() {
-        let label = Tensor {
-            name: "label".into(),
-            shape: vec![2],
-            data: TensorData::I64(vec![1, 0]),
-        };
-        let probs = Tensor {
-            name: "p".into(),
-            shape: vec![2, 2],
-            data: TensorData::F32(vec![0.25, 0.75, 1.0, 0.0]),
-        };
+        let label = Tensor { name: "label".into(), shape: vec![2], data: TensorData::I64(vec![1, 0]) };
+        let probs = Tensor { name: "p".into(), shape: vec![2, 2], data: TensorData::F32(vec![0.25, 0.75, 1.0, 0.0]) };
         let one = String::from_utf8(encode(std::slice::from_ref(&probs)).unwrap()).unwrap();
         assert_eq!(one, r#"{"predictions":[[0.25,0.75],[1.0,0.0]]}"#);
-        let cube = Tensor {
-            name: "c".into(),
-            shape: vec![1, 2, 2],
-            data: TensorData::U8(vec![1, 2, 3, 4]),
-        };
-        assert_eq!(
-            String::from_utf8(encode(&[cube]).unwrap()).unwrap(),
-            r#"{"predictions":[[[1,2],[3,4]]]}"#
-        );
-        let ragged = [
-            Tensor {
-                name: "a".into(),
-                shape: vec![1],
-                data: TensorData::I8(vec![1]),
-            },
-            probs.clone(),
-        ];
+        let cube = Tensor { name: "c".into(), shape: vec![1, 2, 2], data: TensorData::U8(vec![1, 2, 3, 4]) };
+        assert_eq!(String::from_utf8(encode(&[cube]).unwrap()).unwrap(), r#"{"predictions":[[[1,2],[3,4]]]}"#);
+        let ragged = [Tensor { name: "a".into(), shape: vec![1], data: TensorData::I8(vec![1]) }, probs.clone()];
         assert_eq!(
             encode(&ragged).unwrap_err().to_string(),
             "inference failed: output 'p' has 2 rows but output 'a' has 1"
         );
         let both = String::from_utf8(encode(&[label, probs]).unwrap()).unwrap();
-        assert_eq!(
-            both,
-            r#"{"predictions":[{"label":1,"p":[0.25,0.75]},{"label":0,"p":[1.0,0.0]}]}"#
-        );
+        assert_eq!(both, r#"{"predictions":[{"label":1,"p":[0.25,0.75]},{"label":0,"p":[1.0,0.0]}]}"#);
     }
 }

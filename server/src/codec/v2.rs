@@ -41,7 +41,7 @@ pub struct RequestOutput {
 
 /// Parses an infer request body.
 pub fn decode(body: &[u8]) -> Result<InferRequest> {
-    serde_json::from_slice(body).map_err(|e| Error::invalid(format!("invalid infer request: {e}")))
+    super::from_json_object(body, "infer request")
 }
 
 impl InferRequest {
@@ -62,17 +62,9 @@ impl RequestInput {
                 Datatype::ALL.map(Datatype::as_str).join(", ")
             ))
         })?;
-        let shape = self
-            .shape
-            .iter()
-            .map(|&d| usize::try_from(d))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| {
-                Error::invalid(format!(
-                    "input '{name}' has a negative dimension in shape {:?}",
-                    self.shape
-                ))
-            })?;
+        let shape = self.shape.iter().map(|&d| usize::try_from(d)).collect::<Result<Vec<_>, _>>().map_err(|_| {
+            Error::invalid(format!("input '{name}' has a negative dimension in shape {:?}", self.shape))
+        })?;
         let leaves = self.data.0;
         if leaves.len() != element_count(&shape) {
             return Err(Error::invalid(format!(
@@ -81,8 +73,7 @@ impl RequestInput {
                 element_count(&shape)
             )));
         }
-        let data = scalar::typed(datatype, leaves)
-            .map_err(|e| Error::invalid(format!("input '{name}': {e}")))?;
+        let data = scalar::typed(datatype, leaves).map_err(|e| Error::invalid(format!("input '{name}': {e}")))?;
         Ok(Tensor { name, shape, data })
     }
 }
@@ -135,11 +126,8 @@ mod tests {
 
     #[test]
     fn decodes_nested_and_flat_data_alike() {
-        let flat =
-            tensor(r#"{"name":"x","shape":[2,2],"datatype":"INT32","data":[1,2,3,4]}"#).unwrap();
-        let nested =
-            tensor(r#"{"name":"x","shape":[2,2],"datatype":"INT32","data":[[1,2],[3,4]]}"#)
-                .unwrap();
+        let flat = tensor(r#"{"name":"x","shape":[2,2],"datatype":"INT32","data":[1,2,3,4]}"#).unwrap();
+        let nested = tensor(r#"{"name":"x","shape":[2,2],"datatype":"INT32","data":[[1,2],[3,4]]}"#).unwrap();
         assert_eq!(flat, nested);
         assert_eq!(flat.data, TensorData::I32(vec![1, 2, 3, 4]));
     }
@@ -147,10 +135,7 @@ mod tests {
     #[test]
     fn every_request_error_is_a_400_that_says_what_is_wrong() {
         let cases = [
-            (
-                r#"{"name":"x","shape":[2],"datatype":"FLOAT","data":[1,2]}"#,
-                "input 'x' has unknown datatype 'FLOAT'",
-            ),
+            (r#"{"name":"x","shape":[2],"datatype":"FLOAT","data":[1,2]}"#, "input 'x' has unknown datatype 'FLOAT'"),
             (
                 r#"{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}"#,
                 "input 'x' has a negative dimension in shape [-1]",
@@ -163,10 +148,7 @@ mod tests {
                 r#"{"name":"x","shape":[1],"datatype":"UINT8","data":[300]}"#,
                 "input 'x': element 0 is 300, which is not a valid UINT8 value",
             ),
-            (
-                r#"{"name":"x","shape":[1],"datatype":"FP32"}"#,
-                "invalid infer request: missing field `data`",
-            ),
+            (r#"{"name":"x","shape":[1],"datatype":"FP32"}"#, "invalid infer request: missing field `data`"),
             (
                 r#"{"name":"x","shape":[1],"datatype":"FP32","data":[null]}"#,
                 "invalid infer request: invalid type: null",
@@ -179,27 +161,21 @@ mod tests {
         }
         assert!(message(r#"{"name":"x"}"#).starts_with("invalid infer request: missing field"));
         assert!(
-            decode(b"{not json")
-                .unwrap_err()
-                .to_string()
-                .starts_with("invalid infer request: key must be a string")
+            decode(b"{not json").unwrap_err().to_string().starts_with("invalid infer request: key must be a string")
         );
     }
 
     #[test]
     fn requested_outputs_and_id_are_read() {
-        let req = decode(br#"{"id":"r1","inputs":[],"outputs":[{"name":"b"},{"name":"a"}],"parameters":{"k":1}}"#).unwrap();
+        let req =
+            decode(br#"{"id":"r1","inputs":[],"outputs":[{"name":"b"},{"name":"a"}],"parameters":{"k":1}}"#).unwrap();
         assert_eq!(req.id.as_deref(), Some("r1"));
         assert_eq!(req.output_names(), ["b", "a"]);
     }
 
     #[test]
     fn encodes_the_v2_response_shape() {
-        let out = Tensor {
-            name: "y".into(),
-            shape: vec![2],
-            data: TensorData::I64(vec![1, -2]),
-        };
+        let out = Tensor { name: "y".into(), shape: vec![2], data: TensorData::I64(vec![1, -2]) };
         let body = encode("m", "id-1", &[out]);
         assert_eq!(
             String::from_utf8(body).unwrap(),

@@ -35,19 +35,8 @@ pub struct App {
 
 impl App {
     /// Builds the state; not ready until every model is loaded.
-    pub fn new(
-        models: Models,
-        admission: Admission,
-        metrics: Metrics,
-        max_body_bytes: usize,
-    ) -> App {
-        App {
-            models,
-            admission,
-            metrics,
-            max_body_bytes,
-            draining: AtomicBool::new(false),
-        }
+    pub fn new(models: Models, admission: Admission, metrics: Metrics, max_body_bytes: usize) -> App {
+        App { models, admission, metrics, max_body_bytes, draining: AtomicBool::new(false) }
     }
 
     /// Ready: every model loaded and not shutting down.
@@ -95,16 +84,14 @@ fn read_only(app: &App, route: Route<'_>) -> Result<HttpResponse> {
         Route::Live => ok(json!({ "live": true })),
         Route::Ready if app.ready() => ok(json!({ "ready": true })),
         Route::Ready => Err(Error::ModelNotReady(not_ready_names(app))),
-        Route::ServerMetadata => ok(
-            json!({ "name": "skiff-server", "version": env!("CARGO_PKG_VERSION"), "extensions": [] }),
-        ),
+        Route::ServerMetadata => {
+            ok(json!({ "name": "skiff-server", "version": env!("CARGO_PKG_VERSION"), "extensions": [] }))
+        }
         Route::Metrics => {
             let mut response = response::json(StatusCode::OK, app.metrics.encode());
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
-                header::HeaderValue::from_static(
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
+                header::HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
             );
             Ok(response)
         }
@@ -115,9 +102,7 @@ fn read_only(app: &App, route: Route<'_>) -> Result<HttpResponse> {
         }
         Route::V2Model(name) => {
             let spec = &app.models.get(name)?.spec;
-            ok(
-                json!({ "name": name, "platform": "onnxruntime_onnx", "inputs": spec.inputs, "outputs": spec.outputs }),
-            )
+            ok(json!({ "name": name, "platform": "onnxruntime_onnx", "inputs": spec.inputs, "outputs": spec.outputs }))
         }
         Route::V1Predict(_) | Route::V2Infer(_) => {
             unreachable!("inference routes are handled by `infer`")
@@ -126,40 +111,18 @@ fn read_only(app: &App, route: Route<'_>) -> Result<HttpResponse> {
 }
 
 fn not_ready_names(app: &App) -> String {
-    let loading: Vec<&str> = app
-        .models
-        .names()
-        .into_iter()
-        .filter(|n| app.models.get(n).is_err())
-        .collect();
-    if loading.is_empty() {
-        "server is shutting down".to_owned()
-    } else {
-        loading.join(", ")
-    }
+    let loading: Vec<&str> = app.models.names().into_iter().filter(|n| app.models.get(n).is_err()).collect();
+    if loading.is_empty() { "server is shutting down".to_owned() } else { loading.join(", ") }
 }
 
-async fn infer(
-    app: &App,
-    name: &str,
-    protocol: Protocol,
-    headers: &http::HeaderMap,
-    body: Incoming,
-) -> HttpResponse {
+async fn infer(app: &App, name: &str, protocol: Protocol, headers: &http::HeaderMap, body: Incoming) -> HttpResponse {
     let started = Instant::now();
     let _in_flight = app.metrics.in_flight();
     let response = match app.models.get(name) {
-        Ok(model) => run_inference(app, model, protocol, headers, body)
-            .await
-            .unwrap_or_else(|e| response::error(&e)),
+        Ok(model) => run_inference(app, model, protocol, headers, body).await.unwrap_or_else(|e| response::error(&e)),
         Err(e) => return response::error(&e),
     };
-    app.metrics.observe(
-        name,
-        protocol.label(),
-        response.status().as_u16(),
-        started.elapsed(),
-    );
+    app.metrics.observe(name, protocol.label(), response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -177,14 +140,8 @@ async fn run_inference(
             let request = v2::decode(&body)?;
             let wanted = request.output_names();
             spec.check_outputs(&wanted)?;
-            let id = request
-                .id
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            let tensors = request
-                .inputs
-                .into_iter()
-                .map(v2::RequestInput::into_tensor)
-                .collect::<Result<Vec<_>>>()?;
+            let id = request.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let tensors = request.inputs.into_iter().map(v2::RequestInput::into_tensor).collect::<Result<Vec<_>>>()?;
             let inputs = spec.check_inputs(tensors)?;
             let _permit = app.admission.admit().await?;
             let outputs = model.executor.infer(inputs).await?;
@@ -201,10 +158,8 @@ async fn run_inference(
 
 /// Reads the whole body, refusing it with 413 past `limit` (before reading, when Content-Length says so).
 async fn read_body(headers: &http::HeaderMap, body: Incoming, limit: usize) -> Result<Bytes> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(Error::PayloadTooLarge { limit });
     }

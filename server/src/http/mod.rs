@@ -20,12 +20,7 @@ pub use routes::{Route, route};
 /// Serves `app` on `listener` until `shutdown` completes, then stops accepting, lets in-flight
 /// requests finish (closing idle keep-alive connections at once) and returns; connections still
 /// busy after `drain_timeout` are abandoned.
-pub async fn serve(
-    listener: TcpListener,
-    app: Arc<App>,
-    shutdown: impl Future<Output = ()>,
-    drain_timeout: Duration,
-) {
+pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>, drain_timeout: Duration) {
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);

@@ -13,19 +13,13 @@ pub type HttpResponse = Response<Full<Bytes>>;
 pub fn json(status: StatusCode, body: impl Into<Bytes>) -> HttpResponse {
     let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
 /// A JSON response from a value.
 pub fn json_value(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
-    json(
-        status,
-        serde_json::to_vec(value).expect("JSON values serialise"),
-    )
+    json(status, serde_json::to_vec(value).expect("JSON values serialise"))
 }
 
 /// `{"error": "..."}` with the error's status; overload answers carry `Retry-After`.
@@ -38,9 +32,7 @@ pub fn error(err: &Error) -> HttpResponse {
     }
     let mut response = json_value(status, &serde_json::json!({ "error": err.to_string() }));
     if matches!(err, Error::Overloaded(_)) {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     response
 }

@@ -63,18 +63,12 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>> {
     if *method == allowed || (allowed == Method::GET && *method == Method::HEAD) {
         Ok(route)
     } else {
-        Err(Error::MethodNotAllowed {
-            method: method.to_string(),
-            path: path.to_owned(),
-        })
+        Err(Error::MethodNotAllowed { method: method.to_string(), path: path.to_owned() })
     }
 }
 
 fn no_route(method: &Method, path: &str) -> Error {
-    Error::NoRoute {
-        method: method.to_string(),
-        path: path.to_owned(),
-    }
+    Error::NoRoute { method: method.to_string(), path: path.to_owned() }
 }
 
 #[cfg(test)]
@@ -97,17 +91,9 @@ mod tests {
             (&get, "/v2/models/iris", Route::V2Model("iris")),
             (&get, "/v2/models/iris/versions/3", Route::V2Model("iris")),
             (&get, "/v2/models/iris/ready", Route::V2ModelReady("iris")),
-            (
-                &get,
-                "/v2/models/iris/versions/3/ready",
-                Route::V2ModelReady("iris"),
-            ),
+            (&get, "/v2/models/iris/versions/3/ready", Route::V2ModelReady("iris")),
             (&post, "/v2/models/iris/infer", Route::V2Infer("iris")),
-            (
-                &post,
-                "/v2/models/iris/versions/1/infer",
-                Route::V2Infer("iris"),
-            ),
+            (&post, "/v2/models/iris/versions/1/infer", Route::V2Infer("iris")),
         ];
         for (method, path, want) in cases {
             assert_eq!(route(method, path).unwrap(), want, "{method} {path}");
@@ -116,21 +102,12 @@ mod tests {
 
     #[test]
     fn unknown_paths_are_404_and_wrong_methods_405() {
-        for path in [
-            "/v3",
-            "/v2/models",
-            "/v2/models/iris/explain",
-            "/v2/models//infer",
-            "/v1/models/a/b",
-        ] {
+        for path in ["/v3", "/v2/models", "/v2/models/iris/explain", "/v2/models//infer", "/v1/models/a/b"] {
             let err = route(&Method::POST, path).unwrap_err();
             assert_eq!(err.status(), http::StatusCode::NOT_FOUND, "{path}");
         }
         let err = route(&Method::GET, "/v2/models/iris/infer").unwrap_err();
         assert_eq!(err.status(), http::StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(
-            err.to_string(),
-            "method GET is not allowed on /v2/models/iris/infer"
-        );
+        assert_eq!(err.to_string(), "method GET is not allowed on /v2/models/iris/infer");
     }
 }

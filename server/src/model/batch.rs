@@ -8,10 +8,7 @@ use crate::tensor::{Tensor, element_count};
 pub fn compatible(a: &[Tensor], b: &[Tensor]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
-            x.name == y.name
-                && x.shape.len() == y.shape.len()
-                && !x.shape.is_empty()
-                && x.shape[1..] == y.shape[1..]
+            x.name == y.name && x.shape.len() == y.shape.len() && !x.shape.is_empty() && x.shape[1..] == y.shape[1..]
         })
 }
 
@@ -19,10 +16,7 @@ pub fn compatible(a: &[Tensor], b: &[Tensor]) -> bool {
 pub fn group<T>(items: Vec<T>, inputs: impl Fn(&T) -> &[Tensor]) -> Vec<Vec<T>> {
     let mut groups: Vec<Vec<T>> = Vec::new();
     for item in items {
-        match groups
-            .iter_mut()
-            .find(|g| compatible(inputs(&g[0]), inputs(&item)))
-        {
+        match groups.iter_mut().find(|g| compatible(inputs(&g[0]), inputs(&item))) {
             Some(g) => g.push(item),
             None => groups.push(vec![item]),
         }
@@ -37,9 +31,7 @@ pub fn stack(requests: Vec<Vec<Tensor>>) -> Vec<Tensor> {
     for request in requests {
         for (into, tensor) in stacked.iter_mut().zip(request) {
             into.shape[0] += tensor.shape[0];
-            into.data
-                .append(tensor.data)
-                .expect("compatible requests share datatypes (checked against the model)");
+            into.data.append(tensor.data).expect("compatible requests share datatypes (checked against the model)");
         }
     }
     stacked
@@ -49,10 +41,7 @@ pub fn stack(requests: Vec<Vec<Tensor>>) -> Vec<Tensor> {
 /// Fails when an output's first dimension is not the total of `rows`.
 pub fn split(outputs: Vec<Tensor>, rows: &[usize]) -> Result<Vec<Vec<Tensor>>, String> {
     let total: usize = rows.iter().sum();
-    let mut per_request: Vec<Vec<Tensor>> = rows
-        .iter()
-        .map(|_| Vec::with_capacity(outputs.len()))
-        .collect();
+    let mut per_request: Vec<Vec<Tensor>> = rows.iter().map(|_| Vec::with_capacity(outputs.len())).collect();
     for output in outputs {
         if output.shape.first() != Some(&total) {
             return Err(format!(
@@ -66,11 +55,7 @@ pub fn split(outputs: Vec<Tensor>, rows: &[usize]) -> Result<Vec<Vec<Tensor>>, S
             let mut shape = output.shape.clone();
             shape[0] = n;
             let end = start + n * row_len;
-            request.push(Tensor {
-                name: output.name.clone(),
-                shape,
-                data: output.data.slice(start, end),
-            });
+            request.push(Tensor { name: output.name.clone(), shape, data: output.data.slice(start, end) });
             start = end;
         }
     }
@@ -83,11 +68,7 @@ mod tests {
     use crate::tensor::TensorData;
 
     fn t(name: &str, shape: &[usize], data: Vec<f32>) -> Tensor {
-        Tensor {
-            name: name.into(),
-            shape: shape.to_vec(),
-            data: TensorData::F32(data),
-        }
+        Tensor { name: name.into(), shape: shape.to_vec(), data: TensorData::F32(data) }
     }
 
     #[test]
@@ -95,10 +76,7 @@ mod tests {
         let r1 = vec![t("x", &[1, 2], vec![1.0, 2.0])];
         let r2 = vec![t("x", &[2, 2], vec![3.0, 4.0, 5.0, 6.0])];
         let stacked = stack(vec![r1.clone(), r2.clone()]);
-        assert_eq!(
-            stacked,
-            vec![t("x", &[3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]
-        );
+        assert_eq!(stacked, vec![t("x", &[3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
         let back = split(stacked, &[1, 2]).unwrap();
         assert_eq!(back, vec![r1, r2]);
     }
@@ -106,10 +84,7 @@ mod tests {
     #[test]
     fn split_refuses_outputs_without_the_batch_dimension() {
         let err = split(vec![t("y", &[1], vec![0.0])], &[1, 2]).unwrap_err();
-        assert_eq!(
-            err,
-            "output 'y' has shape [1], which does not start with the batch size 3"
-        );
+        assert_eq!(err, "output 'y' has shape [1], which does not start with the batch size 3");
     }
 
     #[test]
@@ -119,9 +94,6 @@ mod tests {
         let c = vec![t("x", &[1, 3], vec![0.0; 3])];
         let groups = group(vec![a.clone(), c.clone(), b.clone()], |r| r.as_slice());
         assert_eq!(groups, vec![vec![a, b], vec![c]]);
-        assert!(!compatible(
-            &[t("x", &[], vec![0.0])],
-            &[t("x", &[], vec![0.0])]
-        ));
+        assert!(!compatible(&[t("x", &[], vec![0.0])], &[t("x", &[], vec![0.0])]));
     }
 }

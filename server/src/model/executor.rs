@@ -55,36 +55,24 @@ impl Executor {
                 batching,
                 batch_sizes: batch_sizes.clone(),
             };
-            std::thread::Builder::new()
-                .name(format!("infer-{}-{i}", spec.name))
-                .spawn(move || worker.run())?;
+            std::thread::Builder::new().name(format!("infer-{}-{i}", spec.name)).spawn(move || worker.run())?;
         }
-        Ok(Executor {
-            model: spec.name.as_str().into(),
-            jobs,
-        })
+        Ok(Executor { model: spec.name.as_str().into(), jobs })
     }
 
     /// Runs one request's inputs (checked, in graph order) and returns every output in graph order.
     pub async fn infer(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
         let (reply, answer) = oneshot::channel();
-        self.jobs
-            .try_send(Job { inputs, reply })
-            .map_err(|e| match e {
-                TrySendError::Full(_) => Error::Overloaded(format!(
-                    "the inference queue of model '{}' is full",
-                    self.model
-                )),
-                TrySendError::Disconnected(_) => Error::Inference(format!(
-                    "the inference threads of model '{}' stopped",
-                    self.model
-                )),
-            })?;
+        self.jobs.try_send(Job { inputs, reply }).map_err(|e| match e {
+            TrySendError::Full(_) => {
+                Error::Overloaded(format!("the inference queue of model '{}' is full", self.model))
+            }
+            TrySendError::Disconnected(_) => {
+                Error::Inference(format!("the inference threads of model '{}' stopped", self.model))
+            }
+        })?;
         answer.await.map_err(|_| {
-            Error::Inference(format!(
-                "an inference thread of model '{}' stopped mid-request",
-                self.model
-            ))
+            Error::Inference(format!("an inference thread of model '{}' stopped mid-request", self.model))
         })?
     }
 }
@@ -131,14 +119,11 @@ impl Worker {
     fn execute(&mut self, mut group: Vec<Job>) {
         if group.len() == 1 {
             let job = group.remove(0);
-            let _ = job
-                .reply
-                .send(onnx::run(&mut self.session, &self.spec, job.inputs));
+            let _ = job.reply.send(onnx::run(&mut self.session, &self.spec, job.inputs));
             return;
         }
         let rows: Vec<usize> = group.iter().map(rows_of).collect();
-        let (inputs, replies): (Vec<_>, Vec<_>) =
-            group.into_iter().map(|job| (job.inputs, job.reply)).unzip();
+        let (inputs, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|job| (job.inputs, job.reply)).unzip();
         let outcome = onnx::run(&mut self.session, &self.spec, batch::stack(inputs))
             .and_then(|outputs| batch::split(outputs, &rows).map_err(Error::Inference));
         match outcome {

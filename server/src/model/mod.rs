@@ -45,23 +45,13 @@ pub struct Models {
 impl Models {
     /// A registry of models that are not loaded yet.
     pub fn new(sources: Vec<ModelSource>) -> Models {
-        Models {
-            slots: sources
-                .into_iter()
-                .map(|s| (s.name.clone(), (s, OnceLock::new())))
-                .collect(),
-        }
+        Models { slots: sources.into_iter().map(|s| (s.name.clone(), (s, OnceLock::new()))).collect() }
     }
 
     /// The loaded model, 404 when unknown, 503 while it loads.
     pub fn get(&self, name: &str) -> Result<&LoadedModel> {
-        let (_, loaded) = self
-            .slots
-            .get(name)
-            .ok_or_else(|| Error::ModelNotFound(name.to_owned()))?;
-        loaded
-            .get()
-            .ok_or_else(|| Error::ModelNotReady(name.to_owned()))
+        let (_, loaded) = self.slots.get(name).ok_or_else(|| Error::ModelNotFound(name.to_owned()))?;
+        loaded.get().ok_or_else(|| Error::ModelNotReady(name.to_owned()))
     }
 
     /// Model names, sorted.
@@ -73,9 +63,7 @@ impl Models {
 
     /// True once every model is loaded.
     pub fn all_loaded(&self) -> bool {
-        self.slots
-            .values()
-            .all(|(_, loaded)| loaded.get().is_some())
+        self.slots.values().all(|(_, loaded)| loaded.get().is_some())
     }
 
     /// Loads every model, one after the other; blocks, so call it off the async runtime.
@@ -125,12 +113,6 @@ fn load(
         }
         ok
     });
-    let executor = Executor::start(
-        spec.clone(),
-        sessions,
-        batching,
-        options.queue,
-        metrics.batch_sizes(&spec.name),
-    )?;
+    let executor = Executor::start(spec.clone(), sessions, batching, options.queue, metrics.batch_sizes(&spec.name))?;
     Ok(LoadedModel { spec, executor })
 }

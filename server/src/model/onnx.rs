@@ -11,11 +11,7 @@ use crate::tensor::data::each;
 use crate::tensor::{Datatype, Tensor, TensorData};
 
 /// Loads `path` into a session that runs on `intra_threads` threads.
-pub fn load_session(
-    env: &ort::environment::Environment,
-    path: &Path,
-    intra_threads: usize,
-) -> ort::Result<Session> {
+pub fn load_session(env: &ort::environment::Environment, path: &Path, intra_threads: usize) -> ort::Result<Session> {
     Session::builder(env)?
         .with_optimization_level(GraphOptimizationLevel::Level3)
         .map_err(ort::Error::<()>::from)?
@@ -28,29 +24,16 @@ pub fn load_session(
 
 /// Reads the model's signature from the session; fails on inputs or outputs that are not tensors.
 pub fn spec_of(name: &str, session: &Session) -> Result<ModelSpec, String> {
-    let outlets = |outlets: &[Outlet]| {
-        outlets
-            .iter()
-            .map(tensor_spec)
-            .collect::<Result<Vec<_>, _>>()
-    };
-    Ok(ModelSpec {
-        name: name.to_owned(),
-        inputs: outlets(session.inputs())?,
-        outputs: outlets(session.outputs())?,
-    })
+    let outlets = |outlets: &[Outlet]| outlets.iter().map(tensor_spec).collect::<Result<Vec<_>, _>>();
+    Ok(ModelSpec { name: name.to_owned(), inputs: outlets(session.inputs())?, outputs: outlets(session.outputs())? })
 }
 
 fn tensor_spec(outlet: &Outlet) -> Result<TensorSpec, String> {
     match outlet.dtype() {
         ValueType::Tensor { ty, shape, .. } => Ok(TensorSpec {
             name: outlet.name().to_owned(),
-            datatype: datatype_of(*ty).ok_or_else(|| {
-                format!(
-                    "'{}' has element type {ty:?}, which Skiff does not serve",
-                    outlet.name()
-                )
-            })?,
+            datatype: datatype_of(*ty)
+                .ok_or_else(|| format!("'{}' has element type {ty:?}, which Skiff does not serve", outlet.name()))?,
             shape: shape.to_vec(),
         }),
         other => Err(format!(
@@ -87,15 +70,13 @@ pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Resu
         .map(|t| Ok((t.name, to_value(t.shape, t.data)?)))
         .collect::<ort::Result<Vec<(String, DynValue)>>>()
         .map_err(|e| Error::Inference(e.to_string()))?;
-    let outputs = session
-        .run(values)
-        .map_err(|e| Error::Inference(e.to_string()))?;
+    let outputs = session.run(values).map_err(|e| Error::Inference(e.to_string()))?;
     spec.outputs
         .iter()
         .map(|out| {
-            let value = outputs.get(&out.name).ok_or_else(|| {
-                Error::Inference(format!("the runtime returned no output '{}'", out.name))
-            })?;
+            let value = outputs
+                .get(&out.name)
+                .ok_or_else(|| Error::Inference(format!("the runtime returned no output '{}'", out.name)))?;
             from_value(&out.name, out.datatype, value).map_err(|e| Error::Inference(e.to_string()))
         })
         .collect()
@@ -113,9 +94,7 @@ fn to_value(shape: Vec<usize>, data: TensorData) -> ort::Result<DynValue> {
 }
 
 fn from_value(name: &str, datatype: Datatype, value: &DynValue) -> ort::Result<Tensor> {
-    fn plain<T: PrimitiveTensorElementType + Clone>(
-        value: &DynValue,
-    ) -> ort::Result<(Vec<usize>, Vec<T>)> {
+    fn plain<T: PrimitiveTensorElementType + Clone>(value: &DynValue) -> ort::Result<(Vec<usize>, Vec<T>)> {
         let (shape, data) = value.try_extract_tensor::<T>()?;
         Ok((shape.iter().map(|&d| d as usize).collect(), data.to_vec()))
     }
@@ -135,15 +114,8 @@ fn from_value(name: &str, datatype: Datatype, value: &DynValue) -> ort::Result<T
         Datatype::Bf16 => plain(value).map(|(s, d)| (s, TensorData::Bf16(d)))?,
         Datatype::Bytes => {
             let (shape, strings) = value.try_extract_strings()?;
-            (
-                shape.iter().map(|&d| d as usize).collect(),
-                TensorData::Bytes(strings),
-            )
+            (shape.iter().map(|&d| d as usize).collect(), TensorData::Bytes(strings))
         }
     };
-    Ok(Tensor {
-        name: name.to_owned(),
-        shape,
-        data,
-    })
+    Ok(Tensor { name: name.to_owned(), shape, data })
 }

@@ -19,9 +19,7 @@ pub struct ModelSource {
 /// Lists the models under `dir`: one named `name` (default: the folder's name) when `dir` holds
 /// `model.onnx`, otherwise one per sub-folder that holds it, named after the sub-folder.
 pub fn discover(dir: &Path, name: Option<&str>) -> Result<Vec<ModelSource>> {
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| Error::Config(format!("model directory {}: {e}", dir.display())))?;
+    let dir = dir.canonicalize().map_err(|e| Error::Config(format!("model directory {}: {e}", dir.display())))?;
     let single = dir.join(MODEL_FILE);
     if single.is_file() {
         let name = match name {
@@ -41,17 +39,11 @@ pub fn discover(dir: &Path, name: Option<&str>) -> Result<Vec<ModelSource>> {
         let path = entry?.path().join(MODEL_FILE);
         if path.is_file() {
             let folder = path.parent().expect("joined path has a parent");
-            models.push(ModelSource {
-                name: folder_name(folder)?,
-                path,
-            });
+            models.push(ModelSource { name: folder_name(folder)?, path });
         }
     }
     if models.is_empty() {
-        return Err(Error::Config(format!(
-            "no {MODEL_FILE} in {} or in its sub-folders",
-            dir.display()
-        )));
+        return Err(Error::Config(format!("no {MODEL_FILE} in {} or in its sub-folders", dir.display())));
     }
     models.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(models)
@@ -81,10 +73,7 @@ mod tests {
         let found = discover(&dir, None).unwrap();
         assert_eq!(
             found,
-            vec![ModelSource {
-                name: "iris".into(),
-                path: dir.canonicalize().unwrap().join(MODEL_FILE)
-            }]
+            vec![ModelSource { name: "iris".into(), path: dir.canonicalize().unwrap().join(MODEL_FILE) }]
         );
         assert_eq!(discover(&dir, Some("flowers")).unwrap()[0].name, "flowers");
     }
@@ -95,34 +84,15 @@ mod tests {
         touch(&tmp.path().join("b/model.onnx"));
         touch(&tmp.path().join("a/model.onnx"));
         touch(&tmp.path().join("notes/readme.txt"));
-        let names: Vec<_> = discover(tmp.path(), None)
-            .unwrap()
-            .into_iter()
-            .map(|m| m.name)
-            .collect();
+        let names: Vec<_> = discover(tmp.path(), None).unwrap().into_iter().map(|m| m.name).collect();
         assert_eq!(names, ["a", "b"]);
-        assert!(
-            discover(tmp.path(), Some("x"))
-                .unwrap_err()
-                .to_string()
-                .contains("--model-name x needs")
-        );
+        assert!(discover(tmp.path(), Some("x")).unwrap_err().to_string().contains("--model-name x needs"));
     }
 
     #[test]
     fn nothing_to_serve_is_an_error() {
         let tmp = tempfile::tempdir().unwrap();
-        assert!(
-            discover(tmp.path(), None)
-                .unwrap_err()
-                .to_string()
-                .contains("no model.onnx in")
-        );
-        assert!(
-            discover(&tmp.path().join("missing"), None)
-                .unwrap_err()
-                .to_string()
-                .contains("model directory")
-        );
+        assert!(discover(tmp.path(), None).unwrap_err().to_string().contains("no model.onnx in"));
+        assert!(discover(&tmp.path().join("missing"), None).unwrap_err().to_string().contains("model directory"));
     }
 }

@@ -17,10 +17,7 @@ pub struct TensorSpec {
 }
 
 impl Serialize for Datatype {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
     }
 }
@@ -29,11 +26,7 @@ impl TensorSpec {
     /// True when `shape` has the same rank and agrees on every fixed dimension.
     pub fn accepts_shape(&self, shape: &[usize]) -> bool {
         shape.len() == self.shape.len()
-            && self
-                .shape
-                .iter()
-                .zip(shape)
-                .all(|(&want, &got)| want < 0 || want as usize == got)
+            && self.shape.iter().zip(shape).all(|(&want, &got)| want < 0 || want as usize == got)
     }
 }
 
@@ -85,12 +78,7 @@ impl ModelSpec {
             return Err(Error::invalid(if known {
                 format!("input '{}' is given more than once", extra.name)
             } else {
-                format!(
-                    "unknown input '{}' for model '{}' (expects {})",
-                    extra.name,
-                    self.name,
-                    names(&self.inputs)
-                )
+                format!("unknown input '{}' for model '{}' (expects {})", extra.name, self.name, names(&self.inputs))
             }));
         }
         Ok(ordered)
@@ -98,10 +86,7 @@ impl ModelSpec {
 
     /// Checks requested output names; an empty list means every output.
     pub fn check_outputs(&self, requested: &[String]) -> Result<()> {
-        match requested
-            .iter()
-            .find(|name| !self.outputs.iter().any(|o| &o.name == *name))
-        {
+        match requested.iter().find(|name| !self.outputs.iter().any(|o| &o.name == *name)) {
             Some(name) => Err(Error::invalid(format!(
                 "unknown output '{name}' for model '{}' (has {})",
                 self.name,
@@ -113,19 +98,12 @@ impl ModelSpec {
 
     /// True when every input and output has an open first dimension, so requests can be stacked into a batch.
     pub fn batchable(&self) -> bool {
-        self.inputs
-            .iter()
-            .chain(&self.outputs)
-            .all(|t| t.shape.first().is_some_and(|&d| d < 0))
+        self.inputs.iter().chain(&self.outputs).all(|t| t.shape.first().is_some_and(|&d| d < 0))
     }
 }
 
 fn names(specs: &[TensorSpec]) -> String {
-    specs
-        .iter()
-        .map(|s| format!("'{}'", s.name))
-        .collect::<Vec<_>>()
-        .join(", ")
+    specs.iter().map(|s| format!("'{}'", s.name)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
@@ -134,36 +112,21 @@ mod tests {
     use crate::tensor::TensorData;
 
     fn spec() -> ModelSpec {
-        let t = |name: &str, datatype, shape: &[i64]| TensorSpec {
-            name: name.into(),
-            datatype,
-            shape: shape.to_vec(),
-        };
+        let t = |name: &str, datatype, shape: &[i64]| TensorSpec { name: name.into(), datatype, shape: shape.to_vec() };
         ModelSpec {
             name: "m".into(),
-            inputs: vec![
-                t("a", Datatype::I64, &[-1, 3]),
-                t("b", Datatype::F32, &[-1, 3]),
-            ],
+            inputs: vec![t("a", Datatype::I64, &[-1, 3]), t("b", Datatype::F32, &[-1, 3])],
             outputs: vec![t("y", Datatype::F32, &[-1])],
         }
     }
 
     fn a(shape: &[usize]) -> Tensor {
         let n = shape.iter().product();
-        Tensor {
-            name: "a".into(),
-            shape: shape.to_vec(),
-            data: TensorData::I64(vec![0; n]),
-        }
+        Tensor { name: "a".into(), shape: shape.to_vec(), data: TensorData::I64(vec![0; n]) }
     }
 
     fn b() -> Tensor {
-        Tensor {
-            name: "b".into(),
-            shape: vec![1, 3],
-            data: TensorData::F32(vec![0.0; 3]),
-        }
+        Tensor { name: "b".into(), shape: vec![1, 3], data: TensorData::F32(vec![0.0; 3]) }
     }
 
     fn err(tensors: Vec<Tensor>) -> String {
@@ -173,42 +136,24 @@ mod tests {
     #[test]
     fn inputs_come_back_in_graph_order() {
         let got = spec().check_inputs(vec![b(), a(&[1, 3])]).unwrap();
-        assert_eq!(
-            got.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            ["a", "b"]
-        );
+        assert_eq!(got.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     }
 
     #[test]
     fn each_mismatch_is_named() {
-        assert_eq!(
-            err(vec![a(&[1, 3])]),
-            "missing input 'b' for model 'm' (expects 'a', 'b')"
-        );
+        assert_eq!(err(vec![a(&[1, 3])]), "missing input 'b' for model 'm' (expects 'a', 'b')");
         assert_eq!(
             err(vec![a(&[1, 4]), b()]),
             "input 'a' has shape [1, 4] but model 'm' expects [-1, 3] (-1 = any size)"
         );
-        assert_eq!(
-            err(vec![a(&[3]), b()]),
-            "input 'a' has shape [3] but model 'm' expects [-1, 3] (-1 = any size)"
-        );
+        assert_eq!(err(vec![a(&[3]), b()]), "input 'a' has shape [3] but model 'm' expects [-1, 3] (-1 = any size)");
         let mut wrong_type = b();
         wrong_type.name = "a".into();
-        assert_eq!(
-            err(vec![wrong_type, b()]),
-            "input 'a' has datatype FP32 but model 'm' expects INT64"
-        );
+        assert_eq!(err(vec![wrong_type, b()]), "input 'a' has datatype FP32 but model 'm' expects INT64");
         let mut unknown = b();
         unknown.name = "c".into();
-        assert_eq!(
-            err(vec![a(&[1, 3]), b(), unknown]),
-            "unknown input 'c' for model 'm' (expects 'a', 'b')"
-        );
-        assert_eq!(
-            err(vec![a(&[1, 3]), b(), b()]),
-            "input 'b' is given more than once"
-        );
+        assert_eq!(err(vec![a(&[1, 3]), b(), unknown]), "unknown input 'c' for model 'm' (expects 'a', 'b')");
+        assert_eq!(err(vec![a(&[1, 3]), b(), b()]), "input 'b' is given more than once");
     }
 
     #[test]

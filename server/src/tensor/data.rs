@@ -56,6 +56,8 @@ macro_rules! each {
     };
 }
 
+pub(crate) use each;
+
 /// Like `each!`, but wraps the result back into the variant it came from.
 macro_rules! each_same {
     ($value:expr, $v:ident => $body:expr) => {
@@ -139,11 +141,7 @@ impl TensorData {
 
 impl TensorData {
     /// Serialises element `index` alone, as [`Serialize`] writes it inside an array.
-    pub fn serialize_element<S: Serializer>(
-        &self,
-        index: usize,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
+    pub fn serialize_element<S: Serializer>(&self, index: usize, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             TensorData::F16(v) => serializer.serialize_f32(v[index].to_f32()),
             TensorData::Bf16(v) => serializer.serialize_f32(v[index].to_f32()),
@@ -192,5 +190,3 @@ mod tests {
         assert_eq!(serde_json::to_string(&s).unwrap(), r#"["a"]"#);
     }
 }
-
-pub(crate) use each;

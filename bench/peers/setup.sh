@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Install the Python peers the benchmark compares Skiff with, each in its own
+# venv (their dependency sets conflict):
+#   .bench/kserve-venv    kserve (its own ModelServer) + onnxruntime + numpy
+#   .bench/mlserver-venv  mlserver + onnxruntime + numpy
+# Run from anywhere; paths are relative to the repository root. Idempotent: a
+# venv whose stamp matches the pinned requirements is left alone.
+# Dependencies are held to constraints-*.txt (a verified pip freeze) so a new
+# release upstream cannot break the peers (uvloop>=0.22 breaks mlserver 1.7.1's
+# inference workers, SeldonIO/MLServer#2286).
+# Env: PYTHON (default python3; needs 3.10-3.12), PEERS (default "kserve mlserver").
+# A peer that fails to install is reported and skipped; the script fails only
+# if every requested peer failed.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+python=${PYTHON:-python3}
+peers=${PEERS:-kserve mlserver}
+
+KSERVE_REQS=(kserve==0.21.0 onnxruntime==1.31.1 numpy==2.4.6)
+MLSERVER_REQS=(mlserver==1.7.1 onnxruntime==1.31.1 numpy==2.4.6 uvloop==0.21.0)
+
+pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+# install_peer NAME MIN_MINOR MAX_MINOR REQ...
+install_peer() {
+  local name=$1 min=$2 max=$3
+  shift 3
+  local venv=$root/.bench/$name-venv
+  local constraints=$here/constraints-$name.txt
+  local stamp_want
+  stamp_want="python=$pyver $* $(sha256sum "$constraints" | cut -c1-16)"
+  local minor=${pyver#3.}
+  if [ "${pyver%%.*}" != 3 ] || [ "$minor" -lt "$min" ] || [ "$minor" -gt "$max" ]; then
+    echo "setup.sh: skipping $name: it needs Python 3.$min-3.$max, $python is $pyver" >&2
+    return 1
+  fi
+  if [ -f "$venv/.skiff-stamp" ] && [ "$(cat "$venv/.skiff-stamp")" = "$stamp_want" ] \
+    && [ -x "$venv/bin/python" ]; then
+    echo "setup.sh: $name already installed in $venv"
+    return 0
+  fi
+  echo "setup.sh: installing $name into $venv ($*)"
+  mkdir -p "$root/.bench"
+  if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+  fi
+  rm -f "$venv/.skiff-stamp"
+  if ! "$venv/bin/python" -m pip install --disable-pip-version-check -q \
+      -c "$constraints" "$@"; then
+    echo "setup.sh: pip could not install $name; skipping it" >&2
+    return 1
+  fi
+  "$venv/bin/python" -m pip check >/dev/null || {
+    echo "setup.sh: $name venv has broken requirements:" >&2
+    "$venv/bin/python" -m pip check >&2 || true
+    return 1
+  }
+  echo "$stamp_want" > "$venv/.skiff-stamp"
+  echo "setup.sh: $name ready"
+}
+
+ok=0
+failed=0
+for peer in $peers; do
+  case $peer in
+    kserve) install_peer kserve 10 13 "${KSERVE_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
+    mlserver) install_peer mlserver 9 12 "${MLSERVER_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
+    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver)" >&2; failed=$((failed + 1)) ;;
+  esac
+done
+
+if [ "$ok" -eq 0 ] && [ "$failed" -gt 0 ]; then
+  echo "setup.sh: no peer could be installed" >&2
+  exit 1
+fi
+echo "setup.sh: $ok peer(s) ready, $failed skipped"

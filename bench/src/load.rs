@@ -1,0 +1,117 @@
+//! A closed-loop load generator: `connections` keep-alive HTTP/1.1 connections, each sending the
+//! same request back to back, for a warm-up and then a measured period.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// What to send and for how long.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// `host:port`.
+    pub address: String,
+    /// Request path.
+    pub path: String,
+    /// POST body (JSON).
+    pub body: Bytes,
+    /// Concurrent keep-alive connections.
+    pub connections: usize,
+    /// Unmeasured time first.
+    pub warmup: Duration,
+    /// Measured time.
+    pub duration: Duration,
+}
+
+/// Figures of one measured period.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Successful (2xx) responses in the measured period.
+    pub ok: u64,
+    /// Non-2xx responses and connection errors in the measured period.
+    pub errors: u64,
+    /// Measured seconds.
+    pub seconds: f64,
+    /// Latencies of successful requests, in microseconds, sorted.
+    pub latencies_us: Vec<u32>,
+}
+
+impl Stats {
+    /// Successful requests per second.
+    pub fn rps(&self) -> f64 {
+        self.ok as f64 / self.seconds
+    }
+
+    /// The `q` quantile (0..=1) of latency in milliseconds.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        let index = ((self.latencies_us.len() - 1) as f64 * q).round() as usize;
+        f64::from(self.latencies_us[index]) / 1000.0
+    }
+}
+
+/// Runs the load and returns the measured figures.
+pub async fn run(spec: &LoadSpec) -> anyhow::Result<Stats> {
+    let start = Instant::now();
+    let measure_from = start + spec.warmup;
+    let end = measure_from + spec.duration;
+    let workers: Vec<_> =
+        (0..spec.connections).map(|_| tokio::spawn(connection_loop(spec.clone(), measure_from, end))).collect();
+    let mut stats = Stats { seconds: spec.duration.as_secs_f64(), ..Stats::default() };
+    for worker in workers {
+        let part = worker.await??;
+        stats.ok += part.ok;
+        stats.errors += part.errors;
+        stats.latencies_us.extend(part.latencies_us);
+    }
+    stats.latencies_us.sort_unstable();
+    Ok(stats)
+}
+
+async fn connection_loop(spec: LoadSpec, measure_from: Instant, end: Instant) -> anyhow::Result<Stats> {
+    let mut stats = Stats::default();
+    let mut sender = connect(&spec.address).await?;
+    while Instant::now() < end {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(&spec.path)
+            .header(http::header::HOST, &spec.address)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(spec.body.clone()))?;
+        let sent = Instant::now();
+        let outcome = match sender.send_request(request).await {
+            Ok(response) => {
+                let ok = response.status().is_success();
+                response.into_body().collect().await.map(|_| ok).unwrap_or(false)
+            }
+            Err(_) => false,
+        };
+        let done = Instant::now();
+        if sent >= measure_from && done <= end {
+            if outcome {
+                stats.ok += 1;
+                stats.latencies_us.push(u32::try_from(done.duration_since(sent).as_micros()).unwrap_or(u32::MAX));
+            } else {
+                stats.errors += 1;
+            }
+        }
+        if !outcome || sender.ready().await.is_err() {
+            sender = connect(&spec.address).await?;
+        }
+    }
+    Ok(stats)
+}
+
+async fn connect(address: &str) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(address).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
