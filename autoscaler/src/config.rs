@@ -171,7 +171,11 @@ impl AutoscalerConfig {
     pub fn validate(&self) -> Result<()> {
         use keys::*;
         let window = |key: &str, d: Duration, min: Duration, max: Duration, allowed: &str| {
-            if d < min || d > max || !whole_seconds(d) { Err(Error::range(key, fmt_duration(d), allowed)) } else { Ok(()) }
+            if d < min || d > max || !whole_seconds(d) {
+                Err(Error::range(key, fmt_duration(d), allowed))
+            } else {
+                Ok(())
+            }
         };
         window(STABLE_WINDOW, self.stable_window, WINDOW_MIN, WINDOW_MAX, allowed::WINDOW)?;
         window(SCALE_DOWN_DELAY, self.scale_down_delay, Duration::ZERO, WINDOW_MAX, allowed::SCALE_DOWN_DELAY)?;
@@ -187,24 +191,25 @@ impl AutoscalerConfig {
         check_threshold(PANIC_THRESHOLD_PERCENTAGE, self.panic_threshold_percentage)?;
         check_utilization(CC_TARGET_PERCENTAGE, self.container_concurrency_target_percentage)?;
         let target = self.container_concurrency_target_default * self.container_concurrency_target_percentage / 100.0;
-        if !(target >= TARGET_MIN) {
+        if target.is_nan() || target < TARGET_MIN {
             return Err(Error::range(
                 CC_TARGET_DEFAULT,
                 self.container_concurrency_target_default,
                 format!(
-                    "with {CC_TARGET_PERCENTAGE} {} the per-pod target is {target}; it must be at least {TARGET_MIN}",
-                    self.container_concurrency_target_percentage
+                    "with {CC_TARGET_PERCENTAGE} {} the per-pod target is {}; it must be at least {TARGET_MIN}",
+                    self.container_concurrency_target_percentage,
+                    (target * 1e6).round() / 1e6,
                 ),
             ));
         }
-        if !(self.requests_per_second_target_default >= TARGET_MIN) {
+        if self.requests_per_second_target_default.is_nan() || self.requests_per_second_target_default < TARGET_MIN {
             let allowed = format!("must be at least {TARGET_MIN}");
             return Err(Error::range(RPS_TARGET_DEFAULT, self.requests_per_second_target_default, allowed));
         }
         check_burst_capacity(TARGET_BURST_CAPACITY, self.target_burst_capacity)?;
         check_rate(MAX_SCALE_UP_RATE, self.max_scale_up_rate)?;
         check_rate(MAX_SCALE_DOWN_RATE, self.max_scale_down_rate)?;
-        if !(self.activator_capacity >= 1.0) {
+        if self.activator_capacity.is_nan() || self.activator_capacity < 1.0 {
             return Err(Error::range(ACTIVATOR_CAPACITY, self.activator_capacity, "must be at least 1"));
         }
         if self.initial_scale == 0 && !self.allow_zero_initial_scale {
@@ -308,7 +313,8 @@ pub(crate) fn parse_count(key: &str, raw: &str) -> Result<u32> {
 
 /// A non-negative Go duration; a negative one is out of range with the given message.
 pub(crate) fn parse_duration(key: &str, raw: &str, allowed: &str) -> Result<Duration> {
-    let nanos = parse_go_duration(raw).ok_or_else(|| Error::parse(key, raw, "a duration such as 60s, 1m30s or 500ms"))?;
+    let nanos =
+        parse_go_duration(raw).ok_or_else(|| Error::parse(key, raw, "a duration such as 60s, 1m30s or 500ms"))?;
     from_nanos(nanos).ok_or_else(|| Error::range(key, raw, allowed))
 }
 

@@ -72,7 +72,7 @@ pub(crate) fn fmt_duration(duration: Duration) -> String {
     }
     if duration < Duration::from_secs(1) {
         let nanos = duration.subsec_nanos();
-        return if nanos % 1_000_000 == 0 { format!("{}ms", nanos / 1_000_000) } else { format!("{nanos}ns") };
+        return if nanos.is_multiple_of(1_000_000) { format!("{}ms", nanos / 1_000_000) } else { format!("{nanos}ns") };
     }
     let secs = duration.as_secs();
     if duration.subsec_nanos() != 0 {

@@ -38,7 +38,7 @@ impl Metric {
         match raw {
             "concurrency" => Ok(Self::Concurrency),
             "rps" => Ok(Self::Rps),
-            _ => Err(Error::parse(key, raw, "concurrency or rps (cpu and memory need an HPA, which Skiff lacks)")),
+            _ => Err(Error::parse(key, raw, "concurrency or rps")),
         }
     }
 }
@@ -170,7 +170,7 @@ impl ScalingSpec {
         if let Some((key, raw)) = values.get(CLASS_KEYS)
             && raw != CLASS_KPA
         {
-            return Err(Error::parse(key, raw, "kpa.autoscaling.knative.dev, the only class Skiff serves"));
+            return Err(Error::range(key, raw, "must be kpa.autoscaling.knative.dev, the only class Skiff serves"));
         }
         if let Some((key, raw)) = values.get(METRIC_KEYS) {
             spec.metric = Metric::parse(key, raw)?;

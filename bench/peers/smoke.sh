@@ -18,8 +18,13 @@ log=$(mktemp "${TMPDIR:-/tmp}/skiff-peer-$peer.XXXXXX.log")
 base=http://127.0.0.1:$port
 
 start=$(date +%s.%N)
-setsid "$here/run_$peer.sh" "$port" "$model_dir" >"$log" 2>&1 &
-pid=$!
+# New session, so the server and its workers share one process group whose id
+# is the pid written here (setsid may fork, so $! is not reliably that pid).
+pidfile=$log.pid
+setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidfile" \
+  "$here/run_$peer.sh" "$port" "$model_dir" >"$log" 2>&1 &
+for _ in $(seq 1 50); do [ -s "$pidfile" ] && break; sleep 0.1; done
+pid=$(cat "$pidfile")
 stop() {
   kill -TERM -- "-$pid" 2>/dev/null || true
   for _ in $(seq 1 100); do
@@ -74,5 +79,5 @@ if pgrep -g "$pid" >/dev/null 2>&1; then
   echo "smoke.sh: processes of $peer remain" >&2
   exit 1
 fi
-rm -f "$log"
+rm -f "$log" "$pidfile"
 echo "$peer OK"

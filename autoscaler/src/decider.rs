@@ -1,0 +1,263 @@
+//! The per-revision decider: Knative's `autoscaler.Scale` together with the rules the KPA reconciler applies to
+//! its answer (scale bounds, initial scale, activation, scale to zero).
+
+use std::time::{Duration, Instant};
+
+use crate::spec::ScalingSpec;
+use crate::window::{MaxWindow, Window};
+
+/// One scaling decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Pods the revision should have now.
+    pub desired_pods: u32,
+    /// Whether the decider is in panic mode (it scales on the panic window and never scales down).
+    pub panic: bool,
+    /// Spare capacity beyond the target burst capacity: ready pods × per-pod capacity − target burst capacity −
+    /// observed panic value, rounded down. Negative means the activator should stay in the request path;
+    /// -1 always when the target burst capacity is -1, and 0 always when it is 0.
+    pub excess_burst_capacity: i64,
+    /// The metric's average over the stable window.
+    pub observed_stable: f64,
+    /// The metric's average over the panic window.
+    pub observed_panic: f64,
+    /// No traffic for a stable window and scale to zero is allowed: the activator should take the path now, and
+    /// the last pod goes once the grace period is over.
+    pub idle: bool,
+}
+
+impl Decision {
+    /// Whether requests should go through the activator rather than straight to pods (Knative's SKS proxy mode).
+    pub fn activator_in_path(&self) -> bool {
+        self.desired_pods == 0 || self.idle || self.excess_burst_capacity < 0
+    }
+}
+
+/// Decides the pod count of one revision from the metric it is fed.
+///
+/// Time is passed in: the runner calls [`Decider::record`] with the revision-wide metric about once a second
+/// (zeros included while pods are up), [`Decider::decide`] every tick, and [`Decider::poke`] when a request
+/// arrives for a revision without ready pods.
+#[derive(Debug, Clone)]
+pub struct Decider {
+    spec: ScalingSpec,
+    /// The origin of the windows' seconds.
+    epoch: Instant,
+    stable: Window,
+    panic: Window,
+    /// Highest count wanted over the scale-down delay, when there is one.
+    delay: Option<MaxWindow>,
+    /// When the panic threshold was last crossed, while in panic mode.
+    panic_since: Option<Instant>,
+    /// The most pods wanted during this panic.
+    max_panic_pods: u32,
+    /// Latest traffic or activation; `None` while the revision has never been active.
+    last_activity: Option<Instant>,
+    /// A request is waiting and no pod is ready yet.
+    activating: bool,
+    /// The revision has had its initial scale (or its minimum) ready once.
+    initialized: bool,
+    /// The latest count computed from metrics, before bounds and scale-to-zero rules: kept while no data comes.
+    raw_desired: u32,
+    /// Latest excess burst capacity, kept while no data comes.
+    excess_burst_capacity: i64,
+}
+
+impl Decider {
+    /// A decider for a new revision, created at `now`.
+    pub fn new(spec: ScalingSpec, now: Instant) -> Self {
+        let delay =
+            (!spec.scale_down_delay.is_zero()).then(|| MaxWindow::new(spec.scale_down_delay, spec.tick_interval));
+        let excess_burst_capacity = match spec.target_burst_capacity {
+            tbc if tbc <= 0.0 => tbc as i64,
+            tbc => (f64::from(spec.initial_scale) * spec.target - tbc).floor() as i64,
+        };
+        Self {
+            stable: Window::new(spec.stable_window, spec.aggregation),
+            panic: Window::new(spec.panic_window(), spec.aggregation),
+            delay,
+            epoch: now,
+            panic_since: None,
+            max_panic_pods: 0,
+            last_activity: (spec.initial_scale > 0).then_some(now),
+            activating: false,
+            initialized: false,
+            raw_desired: 0,
+            excess_burst_capacity,
+            spec,
+        }
+    }
+
+    /// A decider taking over a revision that already has `ready_pods` (after the autoscaler restarts).
+    ///
+    /// With more than one pod it starts in panic mode, so that it does not scale down before its windows have
+    /// filled again.
+    pub fn resume(spec: ScalingSpec, now: Instant, ready_pods: u32) -> Self {
+        let mut decider = Self::new(spec, now);
+        decider.initialized = true;
+        decider.raw_desired = ready_pods;
+        decider.last_activity = (ready_pods > 0).then_some(now);
+        if ready_pods > 1 {
+            decider.panic_since = Some(now);
+            decider.max_panic_pods = ready_pods;
+        }
+        decider
+    }
+
+    /// The settings this decider runs with.
+    pub fn spec(&self) -> &ScalingSpec {
+        &self.spec
+    }
+
+    /// Marks whether any route sends traffic to the revision (an unreachable one may scale down at once).
+    pub fn set_reachable(&mut self, reachable: bool) {
+        self.spec.reachable = reachable;
+    }
+
+    /// Adds one observation of the metric: the revision-wide concurrency (or requests per second) for `now`'s
+    /// second. Observations in the same second add up, so pods and the activator may each record their share.
+    /// Negative and non-finite values count as 0.
+    pub fn record(&mut self, now: Instant, value: f64) {
+        let value = if value.is_finite() && value > 0.0 { value } else { 0.0 };
+        let at = self.since_epoch(now);
+        self.stable.record(at, value);
+        self.panic.record(at, value);
+        if value > 0.0 {
+            self.touch(now);
+        }
+    }
+
+    /// A request arrived while the revision has no ready pod: decide at once, wanting at least one pod
+    /// (or the activation scale) until a pod is ready.
+    pub fn poke(&mut self, now: Instant, ready_pods: u32) -> Decision {
+        self.activating = true;
+        self.touch(now);
+        self.decide(now, ready_pods)
+    }
+
+    /// Decides the pod count at `now`, given the pods ready now.
+    pub fn decide(&mut self, now: Instant, ready_pods: u32) -> Decision {
+        if ready_pods > 0 {
+            self.activating = false;
+        }
+        if ready_pods >= self.spec.min_scale.max(self.spec.initial_scale) {
+            self.initialized = true;
+        }
+        let at = self.since_epoch(now);
+        let (observed_stable, observed_panic) = (self.stable.average(at), self.panic.average(at));
+        // Like Knative, decide nothing new without data for a whole stable window.
+        if !self.stable.is_empty(at) {
+            self.raw_desired = self.scale(now, ready_pods, observed_stable, observed_panic);
+            self.excess_burst_capacity = self.compute_excess_burst_capacity(ready_pods, observed_panic);
+        }
+        let (desired_pods, idle) = self.apply_bounds(now, self.raw_desired);
+        Decision {
+            desired_pods,
+            panic: self.panic_since.is_some(),
+            excess_burst_capacity: self.excess_burst_capacity,
+            observed_stable,
+            observed_panic,
+            idle,
+        }
+    }
+
+    /// Knative's `Scale`: pods for the stable and panic averages within the rate limits, panic mode, and the
+    /// scale-down delay.
+    fn scale(&mut self, now: Instant, ready_pods: u32, observed_stable: f64, observed_panic: f64) -> u32 {
+        let spec = &self.spec;
+        let ready = f64::from(ready_pods.max(1));
+        let max_up = (spec.max_scale_up_rate * ready).ceil();
+        let max_down = if spec.reachable { (ready / spec.max_scale_down_rate).floor() } else { 0.0 };
+        let target = spec.per_pod_target();
+        let stable_want = (observed_stable / target).ceil();
+        let panic_want = (observed_panic / target).ceil();
+        let mut stable_pods = pods(stable_want.max(max_down).min(max_up));
+        let mut panic_pods = pods(panic_want.max(max_down).min(max_up));
+        if spec.activation_scale > 1 {
+            if stable_want > 0.0 {
+                stable_pods = stable_pods.max(spec.activation_scale);
+            }
+            if panic_want > 0.0 {
+                panic_pods = panic_pods.max(spec.activation_scale);
+            }
+        }
+
+        if panic_want / ready >= spec.panic_threshold() {
+            // Enter panic, or stay in it for another stable window.
+            self.panic_since = Some(now);
+        } else if self.panic_since.is_some_and(|since| since + spec.stable_window < now) {
+            // The burst has been in the stable window for a whole window: back to stable mode.
+            self.panic_since = None;
+            self.max_panic_pods = 0;
+        }
+
+        let mut desired = stable_pods;
+        if self.panic_since.is_some() {
+            // Provision for the larger estimate, and never scale down while panicking.
+            self.max_panic_pods = self.max_panic_pods.max(desired.max(panic_pods));
+            desired = self.max_panic_pods;
+        }
+        if spec.reachable
+            && let Some(delay) = &mut self.delay
+        {
+            delay.record(now.saturating_duration_since(self.epoch), desired);
+            desired = delay.current();
+        }
+        desired
+    }
+
+    fn compute_excess_burst_capacity(&self, ready_pods: u32, observed_panic: f64) -> i64 {
+        let tbc = self.spec.target_burst_capacity;
+        if tbc > 0.0 {
+            (f64::from(ready_pods) * self.spec.target - tbc - observed_panic).floor() as i64
+        } else if tbc == 0.0 {
+            0
+        } else {
+            -1
+        }
+    }
+
+    /// The KPA reconciler's part: activation, initial scale, min and max, then the scale-to-zero rules.
+    fn apply_bounds(&self, now: Instant, desired: u32) -> (u32, bool) {
+        let spec = &self.spec;
+        let mut desired = desired;
+        if self.activating {
+            desired = desired.max(spec.activation_scale.max(1));
+        }
+        let mut min = if spec.reachable { spec.min_scale } else { 0 };
+        if spec.reachable && !self.initialized {
+            min = min.max(spec.initial_scale);
+        }
+        desired = desired.max(min);
+        if spec.max_scale != 0 {
+            desired = desired.min(spec.max_scale);
+        }
+        if desired > 0 {
+            return (desired, false);
+        }
+        if !spec.enable_scale_to_zero {
+            return (1, false);
+        }
+        let quiet = self.last_activity.map_or(Duration::MAX, |at| now.saturating_duration_since(at));
+        let retention = if spec.reachable { spec.scale_to_zero_pod_retention_period } else { Duration::ZERO };
+        let needed = spec.stable_window.saturating_add(spec.scale_to_zero_grace_period.max(retention));
+        let idle = quiet >= spec.stable_window;
+        (if quiet >= needed { 0 } else { 1 }, idle)
+    }
+
+    fn touch(&mut self, now: Instant) {
+        self.last_activity = Some(self.last_activity.map_or(now, |at| at.max(now)));
+    }
+
+    fn since_epoch(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.epoch)
+    }
+}
+
+/// A non-negative pod count from a float (NaN → 0, saturating).
+fn pods(value: f64) -> u32 {
+    if value.is_nan() || value <= 0.0 { 0 } else { value.min(f64::from(u32::MAX)) as u32 }
+}
+
+#[cfg(test)]
+mod tests;
