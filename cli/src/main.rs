@@ -21,6 +21,10 @@ enum Command {
     Serve(ServerConfig),
 }
 
+/// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {

@@ -10,6 +10,10 @@ struct Cli {
     config: ServerConfig,
 }
 
+/// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

@@ -99,8 +99,8 @@ impl<'de> Visitor<'de> for Leaves<'_> {
 pub fn typed(datatype: Datatype, leaves: Vec<Scalar>) -> Result<TensorData, String> {
     Ok(match datatype {
         Datatype::Bool => TensorData::Bool(each_leaf(datatype, leaves, |s| match s {
-            Scalar::Bool(b) => Some(b),
-            _ => None,
+            Scalar::Bool(b) => Ok(b),
+            other => Err(other),
         })?),
         Datatype::U8 => TensorData::U8(integers(datatype, leaves)?),
         Datatype::U16 => TensorData::U16(integers(datatype, leaves)?),
@@ -115,8 +115,8 @@ pub fn typed(datatype: Datatype, leaves: Vec<Scalar>) -> Result<TensorData, Stri
         Datatype::F64 => TensorData::F64(floats(datatype, leaves, |x| x)?),
         Datatype::Bf16 => TensorData::Bf16(floats(datatype, leaves, bf16::from_f64)?),
         Datatype::Bytes => TensorData::Bytes(each_leaf(datatype, leaves, |s| match s {
-            Scalar::Str(s) => Some(s),
-            _ => None,
+            Scalar::Str(s) => Ok(s),
+            other => Err(other),
         })?),
     })
 }
@@ -124,16 +124,13 @@ pub fn typed(datatype: Datatype, leaves: Vec<Scalar>) -> Result<TensorData, Stri
 fn each_leaf<T>(
     datatype: Datatype,
     leaves: Vec<Scalar>,
-    convert: impl Fn(Scalar) -> Option<T>,
+    convert: impl Fn(Scalar) -> Result<T, Scalar>,
 ) -> Result<Vec<T>, String> {
     let mut out = Vec::with_capacity(leaves.len());
     for (i, leaf) in leaves.into_iter().enumerate() {
-        let shown = leaf.to_string();
         match convert(leaf) {
-            Some(v) => out.push(v),
-            None => {
-                return Err(format!("element {i} is {shown}, which is not a valid {datatype} value"));
-            }
+            Ok(v) => out.push(v),
+            Err(leaf) => return Err(format!("element {i} is {leaf}, which is not a valid {datatype} value")),
         }
     }
     Ok(out)
@@ -141,18 +138,18 @@ fn each_leaf<T>(
 
 fn integers<T: TryFrom<i64> + TryFrom<u64>>(datatype: Datatype, leaves: Vec<Scalar>) -> Result<Vec<T>, String> {
     each_leaf(datatype, leaves, |s| match s {
-        Scalar::Int(i) => T::try_from(i).ok(),
-        Scalar::UInt(u) => T::try_from(u).ok(),
-        _ => None,
+        Scalar::Int(i) => T::try_from(i).map_err(|_| s),
+        Scalar::UInt(u) => T::try_from(u).map_err(|_| s),
+        other => Err(other),
     })
 }
 
 fn floats<T>(datatype: Datatype, leaves: Vec<Scalar>, from_f64: impl Fn(f64) -> T) -> Result<Vec<T>, String> {
     each_leaf(datatype, leaves, |s| match s {
-        Scalar::Float(x) => Some(from_f64(x)),
-        Scalar::Int(i) => Some(from_f64(i as f64)),
-        Scalar::UInt(u) => Some(from_f64(u as f64)),
-        _ => None,
+        Scalar::Float(x) => Ok(from_f64(x)),
+        Scalar::Int(i) => Ok(from_f64(i as f64)),
+        Scalar::UInt(u) => Ok(from_f64(u as f64)),
+        other => Err(other),
     })
 }
 
