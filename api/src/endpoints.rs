@@ -1,0 +1,218 @@
+//! The in-process endpoint registry: each revision's ready replicas with their in-flight counts,
+//! shared by the router (which sends straight to a replica with room), the activator (which waits
+//! for one) and the replica backend (which publishes readiness).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwap;
+use tokio::sync::Notify;
+
+/// One replica of a revision.
+#[derive(Debug)]
+pub struct Replica {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    in_flight: AtomicUsize,
+    released: Arc<Notify>,
+}
+
+impl Replica {
+    /// Requests currently sent to this replica through the router or the activator.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+}
+
+/// A request slot on a replica, given back on drop.
+#[derive(Debug)]
+pub struct Slot {
+    replica: Arc<Replica>,
+}
+
+impl Slot {
+    /// The replica this slot is on.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.replica.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.replica.released.notify_one();
+    }
+}
+
+/// The ready replicas of one revision.
+#[derive(Debug)]
+pub struct RevisionEndpoints {
+    name: String,
+    container_concurrency: usize,
+    ready: ArcSwap<Vec<Arc<Replica>>>,
+    changed: Notify,
+    released: Arc<Notify>,
+}
+
+impl RevisionEndpoints {
+    /// A revision with no ready replica; `container_concurrency` 0 = unlimited per replica.
+    pub fn new(name: impl Into<String>, container_concurrency: usize) -> Arc<RevisionEndpoints> {
+        Arc::new(RevisionEndpoints {
+            name: name.into(),
+            container_concurrency,
+            ready: ArcSwap::from_pointee(Vec::new()),
+            changed: Notify::new(),
+            released: Arc::new(Notify::new()),
+        })
+    }
+
+    /// The revision's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Requests one replica takes at once (0 = unlimited).
+    pub fn container_concurrency(&self) -> usize {
+        self.container_concurrency
+    }
+
+    /// A replica record for `addr`, bound to this revision's release signal.
+    pub fn replica(&self, addr: SocketAddr) -> Arc<Replica> {
+        Arc::new(Replica { addr, in_flight: AtomicUsize::new(0), released: self.released.clone() })
+    }
+
+    /// The ready replicas now.
+    pub fn ready(&self) -> Arc<Vec<Arc<Replica>>> {
+        self.ready.load_full()
+    }
+
+    /// Publishes the ready set and wakes every waiter.
+    pub fn set_ready(&self, replicas: Vec<Arc<Replica>>) {
+        self.ready.store(Arc::new(replicas));
+        self.changed.notify_waiters();
+        self.released.notify_waiters();
+    }
+
+    /// Takes a slot on the least-loaded ready replica that has room, if any.
+    pub fn try_acquire(&self) -> Option<Slot> {
+        let ready = self.ready.load();
+        let mut candidates: Vec<&Arc<Replica>> = ready.iter().collect();
+        candidates.sort_by_key(|r| r.in_flight());
+        for replica in candidates {
+            let taken = replica.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (self.container_concurrency == 0 || n < self.container_concurrency).then_some(n + 1)
+            });
+            if taken.is_ok() {
+                return Some(Slot { replica: replica.clone() });
+            }
+        }
+        None
+    }
+
+    /// Waits for a slot: completes when a replica has room (a new ready replica or a released slot).
+    pub async fn acquire(&self) -> Slot {
+        loop {
+            let changed = self.changed.notified();
+            let released = self.released.notified();
+            if let Some(slot) = self.try_acquire() {
+                return slot;
+            }
+            tokio::select! {
+                () = changed => {}
+                () = released => {}
+            }
+        }
+    }
+
+    /// True when some ready replica has room now.
+    pub fn has_capacity(&self) -> bool {
+        let cc = self.container_concurrency;
+        self.ready.load().iter().any(|r| cc == 0 || r.in_flight() < cc)
+    }
+}
+
+/// Every revision's endpoints, by revision name.
+#[derive(Debug, Default)]
+pub struct Endpoints {
+    revisions: RwLock<HashMap<String, Arc<RevisionEndpoints>>>,
+}
+
+impl Endpoints {
+    /// The endpoints of `revision`.
+    pub fn get(&self, revision: &str) -> Option<Arc<RevisionEndpoints>> {
+        self.revisions.read().expect("endpoints lock").get(revision).cloned()
+    }
+
+    /// Adds (or replaces) a revision.
+    pub fn insert(&self, endpoints: Arc<RevisionEndpoints>) {
+        self.revisions.write().expect("endpoints lock").insert(endpoints.name.clone(), endpoints);
+    }
+
+    /// Forgets a revision.
+    pub fn remove(&self, revision: &str) -> Option<Arc<RevisionEndpoints>> {
+        self.revisions.write().expect("endpoints lock").remove(revision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn slots_go_to_the_least_loaded_replica_within_concurrency() {
+        let rev = RevisionEndpoints::new("r", 2);
+        assert!(rev.try_acquire().is_none());
+        rev.set_ready(vec![rev.replica(addr(1)), rev.replica(addr(2))]);
+        let a = rev.try_acquire().unwrap();
+        let b = rev.try_acquire().unwrap();
+        assert_ne!(a.replica().addr, b.replica().addr, "spread before stacking");
+        let c = rev.try_acquire().unwrap();
+        let d = rev.try_acquire().unwrap();
+        assert!(rev.try_acquire().is_none(), "2 replicas x concurrency 2");
+        assert!(!rev.has_capacity());
+        drop(c);
+        assert!(rev.has_capacity());
+        assert!(rev.try_acquire().is_some());
+        drop((a, b, d));
+    }
+
+    #[tokio::test]
+    async fn acquire_waits_for_a_ready_replica_or_a_release() {
+        let rev = RevisionEndpoints::new("r", 1);
+        let waiter = tokio::spawn({
+            let rev = rev.clone();
+            async move { rev.acquire().await.replica().addr }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished());
+        rev.set_ready(vec![rev.replica(addr(7))]);
+        assert_eq!(waiter.await.unwrap(), addr(7));
+
+        let held = rev.try_acquire().unwrap();
+        let second = tokio::spawn({
+            let rev = rev.clone();
+            async move { rev.acquire().await.replica().addr }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!second.is_finished(), "the only slot is held");
+        drop(held);
+        assert_eq!(second.await.unwrap(), addr(7));
+    }
+
+    #[test]
+    fn the_registry_finds_revisions_by_name() {
+        let endpoints = Endpoints::default();
+        endpoints.insert(RevisionEndpoints::new("a", 0));
+        assert!(endpoints.get("a").is_some());
+        assert!(endpoints.remove("a").is_some());
+        assert!(endpoints.get("a").is_none());
+    }
+}

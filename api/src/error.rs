@@ -1,0 +1,27 @@
+//! The crate's error type.
+
+/// What can be wrong with an InferenceService or its manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A field has a value Skiff does not accept; `field` is its path, e.g. `spec.predictor.minReplicas`.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Path of the offending field.
+        field: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// The manifest is not a YAML InferenceService.
+    #[error("not a valid InferenceService manifest: {0}")]
+    Parse(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for [`Error::Invalid`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Invalid { field: field.into(), message: message.into() }
+    }
+}

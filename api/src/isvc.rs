@@ -1,0 +1,161 @@
+//! KServe `serving.kserve.io/v1beta1` InferenceService: the subset Skiff acts on, with every other
+//! field kept (in `other`) so nothing a user wrote is dropped.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The API group and version Skiff serves.
+pub const API_VERSION: &str = "serving.kserve.io/v1beta1";
+/// The kind.
+pub const KIND: &str = "InferenceService";
+
+/// An InferenceService manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceService {
+    /// Must be [`API_VERSION`].
+    pub api_version: String,
+    /// Must be [`KIND`].
+    pub kind: String,
+    /// Name, namespace, labels, annotations.
+    pub metadata: ObjectMeta,
+    /// The desired state.
+    pub spec: InferenceServiceSpec,
+}
+
+/// The parts of Kubernetes object metadata a manifest carries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name (a DNS-1035 label).
+    pub name: String,
+    /// Namespace; `default` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations, including `autoscaling.knative.dev/*`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Everything else.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `spec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceServiceSpec {
+    /// The model server component.
+    pub predictor: PredictorSpec,
+    /// Pre/post-processing component (kept, not served yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transformer: Option<Value>,
+    /// Explanation component (kept, not served yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explainer: Option<Value>,
+    /// Everything else.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `spec.predictor`. Numbers are signed so that a negative value is reported by field name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PredictorSpec {
+    /// The model to serve with a runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelSpec>,
+    /// A custom container instead of a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containers: Option<Vec<Value>>,
+    /// Fewest replicas; KServe's default is 1, and 0 allows scale to zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i64>,
+    /// Most replicas; 0 = no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<i64>,
+    /// Autoscaling target per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_target: Option<i64>,
+    /// `concurrency` or `rps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_metric: Option<String>,
+    /// Requests one replica handles at once; 0 = unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_concurrency: Option<i64>,
+    /// Request timeout in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<i64>,
+    /// Percent of traffic for the latest revision while the previous one keeps the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_traffic_percent: Option<i64>,
+    /// Dynamic batching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batcher: Option<Batcher>,
+    /// Everything else (framework shorthands such as `sklearn:`, `logger`, `serviceAccountName`, ...).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `spec.predictor.model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSpec {
+    /// The model's format, e.g. `onnx`.
+    pub model_format: ModelFormat,
+    /// Where the model lives: `file://`, `pvc://`, `gs://`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_uri: Option<String>,
+    /// Serving runtime name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// `v1`, `v2` or `grpc-v2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// Everything else.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `spec.predictor.model.modelFormat`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFormat {
+    /// Format name.
+    pub name: String,
+    /// Format version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// `spec.predictor.batcher`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Batcher {
+    /// Rows per batch (KServe default 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch_size: Option<i64>,
+    /// Milliseconds a batch waits to fill (KServe default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_latency: Option<i64>,
+}
+
+impl InferenceService {
+    /// Parses one YAML manifest.
+    pub fn from_yaml(text: &str) -> crate::Result<InferenceService> {
+        serde_saphyr::from_str(text).map_err(|e| crate::Error::Parse(e.to_string()))
+    }
+
+    /// The namespace, `default` when unset.
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or("default")
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+}

@@ -1,0 +1,123 @@
+//! Rollout of revisions and the traffic split, as KServe drives Knative: the latest revision takes
+//! all traffic once ready, or `canaryTrafficPercent` of it while the previous rolled-out revision
+//! keeps the rest. A revision that has never been ready gets no weight while another can serve.
+
+use serde::Serialize;
+
+use crate::revision::{RevisionTemplate, revision_name};
+
+/// One entry of `status.components.predictor.traffic`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficTarget {
+    /// Revision that receives this share.
+    pub revision_name: String,
+    /// Share in percent; the shares of one service add up to 100.
+    pub percent: u32,
+    /// `latest` or `prev`: reachable on its own at `<tag>-<name>.<namespace>.<domain>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// True for the entry that follows the latest revision.
+    pub latest_revision: bool,
+}
+
+/// A revision as the rollout knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    /// `<service>-predictor-NNNNN`.
+    pub name: String,
+    /// What it runs.
+    pub template: RevisionTemplate,
+    /// Has had a ready replica at least once.
+    pub ready: bool,
+}
+
+/// The revisions of one InferenceService and which of them are rolled out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rollout {
+    revisions: Vec<Revision>,
+    created: u32,
+    latest_rolled_out: Option<String>,
+    previous_rolled_out: Option<String>,
+}
+
+impl Rollout {
+    /// Makes `template` the latest revision; returns the new revision's name when it differs from the latest.
+    pub fn apply(&mut self, service: &str, template: RevisionTemplate) -> Option<String> {
+        if self.latest().is_some_and(|r| r.template == template) {
+            return None;
+        }
+        self.created += 1;
+        let name = revision_name(service, "predictor", self.created);
+        self.revisions.push(Revision { name: name.clone(), template, ready: false });
+        Some(name)
+    }
+
+    /// Records that `revision` has a ready replica; it stays ready from then on.
+    pub fn mark_ready(&mut self, revision: &str) {
+        if let Some(r) = self.revisions.iter_mut().find(|r| r.name == revision) {
+            r.ready = true;
+        }
+    }
+
+    /// The newest revision.
+    pub fn latest(&self) -> Option<&Revision> {
+        self.revisions.last()
+    }
+
+    /// Every revision kept, oldest first.
+    pub fn revisions(&self) -> &[Revision] {
+        &self.revisions
+    }
+
+    /// The newest revision that has been ready.
+    pub fn latest_ready(&self) -> Option<&str> {
+        self.revisions.iter().rev().find(|r| r.ready).map(|r| r.name.as_str())
+    }
+
+    /// The revision that last took all traffic.
+    pub fn latest_rolled_out(&self) -> Option<&str> {
+        self.latest_rolled_out.as_deref()
+    }
+
+    /// The one before it.
+    pub fn previous_rolled_out(&self) -> Option<&str> {
+        self.previous_rolled_out.as_deref()
+    }
+
+    /// Computes the split for `canary` (percent for the latest revision, `None` = full rollout),
+    /// promoting the latest revision when it is ready and no canary is set, and forgetting
+    /// revisions that no longer receive traffic. Returns the targets; shares add up to 100.
+    pub fn traffic(&mut self, canary: Option<u32>) -> Vec<TrafficTarget> {
+        let Some(latest) = self.latest().map(|r| (r.name.clone(), r.ready)) else { return Vec::new() };
+        let (latest, latest_ready) = latest;
+        let stable = self.latest_rolled_out.clone().filter(|s| *s != latest);
+        let targets = match (canary, stable) {
+            (Some(percent), Some(stable)) => {
+                let percent = if latest_ready { percent.min(100) } else { 0 };
+                vec![
+                    target(&latest, percent, Some("latest"), true),
+                    target(&stable, 100 - percent, Some("prev"), false),
+                ]
+            }
+            (None, Some(stable)) if !latest_ready => {
+                vec![target(&latest, 0, Some("latest"), true), target(&stable, 100, Some("prev"), false)]
+            }
+            _ => {
+                if latest_ready && self.latest_rolled_out.as_deref() != Some(&latest) {
+                    self.previous_rolled_out = self.latest_rolled_out.replace(latest.clone());
+                }
+                vec![target(&latest, 100, Some("latest"), true)]
+            }
+        };
+        self.revisions.retain(|r| targets.iter().any(|t| t.revision_name == r.name));
+        targets
+    }
+}
+
+fn target(revision: &str, percent: u32, tag: Option<&str>, latest: bool) -> TrafficTarget {
+    TrafficTarget { revision_name: revision.to_owned(), percent, tag: tag.map(str::to_owned), latest_revision: latest }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,82 @@
+use super::*;
+use crate::isvc::PredictorSpec;
+
+fn template(uri: &str) -> RevisionTemplate {
+    let predictor = PredictorSpec { scale_metric: Some(uri.to_owned()), ..PredictorSpec::default() };
+    RevisionTemplate { predictor, annotations: Default::default() }
+}
+
+fn split(targets: &[TrafficTarget]) -> Vec<(&str, u32, Option<&str>)> {
+    targets.iter().map(|t| (t.revision_name.as_str(), t.percent, t.tag.as_deref())).collect()
+}
+
+#[test]
+fn the_first_revision_takes_everything_even_before_it_is_ready() {
+    let mut r = Rollout::default();
+    assert_eq!(r.apply("iris", template("a")).as_deref(), Some("iris-predictor-00001"));
+    assert_eq!(r.apply("iris", template("a")), None);
+    assert_eq!(split(&r.traffic(None)), [("iris-predictor-00001", 100, Some("latest"))]);
+    assert_eq!(r.latest_rolled_out(), None);
+    r.mark_ready("iris-predictor-00001");
+    r.traffic(None);
+    assert_eq!(r.latest_rolled_out(), Some("iris-predictor-00001"));
+}
+
+#[test]
+fn a_new_revision_takes_over_only_once_ready() {
+    let mut r = Rollout::default();
+    r.apply("iris", template("a"));
+    r.mark_ready("iris-predictor-00001");
+    r.traffic(None);
+    r.apply("iris", template("b"));
+    assert_eq!(
+        split(&r.traffic(None)),
+        [("iris-predictor-00002", 0, Some("latest")), ("iris-predictor-00001", 100, Some("prev"))]
+    );
+    r.mark_ready("iris-predictor-00002");
+    assert_eq!(split(&r.traffic(None)), [("iris-predictor-00002", 100, Some("latest"))]);
+    assert_eq!(r.latest_rolled_out(), Some("iris-predictor-00002"));
+    assert_eq!(r.previous_rolled_out(), Some("iris-predictor-00001"));
+    assert_eq!(r.revisions().len(), 1, "the old revision is collected once it has no traffic");
+}
+
+#[test]
+fn canary_promote_and_roll_back() {
+    let mut r = Rollout::default();
+    r.apply("iris", template("a"));
+    r.mark_ready("iris-predictor-00001");
+    r.traffic(None);
+    r.apply("iris", template("b"));
+    assert_eq!(
+        split(&r.traffic(Some(20))),
+        [("iris-predictor-00002", 0, Some("latest")), ("iris-predictor-00001", 100, Some("prev"))],
+        "no weight before the canary is ready"
+    );
+    r.mark_ready("iris-predictor-00002");
+    assert_eq!(
+        split(&r.traffic(Some(20))),
+        [("iris-predictor-00002", 20, Some("latest")), ("iris-predictor-00001", 80, Some("prev"))]
+    );
+    assert_eq!(r.latest_rolled_out(), Some("iris-predictor-00001"), "a canary is not rolled out");
+    assert_eq!(
+        split(&r.traffic(Some(0))),
+        [("iris-predictor-00002", 0, Some("latest")), ("iris-predictor-00001", 100, Some("prev"))],
+        "roll back"
+    );
+    assert_eq!(split(&r.traffic(None)), [("iris-predictor-00002", 100, Some("latest"))], "promote");
+    assert_eq!(r.previous_rolled_out(), Some("iris-predictor-00001"));
+}
+
+#[test]
+fn shares_always_add_up_to_100() {
+    for percent in [0, 1, 50, 99, 100, 150] {
+        let mut r = Rollout::default();
+        r.apply("m", template("a"));
+        r.mark_ready("m-predictor-00001");
+        r.traffic(None);
+        r.apply("m", template("b"));
+        r.mark_ready("m-predictor-00002");
+        let total: u32 = r.traffic(Some(percent)).iter().map(|t| t.percent).sum();
+        assert_eq!(total, 100, "canary {percent}");
+    }
+}

@@ -1,0 +1,91 @@
+use super::*;
+
+const IRIS: &str = r#"
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: iris
+  annotations:
+    autoscaling.knative.dev/window: "30s"
+spec:
+  predictor:
+    minReplicas: 0
+    maxReplicas: 3
+    serviceAccountName: reader
+    model:
+      modelFormat:
+        name: onnx
+      storageUri: file://./models/iris
+"#;
+
+fn check(edit: impl Fn(&mut InferenceService)) -> String {
+    let mut isvc = InferenceService::from_yaml(IRIS).unwrap();
+    edit(&mut isvc);
+    validate(&isvc, &AutoscalerConfig::default()).map(|()| "ok".to_owned()).unwrap_or_else(|e| e.to_string())
+}
+
+#[test]
+fn a_plain_manifest_is_valid_and_keeps_unknown_fields() {
+    assert_eq!(check(|_| {}), "ok");
+    let isvc = InferenceService::from_yaml(IRIS).unwrap();
+    assert_eq!(isvc.spec.predictor.other["serviceAccountName"], "reader");
+    let again = InferenceService::from_yaml(&serde_saphyr::to_string(&isvc).unwrap()).unwrap();
+    assert_eq!(again, isvc);
+}
+
+#[test]
+fn every_rule_names_its_field() {
+    let cases: Vec<(Box<dyn Fn(&mut InferenceService)>, &str)> = vec![
+        (Box::new(|i| i.api_version = "v1".into()), "apiVersion: must be serving.kserve.io/v1beta1"),
+        (Box::new(|i| i.metadata.name = "Iris".into()), "metadata.name: \"Iris\" is not a DNS-1035 label"),
+        (
+            Box::new(|i| i.spec.predictor.min_replicas = Some(4)),
+            "spec.predictor.minReplicas: 4 is more than maxReplicas 3",
+        ),
+        (Box::new(|i| i.spec.predictor.max_replicas = Some(-1)), "spec.predictor.maxReplicas: -1 is less than 0"),
+        (
+            Box::new(|i| i.spec.predictor.container_concurrency = Some(-2)),
+            "spec.predictor.containerConcurrency: -2 is less than 0",
+        ),
+        (
+            Box::new(|i| i.spec.predictor.canary_traffic_percent = Some(101)),
+            "spec.predictor.canaryTrafficPercent: 101 is outside 0..100",
+        ),
+        (Box::new(|i| i.spec.predictor.timeout = Some(0)), "spec.predictor.timeout: 0 is less than 1"),
+        (
+            Box::new(|i| i.spec.predictor.model = None),
+            "spec.predictor: exactly one of model, containers or a framework",
+        ),
+        (
+            Box::new(|i| {
+                i.spec.predictor.other.insert("sklearn".into(), serde_json::json!({"storageUri": "gs://x"}));
+            }),
+            "found model, sklearn",
+        ),
+        (
+            Box::new(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = None),
+            "spec.predictor.model.storageUri: is required",
+        ),
+        (
+            Box::new(|i| i.spec.predictor.model.as_mut().unwrap().protocol_version = Some("v3".into())),
+            "spec.predictor.model.protocolVersion: must be v1, v2 or grpc-v2",
+        ),
+        (Box::new(|i| i.spec.predictor.scale_metric = Some("cpu".into())), "spec.predictor.scaleMetric"),
+        (
+            Box::new(|i| {
+                i.metadata.annotations.insert("autoscaling.knative.dev/window".into(), "1s".into());
+            }),
+            "metadata.annotations[autoscaling.knative.dev/window]",
+        ),
+    ];
+    for (edit, want) in cases {
+        let got = check(edit);
+        assert!(got.contains(want), "got {got:?}, want {want:?}");
+    }
+}
+
+#[test]
+fn yaml_that_is_not_an_inference_service_is_a_parse_error() {
+    let err = InferenceService::from_yaml("kind: Pod\nmetadata: {name: x}\n").unwrap_err().to_string();
+    assert!(err.starts_with("not a valid InferenceService manifest"), "{err}");
+}
