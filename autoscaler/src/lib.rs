@@ -1,7 +1,8 @@
 //! Skiff's autoscaler core: a Knative KPA-style decider per revision.
 //!
-//! Pure and synchronous: time is passed in, nothing here sleeps, spawns or does I/O. The runner (ticks, metric
-//! scraping, the replica backend) lives elsewhere and feeds a [`Decider`]:
+//! The deciders are pure and synchronous: time is passed in, nothing sleeps, spawns or does I/O. The
+//! [`runner`] is the tokio shell that samples concurrency, ticks, and drives a replica backend; it feeds a
+//! [`Decider`]:
 //!
 //! 1. [`AutoscalerConfig::from_map`] reads Knative's `config-autoscaler` data (defaults in [`Default`]).
 //! 2. [`ScalingSpec::resolve`] merges an InferenceService's predictor fields ([`PredictorScaling`]), the revision's
@@ -33,6 +34,7 @@ mod config;
 mod decider;
 mod duration;
 mod error;
+pub mod runner;
 mod spec;
 mod window;
 

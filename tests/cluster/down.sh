@@ -18,7 +18,7 @@ fi
 group_members() {
   local pg="$1" f line rest state pgrp
   for f in /proc/[0-9]*/stat; do
-    read -r line <"$f" 2>/dev/null || continue
+    { read -r line <"$f"; } 2>/dev/null || continue   # the process may just have exited
     rest="${line##*) }"          # fields after "(comm)": state ppid pgrp ...
     read -r state _ pgrp _ <<<"$rest"
     [[ "$pgrp" == "$pg" && "$state" != Z ]] && echo "${f//[^0-9]/}"

@@ -14,7 +14,10 @@
 #   SKIFF_SCHEDULER_PORT    scheduler healthz port             (10259)
 #   SKIFF_ADVERTISE_ADDRESS --advertise-address of the apiserver (default: the apiserver picks the
 #                           host's default-route address; loopback is not allowed there)
-#   SKIFF_NODE_AGENT        command line of the node agent; started with KUBECONFIG=admin.kubeconfig
+#   SKIFF_NODE_AGENT        command line of the node agent (run by bash -c, in its own process group,
+#                           log logs/node-agent.log); its environment has KUBECONFIG=admin.kubeconfig,
+#                           SKIFF_NODE_KUBECONFIG=node.kubeconfig (system:node:<name>, for the Node
+#                           authorizer), SKIFF_NODE_NAME and SKIFF_CLUSTER_DIR
 #   SKIFF_NODE_NAME         node name exported to the agent, also in node.crt (skiff-node)
 #   SKIFF_NODE_TIMEOUT      seconds to wait for a Ready node   (120)
 #   SKIFF_READY_TIMEOUT     seconds to wait for each component (120)
@@ -45,7 +48,8 @@ step_done() { # description: prints the step's own duration and the running tota
   printf '[up %6ss] %-48s %6ss\n' "$(fmt_s $((now - t0)))" "$1" "$(fmt_s $((now - t_step)))"
   t_step="$now"
 }
-die() { echo "up.sh: error: $*" >&2; exit 1; }
+error=""
+die() { error="$*"; echo "up.sh: error: $*" >&2; exit 1; }
 
 command -v kubectl >/dev/null || die "kubectl not found on PATH"
 
@@ -57,10 +61,11 @@ on_exit() {
     for f in "$dir"/logs/*.log; do
       [[ -f "$f" ]] || continue
       echo "----- $f" >&2
-      tail -n 15 "$f" >&2
+      tail -n 10 "$f" >&2
     done
     echo "up.sh: stopping what was started (state kept in $dir)" >&2
     KEEP_STATE=1 SKIFF_CLUSTER_DIR="$dir" "$here/down.sh" >&2 || true
+    [[ -z "$error" ]] || echo "up.sh: FAILED: $error" >&2
   fi
 }
 trap on_exit EXIT
@@ -86,7 +91,7 @@ step_done "build (cached: ${bin##*/})"
 
 # --- state dir, pki, kubeconfigs, token file --------------------------------------------------
 mkdir -p "$dir"/{pki,etcd,logs,pids}
-chmod 700 "$dir"
+chmod 700 "$dir" "$dir/etcd"
 pki="$dir/pki"
 "$bin/pki" --dir "$pki" --service-ip "$service_ip" --node-name "$node_name" >/dev/null
 
@@ -166,6 +171,7 @@ wait_for etcd "$ready_timeout" "etcd health" \
 step_done "etcd ready (:$etcd_port)"
 
 # --- kube-apiserver ---------------------------------------------------------------------------
+# shellcheck disable=SC2054 # commas inside flag values
 apiserver_args=(
   --etcd-servers="http://127.0.0.1:$etcd_port"
   --bind-address=127.0.0.1
@@ -239,7 +245,7 @@ step_done "default ServiceAccount exists"
 
 # --- optional node agent ----------------------------------------------------------------------
 if [[ -n "${SKIFF_NODE_AGENT:-}" ]]; then
-  KUBECONFIG="$dir/admin.kubeconfig" SKIFF_NODE_NAME="$node_name" \
+  KUBECONFIG="$dir/admin.kubeconfig" SKIFF_NODE_KUBECONFIG="$dir/node.kubeconfig" SKIFF_NODE_NAME="$node_name" \
     start node-agent bash -c "$SKIFF_NODE_AGENT"
   node_ready() {
     "${admin[@]}" get nodes \

@@ -43,6 +43,10 @@ func main() {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.UnsafeNoFsync = *noFsync
 	cfg.QuotaBackendBytes = *quota
+	// embed.NewConfig leaves these at 0 (etcd's own flags default them), which makes etcd
+	// log every request as an "expensive request" warning.
+	cfg.WarningApplyDuration = embed.DefaultWarningApplyDuration
+	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	cfg.LogLevel = "warn"
 	cfg.LogOutputs = []string{"stderr"}
 	// Keep the history small: the apiserver compacts every 5 minutes as well.

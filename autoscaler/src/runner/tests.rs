@@ -1,0 +1,88 @@
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::*;
+use crate::{AutoscalerConfig, PredictorScaling};
+
+/// A backend whose replicas become ready the moment they are asked for.
+#[derive(Default)]
+struct Immediate {
+    replicas: AtomicU32,
+    calls: Mutex<Vec<u32>>,
+}
+
+impl ReplicaBackend for Immediate {
+    fn scale(&self, _: &str, replicas: u32) {
+        self.replicas.store(replicas, Ordering::SeqCst);
+        self.calls.lock().unwrap().push(replicas);
+    }
+    fn ready_replicas(&self, _: &str) -> u32 {
+        self.replicas.load(Ordering::SeqCst)
+    }
+}
+
+/// A concurrency source that reports whatever the test sets.
+#[derive(Default)]
+struct Load(Mutex<f64>);
+
+impl ConcurrencySource for Load {
+    fn observe(&self, _: &str) -> impl Future<Output = f64> + Send {
+        let value = *self.0.lock().unwrap();
+        async move { value }
+    }
+}
+
+fn spec(min: u32) -> ScalingSpec {
+    let config = AutoscalerConfig::from_map(&BTreeMap::from([
+        ("stable-window".to_owned(), "6s".to_owned()),
+        ("scale-to-zero-grace-period".to_owned(), "2s".to_owned()),
+    ]))
+    .unwrap();
+    let fields = PredictorScaling { min_replicas: Some(min), container_concurrency: Some(10), ..Default::default() };
+    ScalingSpec::resolve(&fields, &BTreeMap::new(), &config).unwrap()
+}
+
+fn setup(min: u32) -> (Arc<Immediate>, Arc<Load>, Arc<Runner<Immediate, Load>>) {
+    let backend = Arc::new(Immediate::default());
+    let load = Arc::new(Load::default());
+    let runner = Runner::new(backend.clone(), load.clone(), Duration::from_secs(2));
+    runner.add("r", spec(min));
+    (backend, load, runner)
+}
+
+#[tokio::test(start_paused = true)]
+async fn load_scales_up_at_the_tick_and_idle_goes_to_zero() {
+    let (backend, load, runner) = setup(0);
+    assert_eq!(backend.ready_replicas("r"), 1, "initial scale");
+    let task = tokio::spawn(runner.clone().run());
+    *load.0.lock().unwrap() = 21.0;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(backend.ready_replicas("r"), 3, "21 in flight / (10 × 70%)");
+    *load.0.lock().unwrap() = 0.0;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(backend.ready_replicas("r"), 0, "idle past the stable window and grace period");
+    assert_eq!(runner.decision("r").unwrap().desired_pods, 0);
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poke_at_zero_scales_up_without_waiting_for_the_tick() {
+    let (backend, _load, runner) = setup(0);
+    backend.scale("r", 0);
+    runner.poke("r");
+    assert_eq!(backend.ready_replicas("r"), 1);
+    let calls = backend.calls.lock().unwrap().len();
+    runner.poke("r");
+    assert_eq!(backend.calls.lock().unwrap().len(), calls, "no decision while a replica is ready");
+}
+
+#[tokio::test(start_paused = true)]
+async fn min_replicas_hold_and_removed_revisions_are_forgotten() {
+    let (backend, _load, runner) = setup(2);
+    let task = tokio::spawn(runner.clone().run());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(backend.ready_replicas("r"), 2);
+    runner.remove("r");
+    assert!(runner.decision("r").is_none());
+    task.abort();
+}
