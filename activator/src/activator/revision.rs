@@ -1,0 +1,89 @@
+//! A revision's activator settings and the counts the autoscaler reads.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// KServe's default request timeout (the InferenceService's `timeout`, in seconds).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Requests held per revision before 503, so a burst at zero cannot exhaust memory.
+pub const DEFAULT_MAX_PENDING: usize = 1000;
+
+/// How the activator treats one revision's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionConfig {
+    /// The revision's name, as the router sends it in `x-skiff-revision`.
+    pub name: String,
+    /// Bound on a whole request: waiting for a replica, forwarding and the answer.
+    pub timeout: Duration,
+    /// Requests held at once, waiting or forwarded; more get 503 with `Retry-After`.
+    pub max_pending: usize,
+}
+
+impl RevisionConfig {
+    /// `name` with the defaults: 300 s timeout, [`DEFAULT_MAX_PENDING`] pending requests.
+    pub fn new(name: impl Into<String>) -> RevisionConfig {
+        RevisionConfig { name: name.into(), timeout: DEFAULT_TIMEOUT, max_pending: DEFAULT_MAX_PENDING }
+    }
+
+    /// The timeout from an InferenceService's `spec.predictor.timeout` (seconds); unset keeps 300 s.
+    pub fn with_timeout_secs(mut self, timeout: Option<i64>) -> RevisionConfig {
+        if let Some(secs) = timeout.and_then(|s| u64::try_from(s).ok()).filter(|&s| s > 0) {
+            self.timeout = Duration::from_secs(secs);
+        }
+        self
+    }
+
+    /// Checks the values; each message states the allowed range.
+    pub fn validate(&self) -> Result<()> {
+        let problem = if self.name.is_empty() {
+            "the revision name must not be empty".to_owned()
+        } else if self.timeout.is_zero() {
+            format!("revision {}: timeout must be more than 0", self.name)
+        } else if self.max_pending == 0 {
+            format!("revision {}: max_pending must be at least 1", self.name)
+        } else {
+            return Ok(());
+        };
+        Err(Error::Config(problem))
+    }
+}
+
+/// What the activator holds for a revision now, for the autoscaler.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RevisionStats {
+    /// Requests waiting for a slot on a ready replica.
+    pub queued: usize,
+    /// Requests forwarded to a replica and not yet answered.
+    pub in_flight: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_kserve() {
+        let c = RevisionConfig::new("iris-predictor-00001");
+        assert_eq!(c.timeout, Duration::from_secs(300));
+        assert_eq!(c.clone().with_timeout_secs(Some(60)).timeout, Duration::from_secs(60));
+        assert_eq!(c.clone().with_timeout_secs(None).timeout, Duration::from_secs(300));
+        assert_eq!(c.with_timeout_secs(Some(-1)).timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let mut c = RevisionConfig::new("r");
+        assert!(c.validate().is_ok());
+        c.max_pending = 0;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "invalid configuration: revision r: max_pending must be at least 1"
+        );
+        c.max_pending = 1;
+        c.timeout = Duration::ZERO;
+        assert!(c.validate().is_err());
+        assert!(RevisionConfig::new("").validate().is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! One request's way to a replica, shared by the activator and the queue-proxy: admit (bounded),
+//! poke the autoscaler when nothing is ready, read the body, wait for a slot (bounded queue),
+//! forward, and retry on another replica only when the connection failed before the request was
+//! sent. Everything is bounded by the target's timeout; the slot and the counts are kept until the
+//! response body has been sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::BodyExt;
+use hyper::body::Body;
+use prometheus_client::metrics::histogram::Histogram;
+use skiff_api::endpoints::{RevisionEndpoints, Slot};
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+use crate::activator::Poker;
+use crate::body::{Guarded, MAX_BODY_BYTES, read_limited};
+use crate::error::{Error, Result, secs};
+use crate::forward::{Forwarder, Outgoing};
+use crate::load::{Counted, Load};
+use crate::response::{BoxError, HttpResponse};
+
+/// Where one request goes, with its limits.
+pub struct Target<'a> {
+    /// The revision's name (what the poker is told).
+    pub name: &'a str,
+    /// How errors name it: `revision R` or `upstream A`.
+    pub label: &'a str,
+    /// Its replicas and their slots.
+    pub endpoints: &'a RevisionEndpoints,
+    /// Its counts.
+    pub load: &'a Arc<Load>,
+    /// Requests admitted at once (queued or forwarded) before 503.
+    pub max_pending: Option<usize>,
+    /// Requests waiting for a slot before 503.
+    pub max_queued: Option<usize>,
+    /// Bound on the whole request: wait, forwarding and the response body.
+    pub timeout: Duration,
+    /// Told when a request arrives while no replica is ready.
+    pub poker: Option<&'a dyn Poker>,
+    /// Retry on another replica (or the same one, after a pause) when a connection is refused.
+    pub retry_connect: bool,
+    /// Time from arrival to a slot.
+    pub wait_seconds: &'a Histogram,
+}
+
+/// Sends `request` to a replica of `target` and returns its answer, streaming.
+pub async fn dispatch<B>(forwarder: &Forwarder, target: &Target<'_>, request: Request<B>) -> Result<HttpResponse>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let arrived = Instant::now();
+    let deadline = arrived + target.timeout;
+    let pending = target.load.admit(target.max_pending).ok_or_else(|| {
+        Error::Overloaded(format!(
+            "{} already holds {} pending requests",
+            target.label,
+            target.max_pending.unwrap_or_default()
+        ))
+    })?;
+    if target.endpoints.ready().is_empty()
+        && let Some(poker) = target.poker
+    {
+        poker.poke(target.name);
+    }
+
+    let (parts, body) = request.into_parts();
+    let body = timeout_at(deadline, read_limited(&parts.headers, body, MAX_BODY_BYTES))
+        .await
+        .map_err(|_| Error::BadRequest(format!("the request body did not arrive within {}", secs(target.timeout))))??;
+    let outgoing = Outgoing::new(&parts, body);
+
+    let mut refused: Option<(Slot, Error)> = None;
+    let mut attempt = 0;
+    loop {
+        let slot = match refused.take() {
+            None => take_slot(target, deadline).await?,
+            Some((failed, error)) => {
+                attempt += 1;
+                retake_slot(target, deadline, failed, error, attempt).await?
+            }
+        };
+        if attempt == 0 {
+            target.wait_seconds.observe(arrived.elapsed().as_secs_f64());
+        }
+        let addr = slot.replica().addr;
+        let forwarded = target.load.forwarding();
+        let sent = timeout_at(deadline, forwarder.send(addr, &outgoing))
+            .await
+            .map_err(|_| Error::UpstreamTimeout { target: target.label.to_owned(), timeout: target.timeout })?;
+        match sent {
+            Ok(response) => {
+                let hold: (Counted, Slot, Counted) = (pending, slot, forwarded);
+                return Ok(response.map(|body| Guarded::new(body, Box::new(hold), Some(deadline)).boxed_unsync()));
+            }
+            Err(error @ Error::Connect { .. }) if target.retry_connect => {
+                if attempt == 0 {
+                    tracing::warn!(to = target.label, %error, "connection failed; trying another replica");
+                } else {
+                    tracing::debug!(to = target.label, attempt, %error, "connection failed again");
+                }
+                refused = Some((slot, error));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// A free slot now, or a place in the queue until one frees or the deadline passes.
+async fn take_slot(target: &Target<'_>, deadline: Instant) -> Result<Slot> {
+    if let Some(slot) = target.endpoints.try_acquire() {
+        return Ok(slot);
+    }
+    let _queued = target.load.enqueue(target.max_queued).ok_or_else(|| {
+        Error::Overloaded(format!(
+            "{}: every slot is busy and {} requests are already queued",
+            target.label,
+            target.max_queued.unwrap_or_default()
+        ))
+    })?;
+    timeout_at(deadline, target.endpoints.acquire()).await.map_err(|_| {
+        if target.endpoints.ready().is_empty() {
+            Error::NoReadyReplica { revision: target.name.to_owned(), timeout: target.timeout }
+        } else {
+            Error::NoCapacity { target: target.label.to_owned(), timeout: target.timeout }
+        }
+    })
+}
+
+/// After `failed`'s replica refused the connection: another replica's slot if one has room now
+/// (`failed` is held while choosing, so the least-loaded pick goes elsewhere); otherwise a short
+/// pause and a slot anywhere, the same replica included.
+async fn retake_slot(target: &Target<'_>, deadline: Instant, failed: Slot, error: Error, attempt: u32) -> Result<Slot> {
+    let unreachable = |error: &Error| Error::Unreachable {
+        target: target.label.to_owned(),
+        timeout: target.timeout,
+        last: error.to_string(),
+    };
+    let elsewhere = target.endpoints.try_acquire().filter(|slot| slot.replica().addr != failed.replica().addr);
+    drop(failed);
+    if let Some(slot) = elsewhere {
+        return Ok(slot);
+    }
+    let pause = Instant::now() + retry_pause(attempt);
+    if pause >= deadline {
+        sleep_until(deadline).await;
+        return Err(unreachable(&error));
+    }
+    sleep_until(pause).await;
+    take_slot(target, deadline).await.map_err(|e| match e {
+        Error::NoCapacity { .. } => unreachable(&error),
+        other => other,
+    })
+}
+
+/// The pause before trying again when no other replica has room: 10 ms doubling up to 250 ms, short
+/// because a published replica that refuses is about to be replaced (no long back-off on cold starts).
+pub fn retry_pause(attempt: u32) -> Duration {
+    Duration::from_millis(10u64 << attempt.saturating_sub(1).min(5)).min(Duration::from_millis(250))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_pauses_grow_and_stay_short() {
+        let pauses: Vec<u128> = (1..=8).map(|a| retry_pause(a).as_millis()).collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 250, 250, 250]);
+    }
+}

@@ -1,0 +1,150 @@
+//! The crate's one error type, and the HTTP status each error maps to (the mapping to a response
+//! lives in [`crate::response::error`]).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::StatusCode;
+
+/// Everything that can go wrong in the activator or the queue-proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request names no revision (400).
+    #[error("the request has no {header} header", header = crate::REVISION_HEADER)]
+    MissingRevision,
+    /// The request is malformed (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No revision of this name is registered (404).
+    #[error("unknown revision '{0}'")]
+    UnknownRevision(String),
+    /// The request body is over the limit (413).
+    #[error("request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Too many requests are already held; answered with `Retry-After` (503).
+    #[error("{0}")]
+    Overloaded(String),
+    /// Not ready for traffic: the upstream is not ready, or the process is draining (503).
+    #[error("not ready: {0}")]
+    NotReady(String),
+    /// No replica of the revision became ready before the deadline (504).
+    #[error("revision {revision} had no ready replica within {}", secs(*timeout))]
+    NoReadyReplica {
+        /// The revision.
+        revision: String,
+        /// The revision's timeout.
+        timeout: Duration,
+    },
+    /// Replicas were ready but none had a free slot before the deadline (504).
+    #[error("{target} had no free slot within {}", secs(*timeout))]
+    NoCapacity {
+        /// What was waited for: `revision R` or `upstream A`.
+        target: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// Every replica tried refused the connection until the deadline (504).
+    #[error("{target}: no replica accepted a connection within {}: {last}", secs(*timeout))]
+    Unreachable {
+        /// What was waited for: `revision R` or `upstream A`.
+        target: String,
+        /// The timeout.
+        timeout: Duration,
+        /// The last connection error.
+        last: String,
+    },
+    /// The replica did not answer before the deadline (504).
+    #[error("{target} did not answer within {}", secs(*timeout))]
+    UpstreamTimeout {
+        /// What was asked: `revision R` or `upstream A`.
+        target: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The connection to a replica failed before the request was sent; safe to retry elsewhere (502).
+    #[error("cannot connect to replica {addr}: {reason}")]
+    Connect {
+        /// The replica.
+        addr: SocketAddr,
+        /// What failed.
+        reason: String,
+    },
+    /// The replica failed after the request was sent; never retried (502).
+    #[error("replica {addr} failed: {reason}")]
+    Upstream {
+        /// The replica.
+        addr: SocketAddr,
+        /// What failed.
+        reason: String,
+    },
+    /// The command line or a revision's settings are invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Socket I/O failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP status a client sees for this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::MissingRevision | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::UnknownRevision(_) => StatusCode::NOT_FOUND,
+            Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Overloaded(_) | Error::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::NoReadyReplica { .. }
+            | Error::NoCapacity { .. }
+            | Error::Unreachable { .. }
+            | Error::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Error::Connect { .. } | Error::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            Error::Config(_) | Error::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// `300s` for whole seconds, `250ms` otherwise.
+pub(crate) fn secs(d: Duration) -> String {
+    if d.subsec_nanos() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
+}
+
+/// An error and its sources on one line, `outer: inner: root`.
+pub(crate) fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_read_in_whole_seconds_or_milliseconds() {
+        let e = Error::NoReadyReplica { revision: "iris-predictor-00001".into(), timeout: Duration::from_secs(300) };
+        assert_eq!(e.to_string(), "revision iris-predictor-00001 had no ready replica within 300s");
+        assert_eq!(e.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(secs(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn each_error_has_its_status() {
+        assert_eq!(Error::UnknownRevision("r".into()).status(), StatusCode::NOT_FOUND);
+        assert_eq!(Error::Overloaded("full".into()).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(Error::PayloadTooLarge { limit: 1 }.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(Error::MissingRevision.to_string(), "the request has no x-skiff-revision header");
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        assert_eq!(Error::Upstream { addr, reason: "reset".into() }.status(), StatusCode::BAD_GATEWAY);
+    }
+}

@@ -1,0 +1,53 @@
+//! `skiff-activator queue-proxy --port P --upstream HOST:PORT --container-concurrency N`: see `--help`.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use skiff_activator::QueueProxyConfig;
+use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "skiff-activator", version, about = "Skiff's activator and queue-proxy")]
+struct Cli {
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Sidecar in front of a custom container: concurrency limit, bounded queue, metrics, drain.
+    QueueProxy(QueueProxyConfig),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    let mut terminate = signal(SignalKind::terminate())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = terminate.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        tracing::info!("shutting down: no new connections, draining in-flight requests");
+    };
+    match cli.command {
+        Command::QueueProxy(config) => skiff_activator::queue_proxy::run(config, shutdown).await?,
+    }
+    Ok(())
+}

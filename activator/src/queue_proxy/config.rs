@@ -1,0 +1,134 @@
+//! The queue-proxy's command line, its defaults and its validation.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use http::uri::PathAndQuery;
+
+use crate::error::{Error, Result};
+
+/// Everything `skiff-activator queue-proxy` can be told.
+#[derive(Debug, Clone, clap::Args)]
+pub struct QueueProxyConfig {
+    /// Port for proxied requests, `/metrics` and `/healthz` (Knative's queue-proxy uses 8012).
+    #[arg(long, default_value_t = 8012)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: IpAddr,
+    /// The container being fronted.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub upstream: SocketAddr,
+    /// Requests sent to the container at once; 0 = unlimited.
+    #[arg(long, default_value_t = 0)]
+    pub container_concurrency: usize,
+    /// Requests that may wait for a slot before 503 (default: 10 × container concurrency).
+    #[arg(long)]
+    pub max_queued: Option<usize>,
+    /// Bound on a whole request, queueing included (the InferenceService's `timeout`).
+    #[arg(long, default_value_t = 300)]
+    pub timeout_secs: u64,
+    /// Seconds to let in-flight requests finish after SIGTERM.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout_secs: u64,
+    /// Path on the container whose 2xx answer means ready; without it, ready means it accepts connections.
+    #[arg(long)]
+    pub readiness_path: Option<String>,
+}
+
+impl Default for QueueProxyConfig {
+    fn default() -> Self {
+        QueueProxyConfig {
+            port: 8012,
+            bind: IpAddr::from([0, 0, 0, 0]),
+            upstream: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            container_concurrency: 0,
+            max_queued: None,
+            timeout_secs: 300,
+            drain_timeout_secs: 30,
+            readiness_path: None,
+        }
+    }
+}
+
+impl QueueProxyConfig {
+    /// Checks the values that clap cannot; each message states the allowed range.
+    pub fn validate(&self) -> Result<()> {
+        if self.timeout_secs == 0 {
+            return Err(Error::Config("--timeout-secs must be at least 1".into()));
+        }
+        self.readiness_path().map(|_| ())
+    }
+
+    /// Requests that may queue for a slot.
+    pub fn max_queued(&self) -> usize {
+        self.max_queued.unwrap_or(10 * self.container_concurrency)
+    }
+
+    /// Bound on a whole request.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs)
+    }
+
+    /// Time allowed for draining on shutdown.
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout_secs)
+    }
+
+    /// The readiness path, parsed.
+    pub fn readiness_path(&self) -> Result<Option<PathAndQuery>> {
+        let Some(path) = &self.readiness_path else { return Ok(None) };
+        match path.parse::<PathAndQuery>() {
+            Ok(parsed) if path.starts_with('/') => Ok(Some(parsed)),
+            _ => Err(Error::Config(format!("--readiness-path {path:?} must be a path starting with '/'"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: QueueProxyConfig,
+    }
+
+    fn parse(args: &[&str]) -> Result<QueueProxyConfig, String> {
+        let cli = Cli::try_parse_from(std::iter::once("queue-proxy").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        cli.config.validate().map_err(|e| e.to_string())?;
+        Ok(cli.config)
+    }
+
+    #[test]
+    fn defaults_follow_knative_and_skiff_server() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.port, 8012);
+        assert_eq!(c.upstream, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!((c.container_concurrency, c.max_queued()), (0, 0));
+        assert_eq!(c.timeout(), Duration::from_secs(300));
+        let c = parse(&["--port", "9000", "--upstream", "127.0.0.1:9001", "--container-concurrency", "4"]).unwrap();
+        assert_eq!((c.port, c.max_queued()), (9000, 40));
+        assert_eq!(parse(&["--container-concurrency", "4", "--max-queued", "3"]).unwrap().max_queued(), 3);
+        let (d, p) = (QueueProxyConfig::default(), parse(&[]).unwrap());
+        assert_eq!((d.port, d.bind, d.upstream, d.timeout_secs), (p.port, p.bind, p.upstream, p.timeout_secs));
+        assert_eq!((d.container_concurrency, d.max_queued, d.drain_timeout_secs), (0, None, p.drain_timeout_secs));
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        assert_eq!(
+            parse(&["--timeout-secs", "0"]).unwrap_err(),
+            "invalid configuration: --timeout-secs must be at least 1"
+        );
+        let err = parse(&["--readiness-path", "ready"]).unwrap_err();
+        assert!(err.contains("must be a path starting with '/'"), "{err}");
+        let c = parse(&["--readiness-path", "/v2/health/ready"]).unwrap();
+        assert_eq!(c.readiness_path().unwrap().unwrap().as_str(), "/v2/health/ready");
+        assert!(parse(&["--upstream", "localhost"]).is_err());
+    }
+}

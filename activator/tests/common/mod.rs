@@ -1,0 +1,167 @@
+//! Test harness: tiny hyper upstream servers on 127.0.0.1 that answer their id and hold requests
+//! to `/hold...` until released, counting how many they hold at once; and an HTTP client.
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// A replica stand-in.
+pub struct Upstream {
+    /// What it answers as `id`.
+    pub id: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    received: AtomicUsize,
+    gate: Semaphore,
+}
+
+impl Upstream {
+    /// Starts answering on a free loopback port.
+    pub async fn start(id: &str) -> Arc<Upstream> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = Arc::new(Upstream {
+            id: id.to_owned(),
+            addr: listener.local_addr().unwrap(),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+            received: AtomicUsize::new(0),
+            gate: Semaphore::new(0),
+        });
+        let server = upstream.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| server.clone().answer(request));
+                    let _ =
+                        auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        upstream
+    }
+
+    async fn answer(self: Arc<Self>, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::AcqRel);
+        self.received.fetch_add(1, Ordering::AcqRel);
+        let path = request.uri().path().to_owned();
+        let saw_revision = request.headers().contains_key("x-skiff-revision");
+        let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        if path.starts_with("/hold") {
+            self.gate.acquire().await.unwrap().forget();
+        }
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let answer = json!({ "id": self.id, "path": path, "body": String::from_utf8_lossy(&body), "saw_revision": saw_revision });
+        let mut response = Response::new(Full::new(Bytes::from(answer.to_string())));
+        response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+        Ok(response)
+    }
+
+    /// Lets `n` held requests (present or future) go.
+    pub fn release(&self, n: usize) {
+        self.gate.add_permits(n);
+    }
+
+    /// Requests it holds or answers now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// The most requests it ever had at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(Ordering::Acquire)
+    }
+
+    /// Requests it received.
+    pub fn received(&self) -> usize {
+        self.received.load(Ordering::Acquire)
+    }
+}
+
+/// A loopback address where nothing listens.
+pub async fn dead_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A response: status, headers, body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Sends one request over HTTP/1.1 (or h2c with `http2`), with `x-skiff-revision` when given.
+pub async fn send_with(
+    http2: bool,
+    method: Method,
+    url: &str,
+    revision: Option<&str>,
+    body: impl Into<Bytes>,
+) -> Result<Reply, String> {
+    let client: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).http2_only(http2).build_http();
+    let mut request = Request::builder().method(method).uri(url);
+    if let Some(revision) = revision {
+        request = request.header("x-skiff-revision", revision);
+    }
+    let request = request.body(Full::new(body.into())).unwrap();
+    let response = client.request(request).await.map_err(|e| format!("{e:?}"))?;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Reply { status: parts.status, headers: parts.headers, body })
+}
+
+/// GET over HTTP/1.1, panicking on transport errors.
+pub async fn get(url: &str, revision: Option<&str>) -> Reply {
+    send_with(false, Method::GET, url, revision, Bytes::new()).await.unwrap_or_else(|e| panic!("{url}: {e}"))
+}
+
+/// POST over HTTP/1.1, panicking on transport errors.
+pub async fn post(url: &str, revision: Option<&str>, body: &str) -> Reply {
+    send_with(false, Method::POST, url, revision, body.to_owned()).await.unwrap_or_else(|e| panic!("{url}: {e}"))
+}
+
+/// Polls `condition` until it holds; panics (naming `what`) only if that takes over 20 s, i.e. something hangs.
+pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(Instant::now() < deadline, "still waiting for {what} after 20 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
