@@ -1,1 +1,118 @@
-//! Router: the Pingora ingress that splits traffic across revisions (arrives with the data-plane issue).
+//! Skiff's router: the Pingora ingress of the data plane. It finds the InferenceService a request is
+//! for (by Host, `/serving/<namespace>/<name>/` path, or model name), splits traffic across its
+//! revisions by weight or tag, and sends each request straight to the least-loaded ready replica
+//! with room, or to the activator (with `x-skiff-revision`) when the revision has none.
+//!
+//! Pure cores: [`table`] (routing) and [`split`] (weighted choice); the Pingora adapter and the
+//! server thread are thin shells around them. Routes are rebuilt by the caller and swapped in with
+//! [`Router::publish`] without blocking requests.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use skiff_router::{Router, RouterConfig};
+//! let endpoints = Arc::new(skiff_api::endpoints::Endpoints::default());
+//! let router = Router::new(RouterConfig::default(), endpoints)?;
+//! let handle = router.start()?; // serves on its own threads
+//! router.publish(vec![]); // whenever the routes change
+//! handle.wait(); // until SIGTERM; or handle.shutdown()
+//! # Ok::<(), skiff_router::Error>(())
+//! ```
+
+mod config;
+mod error;
+pub mod metrics;
+mod proxy;
+mod server;
+pub mod split;
+pub mod table;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use prometheus_client::registry::Registry;
+use skiff_api::endpoints::Endpoints;
+
+pub use config::RouterConfig;
+pub use error::{Error, Result};
+pub use metrics::{RouterMetrics, Via};
+pub use server::RouterHandle;
+pub use table::{Resolved, RouteTable, ServiceRoute};
+
+/// Upstream read timeout for services that set none (`predictor.timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Header naming the revision on requests sent to the activator.
+pub const REVISION_HEADER: &str = "x-skiff-revision";
+/// The router's own liveness path, answered without proxying.
+pub const HEALTHZ_PATH: &str = "/healthz";
+
+/// The router: its configuration, the published route table, and its metrics. Clones share all three.
+#[derive(Debug, Clone)]
+pub struct Router {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: RouterConfig,
+    table: Arc<ArcSwap<RouteTable>>,
+    endpoints: Arc<Endpoints>,
+    metrics: RouterMetrics,
+    registry: Registry,
+}
+
+impl Router {
+    /// A router with no routes yet, sending to the replicas registered in `endpoints`.
+    pub fn new(config: RouterConfig, endpoints: Arc<Endpoints>) -> Result<Router> {
+        config.validate()?;
+        let table = Arc::new(ArcSwap::from_pointee(RouteTable::new(config.domain.clone(), Vec::new())));
+        let metrics = RouterMetrics::default();
+        let mut registry = Registry::with_prefix("skiff_router");
+        metrics.register(&mut registry);
+        Ok(Router { inner: Arc::new(Inner { config, table, endpoints, metrics, registry }) })
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &RouterConfig {
+        &self.inner.config
+    }
+
+    /// Replaces every route: builds a new table and swaps it in atomically; requests in flight keep
+    /// the table they started with.
+    pub fn publish(&self, routes: Vec<ServiceRoute>) {
+        let table = RouteTable::new(self.inner.config.domain.clone(), routes);
+        tracing::debug!(services = table.len(), "router routes published");
+        self.inner.table.store(Arc::new(table));
+    }
+
+    /// The table requests are routed with now.
+    pub fn routes(&self) -> Arc<RouteTable> {
+        self.inner.table.load_full()
+    }
+
+    /// The metric families, to register in another registry as well.
+    pub fn metrics(&self) -> &RouterMetrics {
+        &self.inner.metrics
+    }
+
+    /// The metrics in OpenMetrics text format, for an admin `/metrics` endpoint.
+    pub fn metrics_text(&self) -> String {
+        let mut text = String::new();
+        match prometheus_client::encoding::text::encode(&mut text, &self.inner.registry) {
+            Ok(()) => text,
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Starts the proxy on its own threads and returns once it accepts connections. It runs until the
+    /// handle shuts it down or is dropped, or the process gets SIGTERM (graceful).
+    pub fn start(&self) -> Result<RouterHandle> {
+        let proxy = proxy::Proxy {
+            table: self.inner.table.clone(),
+            endpoints: self.inner.endpoints.clone(),
+            activator: self.inner.config.activator,
+            metrics: self.inner.metrics.clone(),
+        };
+        server::start(&self.inner.config, proxy)
+    }
+}

@@ -1,0 +1,196 @@
+//! The route table: which InferenceService (and which tagged revision) a request is for, found from
+//! its Host or its path, and the path to send upstream. Pure data: built once per published route
+//! set, then only read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use skiff_api::traffic::TrafficTarget;
+
+/// The namespace model-name routes prefer when several services carry the same name.
+const DEFAULT_NAMESPACE: &str = "default";
+
+/// One InferenceService as the router sees it: where it lives and how its traffic is split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRoute {
+    /// Kubernetes namespace (a DNS label).
+    pub namespace: String,
+    /// InferenceService name (a DNS label).
+    pub name: String,
+    /// The traffic split across revisions (`status.components.predictor.traffic`).
+    pub targets: Vec<TrafficTarget>,
+    /// Upstream read timeout (`predictor.timeout`); the router's default when `None`.
+    pub timeout: Option<Duration>,
+}
+
+impl ServiceRoute {
+    /// `namespace/name`, as used in logs and metric labels.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn has_tag(&self, tag: &str) -> bool {
+        self.targets.iter().any(|t| t.tag.as_deref() == Some(tag))
+    }
+}
+
+/// Where a request goes: the service, the tag that pins one revision (if any), and the upstream path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The matched service.
+    pub service: Arc<ServiceRoute>,
+    /// Set for tag hosts (`<tag>-<name>.<namespace>.<domain>`): only that target may serve.
+    pub tag: Option<String>,
+    /// Path and query to send upstream (rewritten for `/serving/...` paths, otherwise unchanged).
+    pub path: String,
+}
+
+/// Every routable service, indexed by namespace and name, under one domain.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    domain: String,
+    by_namespace: HashMap<String, HashMap<String, Arc<ServiceRoute>>>,
+    by_name: HashMap<String, Vec<Arc<ServiceRoute>>>,
+    len: usize,
+}
+
+/// What the Host header says.
+enum HostMatch {
+    Found(Arc<ServiceRoute>, Option<String>),
+    /// A service host under our domain that names nothing we serve.
+    Unknown,
+    /// Not a service host: routing falls back to the path.
+    NotOurs,
+}
+
+impl RouteTable {
+    /// Builds the table; a later route with the same namespace and name replaces an earlier one.
+    pub fn new(domain: impl Into<String>, routes: Vec<ServiceRoute>) -> RouteTable {
+        let domain = domain.into().trim_matches('.').to_ascii_lowercase();
+        let mut by_namespace: HashMap<String, HashMap<String, Arc<ServiceRoute>>> = HashMap::new();
+        for route in routes {
+            let ns = by_namespace.entry(route.namespace.clone()).or_default();
+            ns.insert(route.name.clone(), Arc::new(route));
+        }
+        let mut by_name: HashMap<String, Vec<Arc<ServiceRoute>>> = HashMap::new();
+        let mut len = 0;
+        for route in by_namespace.values().flat_map(HashMap::values) {
+            by_name.entry(route.name.clone()).or_default().push(route.clone());
+            len += 1;
+        }
+        RouteTable { domain, by_namespace, by_name, len }
+    }
+
+    /// The domain service hosts live under.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// Number of services.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no service is routable.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The service `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&Arc<ServiceRoute>> {
+        self.by_namespace.get(namespace)?.get(name)
+    }
+
+    /// Finds the service for a request from its Host (port ignored) and its path and query.
+    ///
+    /// A Host under the domain decides alone; otherwise `/serving/<namespace>/<name>/<rest>` (sent
+    /// upstream as `/<rest>`) and then the model name in V1/V2 paths (namespace `default` first,
+    /// else the only service of that name).
+    pub fn resolve(&self, host: &str, path_and_query: &str) -> Option<Resolved> {
+        let resolved = |service: &Arc<ServiceRoute>, tag: Option<String>, path: String| {
+            Some(Resolved { service: service.clone(), tag, path })
+        };
+        match self.by_host(host) {
+            HostMatch::Found(service, tag) => return resolved(&service, tag, path_and_query.to_owned()),
+            HostMatch::Unknown => return None,
+            HostMatch::NotOurs => {}
+        }
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (path_and_query, None),
+        };
+        if let Some(rest) = path.strip_prefix("/serving/") {
+            let mut parts = rest.splitn(3, '/');
+            let (namespace, name) = (parts.next()?, parts.next()?);
+            let service = self.get(namespace, name)?;
+            let mut upstream = format!("/{}", parts.next().unwrap_or(""));
+            if let Some(query) = query {
+                upstream.push('?');
+                upstream.push_str(query);
+            }
+            return resolved(service, None, upstream);
+        }
+        let service = self.by_model_name(model_name(path)?)?;
+        resolved(service, None, path_and_query.to_owned())
+    }
+
+    fn by_host(&self, host: &str) -> HostMatch {
+        let host = strip_port(host).trim_end_matches('.').to_ascii_lowercase();
+        let prefix = if self.domain.is_empty() {
+            host.as_str()
+        } else {
+            match host.strip_suffix(self.domain.as_str()).and_then(|p| p.strip_suffix('.')) {
+                Some(prefix) => prefix,
+                None => return HostMatch::NotOurs,
+            }
+        };
+        let Some((label, namespace)) = prefix.split_once('.').filter(|(l, ns)| !l.is_empty() && !ns.contains('.'))
+        else {
+            return if self.domain.is_empty() { HostMatch::NotOurs } else { HostMatch::Unknown };
+        };
+        let Some(services) = self.by_namespace.get(namespace) else { return HostMatch::Unknown };
+        if let Some(service) = services.get(label) {
+            return HostMatch::Found(service.clone(), None);
+        }
+        for (i, _) in label.match_indices('-') {
+            let (tag, name) = (&label[..i], &label[i + 1..]);
+            if let Some(service) = services.get(name).filter(|s| s.has_tag(tag)) {
+                return HostMatch::Found(service.clone(), Some(tag.to_owned()));
+            }
+        }
+        HostMatch::Unknown
+    }
+
+    fn by_model_name(&self, name: &str) -> Option<&Arc<ServiceRoute>> {
+        let candidates = self.by_name.get(name)?;
+        candidates.iter().find(|s| s.namespace == DEFAULT_NAMESPACE).or(match candidates.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        })
+    }
+}
+
+/// `host` without a trailing `:port` (bracketed IPv6 hosts keep their brackets).
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// The model name in `/v1/models/<name>[:verb]` and `/v2/models/<name>[/...]`.
+fn model_name(path: &str) -> Option<&str> {
+    let name = if let Some(rest) = path.strip_prefix("/v1/models/") {
+        rest.split('/').next()?.split(':').next()?
+    } else {
+        path.strip_prefix("/v2/models/")?.split('/').next()?
+    };
+    (!name.is_empty()).then_some(name)
+}
+
+#[cfg(test)]
+mod tests;
