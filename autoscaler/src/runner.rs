@@ -62,8 +62,9 @@ impl<B: ReplicaBackend, S: ConcurrencySource> Runner<B, S> {
         self.lock().remove(revision);
     }
 
-    /// A request is waiting for `revision`: decide now when it has no ready replica.
-    pub fn poke(&self, revision: &str) {
+    /// `held` requests are waiting for `revision`: when it has no ready replica, decide now, and
+    /// size the first step for the requests already held (as Knative's activator reports them).
+    pub fn poke(&self, revision: &str, held: f64) {
         let ready = self.backend.ready_replicas(revision);
         if ready > 0 {
             return;
@@ -71,7 +72,11 @@ impl<B: ReplicaBackend, S: ConcurrencySource> Runner<B, S> {
         let desired = {
             let mut revisions = self.lock();
             let Some(tracked) = revisions.get_mut(revision) else { return };
-            let decision = tracked.decider.poke(now(), ready);
+            let mut decision = tracked.decider.poke(now(), ready);
+            let spec = tracked.decider.spec();
+            let for_held = (held / spec.per_pod_target()).ceil() as u32;
+            let cap = if spec.max_scale > 0 { spec.max_scale } else { u32::MAX };
+            decision.desired_pods = decision.desired_pods.max(for_held.min(cap));
             let desired = decision.desired_pods;
             tracked.last = Some(decision);
             desired

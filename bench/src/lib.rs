@@ -5,3 +5,4 @@
 pub mod load;
 pub mod peer;
 pub mod report;
+pub mod status;

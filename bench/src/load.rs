@@ -108,6 +108,22 @@ async fn connection_loop(spec: LoadSpec, measure_from: Instant, end: Instant) ->
     Ok(stats)
 }
 
+/// Sends one POST on a new connection; returns the status and the time to the full response.
+pub async fn once(address: &str, path: &str, body: Bytes) -> anyhow::Result<(http::StatusCode, Duration)> {
+    let started = Instant::now();
+    let mut sender = connect(address).await?;
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(path)
+        .header(http::header::HOST, address)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(body))?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    response.into_body().collect().await?;
+    Ok((status, started.elapsed()))
+}
+
 async fn connect(address: &str) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
     let stream = TcpStream::connect(address).await?;
     stream.set_nodelay(true)?;

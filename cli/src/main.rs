@@ -1,8 +1,19 @@
-//! `skiff`: the Skiff command line. `skiff serve` runs the embedded model server in this process
-//! (the same flags as `skiff-server`); `skiff up` (standalone mode) arrives with the data plane.
+//! `skiff`: the Skiff command line.
+//!
+//! - `skiff up DIR`: standalone mode — the whole data plane on one machine for the InferenceService
+//!   manifests in DIR (router, activator, autoscaler, `skiff-server` replicas), watching DIR.
+//! - `skiff get [-o json]`: what a running `skiff up` serves, like `kubectl get isvc`.
+//! - `skiff serve`: the embedded model server in this process (the same flags as `skiff-server`).
+
+mod standalone;
 
 use clap::{Parser, Subcommand};
+use skiff_server::config::LogFormat;
 use skiff_server::{ServerConfig, telemetry};
+
+/// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -17,21 +28,26 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the data plane for a folder of InferenceService manifests (standalone mode).
+    Up(standalone::UpArgs),
+    /// Show what a running `skiff up` serves.
+    Get(standalone::GetArgs),
     /// Serve ONNX models over KServe's V1 and V2 protocols (the same as `skiff-server`).
     Serve(ServerConfig),
 }
 
-/// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Up(args) => {
+            telemetry::init(LogFormat::Text);
+            standalone::up(args).await
+        }
+        Command::Get(args) => standalone::get(args).await,
         Command::Serve(config) => {
             telemetry::init(config.log_format);
             skiff_server::run(config).await?;
+            Ok(())
         }
     }
-    Ok(())
 }

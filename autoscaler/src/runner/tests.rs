@@ -69,11 +69,19 @@ async fn load_scales_up_at_the_tick_and_idle_goes_to_zero() {
 async fn a_poke_at_zero_scales_up_without_waiting_for_the_tick() {
     let (backend, _load, runner) = setup(0);
     backend.scale("r", 0);
-    runner.poke("r");
+    runner.poke("r", 1.0);
     assert_eq!(backend.ready_replicas("r"), 1);
     let calls = backend.calls.lock().unwrap().len();
-    runner.poke("r");
+    runner.poke("r", 1.0);
     assert_eq!(backend.calls.lock().unwrap().len(), calls, "no decision while a replica is ready");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_step_is_sized_for_the_requests_already_held() {
+    let (backend, _load, runner) = setup(0);
+    backend.scale("r", 0);
+    runner.poke("r", 20.0);
+    assert_eq!(backend.ready_replicas("r"), 3, "20 held / (10 × 70%) per replica");
 }
 
 #[tokio::test(start_paused = true)]

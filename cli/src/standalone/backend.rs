@@ -1,0 +1,370 @@
+//! Local replicas: `skiff-server` child processes on loopback ports. One supervisor task per
+//! revision converges the children to the desired count, publishes the ready ones to the endpoint
+//! registry (readiness = `/v2/health/ready`, i.e. every model loaded), drains on scale-down with
+//! SIGTERM, and replaces (and counts) replicas that exit on their own.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use skiff_api::endpoints::{Replica, RevisionEndpoints};
+use skiff_autoscaler::runner::ReplicaBackend;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+
+/// How a revision's replicas run `skiff-server`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeSpec {
+    /// Folder holding `model.onnx`.
+    pub model_dir: PathBuf,
+    /// Model name (the InferenceService name).
+    pub model_name: String,
+    /// `--container-concurrency`.
+    pub container_concurrency: u32,
+    /// `(max batch size, max latency ms)` when the batcher is on.
+    pub batcher: Option<(u32, u32)>,
+}
+
+/// A revision's replica counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicaCounts {
+    /// Asked for.
+    pub desired: u32,
+    /// Ready now.
+    pub ready: u32,
+    /// Replicas that exited without being asked to.
+    pub restarts: u32,
+    /// Spawn to ready of the latest replica, in milliseconds.
+    pub last_start_ms: Option<u64>,
+    /// Of that: spawn until the process listened (process start), in milliseconds.
+    pub last_spawn_ms: Option<u64>,
+}
+
+struct Handle {
+    desired: watch::Sender<u32>,
+    counts: Arc<Counts>,
+    supervisor: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Counts {
+    ready: AtomicU32,
+    restarts: AtomicU32,
+    last_start_ms: AtomicU32,
+    last_spawn_ms: AtomicU32,
+}
+
+/// The standalone [`ReplicaBackend`].
+pub struct LocalProcesses {
+    server_bin: PathBuf,
+    ort_dylib: PathBuf,
+    revisions: Mutex<HashMap<String, Handle>>,
+    draining: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl LocalProcesses {
+    /// Replicas run `server_bin` with ONNX Runtime from `ort_dylib`.
+    pub fn new(server_bin: PathBuf, ort_dylib: PathBuf) -> Arc<LocalProcesses> {
+        Arc::new(LocalProcesses {
+            server_bin,
+            ort_dylib,
+            revisions: Mutex::new(HashMap::new()),
+            draining: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Starts supervising `revision` at zero replicas.
+    pub fn add(&self, revision: &str, spec: ServeSpec, endpoints: Arc<RevisionEndpoints>) {
+        let (desired, wanted) = watch::channel(0);
+        let counts = Arc::new(Counts::default());
+        let supervisor = Supervisor {
+            revision: revision.to_owned(),
+            spec,
+            server_bin: self.server_bin.clone(),
+            ort_dylib: self.ort_dylib.clone(),
+            endpoints,
+            counts: counts.clone(),
+        };
+        let supervisor = tokio::spawn(supervisor.run(wanted));
+        self.lock().insert(revision.to_owned(), Handle { desired, counts, supervisor });
+    }
+
+    /// Stops supervising `revision`; its replicas drain and exit in the background.
+    pub fn remove(&self, revision: &str) {
+        if let Some(handle) = self.lock().remove(revision) {
+            self.draining.lock().expect("replica backend lock").push(handle.supervisor);
+        }
+    }
+
+    /// Waits until every removed revision's replicas have exited.
+    pub async fn drained(&self) {
+        let supervisors = std::mem::take(&mut *self.draining.lock().expect("replica backend lock"));
+        for supervisor in supervisors {
+            let _ = supervisor.await;
+        }
+    }
+
+    /// The counts of `revision`.
+    pub fn counts(&self, revision: &str) -> Option<ReplicaCounts> {
+        self.lock().get(revision).map(|h| ReplicaCounts {
+            desired: *h.desired.borrow(),
+            ready: h.counts.ready.load(Ordering::Acquire),
+            restarts: h.counts.restarts.load(Ordering::Acquire),
+            last_start_ms: millis(&h.counts.last_start_ms),
+            last_spawn_ms: millis(&h.counts.last_spawn_ms),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Handle>> {
+        self.revisions.lock().expect("replica backend lock")
+    }
+}
+
+fn millis(value: &AtomicU32) -> Option<u64> {
+    match value.load(Ordering::Acquire) {
+        0 => None,
+        ms => Some(u64::from(ms)),
+    }
+}
+
+impl ReplicaBackend for LocalProcesses {
+    fn scale(&self, revision: &str, replicas: u32) {
+        if let Some(handle) = self.lock().get(revision) {
+            handle.desired.send_if_modified(|n| std::mem::replace(n, replicas) != replicas);
+        }
+    }
+
+    fn ready_replicas(&self, revision: &str) -> u32 {
+        self.lock().get(revision).map_or(0, |h| h.counts.ready.load(Ordering::Acquire))
+    }
+}
+
+enum Event {
+    Ready { id: u64, addr: SocketAddr, started: Instant, listening: Instant },
+    Exited { id: u64 },
+}
+
+/// What an event meant for the restart back-off.
+enum Outcome {
+    Ready,
+    Crashed,
+    Other,
+}
+
+/// 100 ms after the first crash in a row, doubling up to 10 s.
+fn restart_backoff(failures: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << failures.saturating_sub(1).min(7))).min(Duration::from_secs(10))
+}
+
+struct Child {
+    id: u64,
+    pid: Option<u32>,
+    replica: Option<Arc<Replica>>,
+    stopping: bool,
+}
+
+struct Supervisor {
+    revision: String,
+    spec: ServeSpec,
+    server_bin: PathBuf,
+    ort_dylib: PathBuf,
+    endpoints: Arc<RevisionEndpoints>,
+    counts: Arc<Counts>,
+}
+
+impl Supervisor {
+    async fn run(self, mut wanted: watch::Receiver<u32>) {
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let mut children: Vec<Child> = Vec::new();
+        let mut next_id = 0;
+        let mut removed = false;
+        let mut failures = 0u32;
+        let mut hold_until: Option<tokio::time::Instant> = None;
+        loop {
+            let desired = if removed { 0 } else { *wanted.borrow_and_update() as usize };
+            let live = children.iter().filter(|c| !c.stopping).count();
+            if hold_until.is_none_or(|t| t <= tokio::time::Instant::now()) {
+                hold_until = None;
+                for _ in live..desired {
+                    next_id += 1;
+                    children.push(self.spawn(next_id, events.clone()));
+                }
+            }
+            for _ in desired..live {
+                self.stop_one(&mut children);
+            }
+            if removed && children.is_empty() {
+                return;
+            }
+            let hold = hold_until.unwrap_or_else(tokio::time::Instant::now);
+            tokio::select! {
+                changed = wanted.changed(), if !removed => removed = changed.is_err(),
+                Some(event) = inbox.recv() => match self.handle(event, &mut children) {
+                    Outcome::Crashed => {
+                        failures += 1;
+                        hold_until = Some(tokio::time::Instant::now() + restart_backoff(failures));
+                    }
+                    Outcome::Ready => failures = 0,
+                    Outcome::Other => {}
+                },
+                () = tokio::time::sleep_until(hold), if hold_until.is_some() => {}
+            }
+        }
+    }
+
+    fn handle(&self, event: Event, children: &mut Vec<Child>) -> Outcome {
+        match event {
+            Event::Ready { id, addr, started, listening } => {
+                let Some(child) = children.iter_mut().find(|c| c.id == id && !c.stopping) else {
+                    return Outcome::Other;
+                };
+                child.replica = Some(self.endpoints.replica(addr));
+                let ms = started.elapsed().as_millis().max(1) as u32;
+                self.counts.last_start_ms.store(ms, Ordering::Release);
+                let spawn_ms = listening.duration_since(started).as_millis().max(1) as u32;
+                self.counts.last_spawn_ms.store(spawn_ms, Ordering::Release);
+                tracing::info!(revision = %self.revision, %addr, millis = ms, "replica ready");
+                self.publish(children);
+                Outcome::Ready
+            }
+            Event::Exited { id } => {
+                let Some(at) = children.iter().position(|c| c.id == id) else { return Outcome::Other };
+                let child = children.remove(at);
+                self.publish(children);
+                if child.stopping {
+                    return Outcome::Other;
+                }
+                self.counts.restarts.fetch_add(1, Ordering::AcqRel);
+                tracing::warn!(revision = %self.revision, replica = id, "replica exited unexpectedly; replacing it");
+                Outcome::Crashed
+            }
+        }
+    }
+
+    fn publish(&self, children: &[Child]) {
+        let ready: Vec<Arc<Replica>> =
+            children.iter().filter(|c| !c.stopping).filter_map(|c| c.replica.clone()).collect();
+        self.counts.ready.store(ready.len() as u32, Ordering::Release);
+        self.endpoints.set_ready(ready);
+    }
+
+    /// Takes the replica doing least out of service (not yet ready first), then SIGTERMs it.
+    fn stop_one(&self, children: &mut [Child]) {
+        let victim = children
+            .iter_mut()
+            .filter(|c| !c.stopping)
+            .min_by_key(|c| c.replica.as_ref().map_or(0, |r| r.in_flight() + 1));
+        if let Some(child) = victim {
+            child.stopping = true;
+            if let Some(pid) = child.pid {
+                let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            }
+        }
+        self.publish(children);
+    }
+
+    fn spawn(&self, id: u64, events: mpsc::UnboundedSender<Event>) -> Child {
+        let started = Instant::now();
+        let mut command = Command::new(&self.server_bin);
+        command
+            .args(["--bind", "127.0.0.1", "--http-port", "0", "--log-format", "json", "--model-name"])
+            .arg(&self.spec.model_name)
+            .arg("--model-dir")
+            .arg(&self.spec.model_dir)
+            .args(["--container-concurrency", &self.spec.container_concurrency.to_string()])
+            .env("ORT_DYLIB_PATH", &self.ort_dylib)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some((size, latency)) = self.spec.batcher {
+            command.args(["--enable-batching", "--max-batch-size", &size.to_string()]);
+            command.args(["--max-latency-ms", &latency.to_string()]);
+        }
+        let revision = self.revision.clone();
+        let mut process = match command.spawn() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(%revision, error = %e, bin = %self.server_bin.display(), "cannot start a replica");
+                let _ = events.send(Event::Exited { id });
+                return Child { id, pid: None, replica: None, stopping: false };
+            }
+        };
+        let pid = process.id();
+        let stderr = process.stderr.take().expect("stderr is piped");
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            let mut announced = false;
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(%revision, replica = id, "{line}");
+                if announced {
+                    continue;
+                }
+                if let Some(addr) = listening_address(&line) {
+                    announced = true;
+                    let listening = Instant::now();
+                    let events = events.clone();
+                    tokio::spawn(async move {
+                        if wait_ready(addr, Duration::from_secs(120)).await {
+                            let _ = events.send(Event::Ready { id, addr, started, listening });
+                        }
+                    });
+                }
+            }
+            let _ = process.wait().await;
+            let _ = events.send(Event::Exited { id });
+        });
+        Child { id, pid, replica: None, stopping: false }
+    }
+}
+
+/// The address in skiff-server's `listening` log line.
+fn listening_address(line: &str) -> Option<SocketAddr> {
+    let log: serde_json::Value = serde_json::from_str(line).ok()?;
+    (log["fields"]["message"] == "listening").then(|| log["fields"]["address"].as_str()?.parse().ok())?
+}
+
+/// Polls `/v2/health/ready` every 2 ms until it answers 200, up to `limit`.
+async fn wait_ready(addr: SocketAddr, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if ready_once(addr).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    false
+}
+
+async fn ready_once(addr: SocketAddr) -> bool {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else { return false };
+    let request = format!("GET /v2/health/ready HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut head = [0u8; 12];
+    stream.write_all(request.as_bytes()).await.is_ok()
+        && stream.read_exact(&mut head).await.is_ok()
+        && &head[9..12] == b"200"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_backoff_doubles_to_a_cap() {
+        let delays: Vec<u64> = (1..=9).map(|n| restart_backoff(n).as_millis() as u64).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
+    }
+
+    #[test]
+    fn reads_the_address_from_the_listening_line() {
+        let line = r#"{"timestamp":"t","level":"INFO","fields":{"message":"listening","address":"127.0.0.1:4321"},"target":"skiff_server"}"#;
+        assert_eq!(listening_address(line), Some("127.0.0.1:4321".parse().unwrap()));
+        assert_eq!(listening_address(r#"{"fields":{"message":"model loaded"}}"#), None);
+        assert_eq!(listening_address("not json"), None);
+    }
+}

@@ -1,0 +1,200 @@
+//! Standalone mode: `skiff up DIR` runs the whole data plane on one machine — Pingora router,
+//! activator, KPA autoscaler, and `skiff-server` child processes as replicas — for the
+//! InferenceService manifests in DIR, which it watches. `skiff get` shows what it serves.
+
+mod admin;
+mod backend;
+mod concurrency;
+mod config;
+mod controller;
+mod manifests;
+mod status;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use skiff_activator::{Activator, Poker};
+use skiff_api::endpoints::Endpoints;
+use skiff_autoscaler::runner::Runner;
+use skiff_router::{Router, RouterConfig};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use admin::Admin;
+use backend::LocalProcesses;
+use concurrency::Concurrency;
+use config::UpConfig;
+use controller::{Controller, DataPlane};
+
+/// `skiff up` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpArgs {
+    /// Folder of InferenceService manifests (watched).
+    pub dir: PathBuf,
+    /// Port of the router (the inference endpoint).
+    #[arg(long, default_value_t = 8080)]
+    pub http_port: u16,
+    /// Address the router listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Loopback port of the admin endpoint (`skiff get`); 0 picks a free one.
+    #[arg(long, default_value_t = 9091)]
+    pub admin_port: u16,
+    /// Settings file: domain, Knative `config-autoscaler` keys, activator limits.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The `skiff-server` binary replicas run (default: next to this executable).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// ONNX Runtime's shared library (`scripts/setup.sh` installs it).
+    #[arg(long, env = "ORT_DYLIB_PATH")]
+    pub ort_dylib: PathBuf,
+}
+
+/// `skiff get` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GetArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Admin port of the running `skiff up`.
+    #[arg(long, default_value_t = 9091)]
+    pub admin_port: u16,
+}
+
+/// `skiff get -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Aligned columns.
+    Table,
+    /// The status document.
+    Json,
+}
+
+/// Pokes the autoscaler runner with the activator's held count; both are built after the
+/// activator that needs the poker (held weakly, as the activator owns the poker).
+#[derive(Default)]
+struct LatePoker(OnceLock<(Arc<Runner<LocalProcesses, Concurrency>>, Weak<Activator>)>);
+
+impl Poker for LatePoker {
+    fn poke(&self, revision: &str) {
+        if let Some((runner, activator)) = self.0.get() {
+            let held = activator.upgrade().map_or(1, |a| a.stats(revision).queued.max(1));
+            runner.poke(revision, held as f64);
+        }
+    }
+}
+
+/// Runs standalone mode until SIGTERM or Ctrl-C.
+pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let config = UpConfig::load(args.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let server_bin = match args.server_bin {
+        Some(bin) => bin,
+        None => std::env::current_exe()?.with_file_name("skiff-server"),
+    };
+    anyhow::ensure!(
+        server_bin.is_file(),
+        "replica binary {} not found (build it, or pass --server-bin)",
+        server_bin.display()
+    );
+    let mut terminate = signal(SignalKind::terminate())?;
+
+    let endpoints = Arc::new(Endpoints::default());
+    let backend = LocalProcesses::new(server_bin, args.ort_dylib);
+    let poker = Arc::new(LatePoker::default());
+    let activator = Activator::new(endpoints.clone(), poker.clone());
+    let concurrency = Arc::new(Concurrency::new(activator.clone(), endpoints.clone()));
+    let autoscaler = Runner::new(backend.clone(), concurrency, config.autoscaler.tick_interval);
+    let _ = poker.0.set((autoscaler.clone(), Arc::downgrade(&activator)));
+
+    let activator_listener = TcpListener::bind("127.0.0.1:0").await?;
+    let activator_addr = activator_listener.local_addr()?;
+    let (stop_activator, activator_stopped) = tokio::sync::oneshot::channel::<()>();
+    let activator_task = tokio::spawn({
+        let activator = activator.clone();
+        async move {
+            activator
+                .serve(activator_listener, async {
+                    let _ = activator_stopped.await;
+                })
+                .await
+        }
+    });
+
+    let router_config = RouterConfig {
+        listen: SocketAddr::new(args.bind, args.http_port),
+        domain: config.domain.clone(),
+        activator: activator_addr,
+        threads: 2,
+        grace_period: Duration::from_secs(1),
+    };
+    let router = Arc::new(Router::new(router_config, endpoints.clone()).context("router configuration")?);
+    let router_handle = router.start().context("starting the router")?;
+    let listen = router_handle.listen_addr();
+
+    let admin = Arc::new(Admin {
+        status: ArcSwap::from_pointee(Default::default()),
+        metrics: Box::new({
+            let (router, activator) = (router.clone(), activator.clone());
+            move || format!("{}{}", router.metrics_text(), activator.metrics_text())
+        }),
+    });
+    let admin_listener = TcpListener::bind(("127.0.0.1", args.admin_port))
+        .await
+        .with_context(|| format!("admin port {} is taken (another skiff up?)", args.admin_port))?;
+    let admin_addr = admin_listener.local_addr()?;
+    tokio::spawn(admin::serve(admin_listener, admin.clone()));
+    let autoscaler_task = tokio::spawn(autoscaler.clone().run());
+
+    let plane = DataPlane { endpoints, backend: backend.clone(), autoscaler, activator, router };
+    let mut controller = Controller::new(args.dir.clone(), config.clone(), plane);
+    println!(
+        "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; status: skiff get --admin-port {})",
+        args.dir.display(),
+        admin_addr.port()
+    );
+    let mut announced = std::collections::BTreeSet::new();
+    let mut ticker = tokio::time::interval(config.reconcile_interval());
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+        controller.reconcile();
+        let status = controller.status();
+        for service in status.services.iter().filter(|s| s.ready) {
+            if announced.insert(service.name.clone()) {
+                println!(
+                    "{} is ready: {}\n  curl -s http://{listen}/v2/models/{}   (or -H 'Host: {}.{}.{}')",
+                    service.name, service.url, service.name, service.name, service.namespace, config.domain
+                );
+            }
+        }
+        admin.status.store(Arc::new(status));
+    }
+    println!("skiff up: shutting down");
+    router_handle.shutdown();
+    let _ = stop_activator.send(());
+    let _ = activator_task.await;
+    autoscaler_task.abort();
+    controller.shutdown();
+    if tokio::time::timeout(Duration::from_secs(35), backend.drained()).await.is_err() {
+        tracing::warn!("replicas still draining after 35 s; stopping them");
+    }
+    Ok(())
+}
+
+/// Prints what a running `skiff up` serves.
+pub async fn get(args: GetArgs) -> anyhow::Result<()> {
+    let status = admin::fetch_status(SocketAddr::from(([127, 0, 0, 1], args.admin_port))).await?;
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&status)?),
+        Output::Table => print!("{}", status::table(&status)),
+    }
+    Ok(())
+}

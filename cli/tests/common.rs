@@ -1,0 +1,181 @@
+//! Harness for standalone end-to-end tests: a real `skiff up` process over a temporary folder of
+//! manifests, real `skiff-server` replicas, and a small HTTP client.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The V2 request for one iris row whose label is 1.
+pub const IRIS_ROW: &str = r#"{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}"#;
+
+/// A manifest folder with copies of the iris model under `models/<dir>` for each name in `models`.
+pub fn folder(models: &[&str]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in models {
+        let dir = tmp.path().join("models").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(repo().join("examples/models/iris/model.onnx"), dir.join("model.onnx")).unwrap();
+    }
+    tmp
+}
+
+/// An iris InferenceService manifest; `extra` lines go under `predictor:`.
+pub fn manifest(name: &str, model: &str, extra: &str) -> String {
+    let extra: String = extra.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: {name}\nspec:\n  predictor:\n{extra}    model:\n      modelFormat:\n        name: onnx\n      storageUri: file://./models/{model}\n"
+    )
+}
+
+/// A running `skiff up`.
+pub struct Up {
+    child: Child,
+    /// The router.
+    pub addr: SocketAddr,
+    /// The admin endpoint.
+    pub admin: SocketAddr,
+    /// Its stdout lines after the first.
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Up {
+    /// Starts `skiff up dir --config config` on free ports and waits for its first line.
+    pub fn start(dir: &Path, config: &str) -> Up {
+        let config_path = dir.join("skiff-config.yml.txt");
+        std::fs::write(&config_path, config).unwrap();
+        let ort = std::env::var("ORT_DYLIB_PATH")
+            .unwrap_or_else(|_| repo().join(".ort/onnxruntime/capi/libonnxruntime.so.1.31.1").display().to_string());
+        let server = PathBuf::from(env!("CARGO_BIN_EXE_skiff")).with_file_name("skiff-server");
+        assert!(server.exists(), "{} is missing: build the workspace", server.display());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+            .arg("up")
+            .arg(dir)
+            .args(["--http-port", "0", "--admin-port", "0", "--config"])
+            .arg(&config_path)
+            .arg("--server-bin")
+            .arg(&server)
+            .env("ORT_DYLIB_PATH", ort)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start skiff up");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                eprintln!("[skiff up] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(30)).expect("skiff up printed nothing");
+        let url = |marker: &str| -> SocketAddr {
+            let rest = &first[first.find(marker).unwrap_or_else(|| panic!("{marker} in {first}")) + marker.len()..];
+            rest.split(|c: char| c == ' ' || c == ';' || c == ')').next().unwrap().parse().unwrap()
+        };
+        let (addr, admin) = (url(" on http://"), url("admin http://"));
+        Up { child, addr, admin, lines }
+    }
+
+    /// Sends SIGKILL-free SIGTERM and waits for the exit code.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "skiff up did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `GET /status` from the admin endpoint.
+    pub async fn status(&self) -> Value {
+        let reply = send(http::Method::GET, &format!("http://{}/status", self.admin), Bytes::new(), &[]).await.unwrap();
+        serde_json::from_slice(&reply.body).unwrap()
+    }
+
+    /// The status of one revision of `service`, if listed.
+    pub async fn revision(&self, service: &str, revision: &str) -> Option<Value> {
+        let status = self.status().await;
+        let services = status["services"].as_array()?.clone();
+        let svc = services.into_iter().find(|s| s["name"] == service)?;
+        svc["revisions"].as_array()?.iter().find(|r| r["name"] == revision).cloned()
+    }
+
+    /// Polls `check` on the status every 100 ms until it holds, up to `limit`.
+    pub async fn wait_for(&self, what: &str, limit: Duration, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let status = self.status().await;
+            if check(&status) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; last status: {status:#}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// POSTs the iris row to `/v2/models/<service>/infer`.
+    pub async fn infer(&self, service: &str) -> Result<Reply, String> {
+        let url = format!("http://{}/v2/models/{service}/infer", self.addr);
+        send(http::Method::POST, &url, Bytes::from_static(IRIS_ROW.as_bytes()), &[]).await
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response.
+pub struct Reply {
+    pub status: StatusCode,
+    pub revision: Option<String>,
+    pub body: Bytes,
+}
+
+impl Reply {
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// Sends one request with extra headers.
+pub async fn send(method: http::Method, url: &str, body: Bytes, headers: &[(&str, &str)]) -> Result<Reply, String> {
+    let mut builder = Request::builder().method(method).uri(url).header("content-type", "application/json");
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    let response = client().request(builder.body(Full::new(body)).unwrap()).await.map_err(|e| e.to_string())?;
+    let revision = response.headers().get("x-skiff-revision").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let status = response.status();
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Reply { status, revision, body })
+}
