@@ -33,10 +33,13 @@ fn replicas(status: &Value, name: &str) -> (u64, u64) {
     revs.iter().fold((0, 0), |(d, r), rev| (d + rev["desired"].as_u64().unwrap(), r + rev["ready"].as_u64().unwrap()))
 }
 
+/// One request's outcome: the revision that answered, or what went wrong.
+type Outcome = Result<Option<String>, String>;
+
 /// Requests that keep going until stopped; records every outcome.
 struct Load {
     stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<Vec<Result<Option<String>, String>>>>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Outcome>>>,
 }
 
 impl Load {
@@ -64,7 +67,7 @@ impl Load {
         Load { stop, tasks }
     }
 
-    async fn finish(self) -> Vec<Result<Option<String>, String>> {
+    async fn finish(self) -> Vec<Outcome> {
         self.stop.store(true, Ordering::Relaxed);
         let mut all = Vec::new();
         for task in self.tasks {

@@ -33,9 +33,12 @@ fn a_plain_manifest_is_valid_and_keeps_unknown_fields() {
     assert_eq!(again, isvc);
 }
 
+/// A change to the valid manifest.
+type Edit = Box<dyn Fn(&mut InferenceService)>;
+
 #[test]
 fn every_rule_names_its_field() {
-    let cases: Vec<(Box<dyn Fn(&mut InferenceService)>, &str)> = vec![
+    let cases: Vec<(Edit, &str)> = vec![
         (Box::new(|i| i.api_version = "v1".into()), "apiVersion: must be serving.kserve.io/v1beta1"),
         (Box::new(|i| i.metadata.name = "Iris".into()), "metadata.name: \"Iris\" is not a DNS-1035 label"),
         (

@@ -78,7 +78,10 @@ pub enum Output {
 /// Pokes the autoscaler runner with the activator's held count; both are built after the
 /// activator that needs the poker (held weakly, as the activator owns the poker).
 #[derive(Default)]
-struct LatePoker(OnceLock<(Arc<Runner<LocalProcesses, Concurrency>>, Weak<Activator>)>);
+struct LatePoker(OnceLock<(Arc<Autoscaler>, Weak<Activator>)>);
+
+/// The standalone autoscaler: local processes, concurrency from the activator and replica gauges.
+type Autoscaler = Runner<LocalProcesses, Concurrency>;
 
 impl Poker for LatePoker {
     fn poke(&self, revision: &str) {

@@ -89,7 +89,7 @@ impl Up {
         let first = lines.recv_timeout(Duration::from_secs(30)).expect("skiff up printed nothing");
         let url = |marker: &str| -> SocketAddr {
             let rest = &first[first.find(marker).unwrap_or_else(|| panic!("{marker} in {first}")) + marker.len()..];
-            rest.split(|c: char| c == ' ' || c == ';' || c == ')').next().unwrap().parse().unwrap()
+            rest.split([' ', ';', ')']).next().unwrap().parse().unwrap()
         };
         let (addr, admin) = (url(" on http://"), url("admin http://"));
         Up { child, addr, admin, lines }
@@ -151,8 +151,11 @@ impl Drop for Up {
 
 /// A response.
 pub struct Reply {
+    /// Status code.
     pub status: StatusCode,
+    /// The revision that answered (`x-skiff-revision`).
     pub revision: Option<String>,
+    /// Body.
     pub body: Bytes,
 }
 

@@ -1,0 +1,34 @@
+//! Skiff's node agent: a kubelet stand-in for the local test cluster (`tests/cluster`).
+//!
+//! It registers a Node, watches the pods the scheduler binds to it, and runs each container's
+//! program as a local process: every pod gets a network namespace with its own IP on a host
+//! bridge (`skiff0`, 10.244.0.0/24), volumes are bind-mounted in a private mount namespace,
+//! probes drive readiness and restarts, and pod status goes to the API as the kubelet writes it,
+//! so the real controllers (EndpointSlices, Deployments) work unchanged. Images map to local
+//! programs through an image map file.
+//!
+//! Layout: pure decisions in [`image`], [`mod@env`], [`probe`], [`restart`], [`status`], [`ipam`],
+//! [`volumes`]; the I/O shell in [`agent`], [`pod`], [`container`], [`probe_run`], [`process`],
+//! [`net`], [`node`], [`sandbox`], [`apiproxy`].
+
+pub mod agent;
+pub mod apiproxy;
+pub mod config;
+pub mod container;
+pub mod env;
+pub mod error;
+pub mod image;
+pub mod ipam;
+pub mod net;
+pub mod node;
+pub mod pod;
+pub mod probe;
+pub mod probe_run;
+pub mod process;
+pub mod restart;
+pub mod sandbox;
+pub mod status;
+pub mod volumes;
+
+pub use config::{Cli, Command, Config};
+pub use error::{Error, Result};
