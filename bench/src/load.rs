@@ -38,6 +38,8 @@ pub struct Stats {
     pub seconds: f64,
     /// Latencies of successful requests, in microseconds, sorted.
     pub latencies_us: Vec<u32>,
+    /// Failed requests by kind: the HTTP status, or the transport error.
+    pub failures: std::collections::BTreeMap<String, u64>,
 }
 
 impl Stats {
@@ -69,6 +71,9 @@ pub async fn run(spec: &LoadSpec) -> anyhow::Result<Stats> {
         stats.ok += part.ok;
         stats.errors += part.errors;
         stats.latencies_us.extend(part.latencies_us);
+        for (kind, n) in part.failures {
+            *stats.failures.entry(kind).or_default() += n;
+        }
     }
     stats.latencies_us.sort_unstable();
     Ok(stats)
@@ -85,23 +90,32 @@ async fn connection_loop(spec: LoadSpec, measure_from: Instant, end: Instant) ->
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(spec.body.clone()))?;
         let sent = Instant::now();
-        let outcome = match sender.send_request(request).await {
+        let outcome: Result<(), String> = match sender.send_request(request).await {
             Ok(response) => {
-                let ok = response.status().is_success();
-                response.into_body().collect().await.map(|_| ok).unwrap_or(false)
+                let status = response.status();
+                match response.into_body().collect().await {
+                    Ok(_) if status.is_success() => Ok(()),
+                    Ok(_) => Err(format!("HTTP {}", status.as_u16())),
+                    Err(e) => Err(format!("body: {e}")),
+                }
             }
-            Err(_) => false,
+            Err(e) => Err(format!("transport: {e}")),
         };
         let done = Instant::now();
+        let ok = outcome.is_ok();
         if sent >= measure_from && done <= end {
-            if outcome {
-                stats.ok += 1;
-                stats.latencies_us.push(u32::try_from(done.duration_since(sent).as_micros()).unwrap_or(u32::MAX));
-            } else {
-                stats.errors += 1;
+            match outcome {
+                Ok(()) => {
+                    stats.ok += 1;
+                    stats.latencies_us.push(u32::try_from(done.duration_since(sent).as_micros()).unwrap_or(u32::MAX));
+                }
+                Err(kind) => {
+                    stats.errors += 1;
+                    *stats.failures.entry(kind).or_default() += 1;
+                }
             }
         }
-        if !outcome || sender.ready().await.is_err() {
+        if !ok || sender.ready().await.is_err() {
             sender = connect(&spec.address).await?;
         }
     }

@@ -56,7 +56,8 @@ mod tests {
 
     #[test]
     fn ratios_divide_by_the_baseline_at_the_same_connection_count() {
-        let stats = |ok| Stats { ok, errors: 0, seconds: 1.0, latencies_us: vec![1000, 2000] };
+        let stats =
+            |ok| Stats { ok, errors: 0, seconds: 1.0, latencies_us: vec![1000, 2000], failures: Default::default() };
         let rows = vec![
             Row { peer: "a".into(), connections: 1, stats: stats(300) },
             Row { peer: "base".into(), connections: 1, stats: stats(100) },

@@ -221,7 +221,11 @@ impl ProxyHttp for Proxy {
             self.metrics.sent(&ctx.service, &ctx.revision, via(upstream));
         }
         let req = session.req_header();
-        tracing::info!(
+        if let Some(error) = e {
+            tracing::warn!(service = %ctx.service, revision = %ctx.revision, path = %req.uri, status, %error, "proxying failed");
+        }
+        // The access log is off by default (a line per request costs throughput): RUST_LOG=skiff_router::access=debug.
+        tracing::debug!(
             target: "skiff_router::access",
             method = %req.method,
             host = host_of(req),

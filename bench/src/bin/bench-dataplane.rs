@@ -170,11 +170,15 @@ async fn main() -> anyhow::Result<()> {
         "\n## Cold start from zero (iris)\n\n| trial | first response ms | spawn ms | model load + ready ms | activator overhead ms |\n|---:|---:|---:|---:|---:|"
     );
     for trial in 1..=args.cold_starts {
-        wait_status(admin, "cold at zero", |s| status::replicas(s, "cold") == (0, 0)).await?;
+        let before = wait_status(admin, "cold at zero", |s| status::replicas(s, "cold") == (0, 0)).await?;
+        let previous = status::revision(&before, "cold").map(|r| r["lastStartMs"].clone());
         let (code, elapsed) = load::once(&skiff.address, "/v2/models/cold/infer", BODY.into()).await?;
         anyhow::ensure!(code.is_success(), "the cold request failed with {code}");
         let first = elapsed.as_secs_f64() * 1000.0;
-        let s = status::fetch(admin).await?;
+        let s = wait_status(admin, "the new replica in the status", |s| {
+            status::revision(s, "cold").is_some_and(|r| Some(&r["lastStartMs"]) != previous.as_ref() && r["ready"] == 1)
+        })
+        .await?;
         let rev = status::revision(&s, "cold").unwrap();
         let (start, spawn) =
             (rev["lastStartMs"].as_f64().unwrap_or(f64::NAN), rev["lastSpawnMs"].as_f64().unwrap_or(f64::NAN));
@@ -211,11 +215,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let stats = load.await??;
     println!(
-        "\n## 0 → {} concurrency step (containerConcurrency 25, target 17.5 per replica)\n\n- replicas asked for at the peak: {peak_desired}; all ready {} s after the step\n- requests: {} ok, {} failed; p50 {:.1} ms, p99 {:.1} ms over the {} s",
+        "\n## 0 → {} concurrency step (containerConcurrency 25, target 17.5 per replica)\n\n- replicas asked for at the peak: {peak_desired}; all ready {} s after the step\n- requests: {} ok, {} failed {:?}; p50 {:.1} ms, p99 {:.1} ms over the {} s",
         args.step,
         converged.map_or("—".to_owned(), |t| format!("{t:.1}")),
         stats.ok,
         stats.errors,
+        stats.failures,
         stats.quantile_ms(0.5),
         stats.quantile_ms(0.99),
         args.step_seconds

@@ -253,7 +253,9 @@ impl Supervisor {
         self.endpoints.set_ready(ready);
     }
 
-    /// Takes the replica doing least out of service (not yet ready first), then SIGTERMs it.
+    /// Takes the replica doing least out of service (not yet ready first): unpublishes it, waits until
+    /// the router and activator hold no slot on it (so nothing is sent over a connection it is about
+    /// to close), then SIGTERMs it, and the server drains what it still has.
     fn stop_one(&self, children: &mut [Child]) {
         let victim = children
             .iter_mut()
@@ -262,7 +264,7 @@ impl Supervisor {
         if let Some(child) = victim {
             child.stopping = true;
             if let Some(pid) = child.pid {
-                let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+                tokio::spawn(terminate_when_unused(pid, child.replica.clone()));
             }
         }
         self.publish(children);
@@ -321,6 +323,17 @@ impl Supervisor {
         });
         Child { id, pid, replica: None, stopping: false }
     }
+}
+
+/// SIGTERMs `pid` once no request holds a slot on its replica (at most 30 s).
+async fn terminate_when_unused(pid: u32, replica: Option<Arc<Replica>>) {
+    if let Some(replica) = replica {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while replica.in_flight() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status().await;
 }
 
 /// The address in skiff-server's `listening` log line.
