@@ -14,6 +14,9 @@ pub enum Error {
     /// The manifest is not a YAML InferenceService.
     #[error("not a valid InferenceService manifest: {0}")]
     Parse(String),
+    /// A value could not be written as YAML (the generated CRD).
+    #[error("cannot write YAML: {0}")]
+    Yaml(String),
 }
 
 /// The crate's result type.

@@ -1,8 +1,16 @@
 //! KServe `serving.kserve.io/v1beta1` InferenceService: the subset Skiff acts on, with every other
 //! field kept (in `other`) so nothing a user wrote is dropped.
+//!
+//! These types are also the source of the CustomResourceDefinition: [`InferenceServiceSpec`] derives
+//! `CustomResource`, which generates [`InferenceServiceResource`] (the object the API server stores,
+//! with Kubernetes metadata and [`crate::status::InferenceServiceStatus`]); [`crate::schema`] adds the
+//! parts of the schema that cannot be derived. [`InferenceService`] is the manifest form that
+//! standalone mode reads from files; [`crate::resource`] converts between the two.
 
 use std::collections::BTreeMap;
 
+use kube::CustomResource;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -46,16 +54,41 @@ pub struct ObjectMeta {
 }
 
 /// `spec`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, CustomResource, JsonSchema)]
+#[kube(
+    group = "serving.kserve.io",
+    version = "v1beta1",
+    kind = "InferenceService",
+    root = "InferenceServiceResource",
+    namespaced,
+    shortname = "isvc",
+    status = "crate::status::InferenceServiceStatus",
+    derive = "PartialEq",
+    doc = "A model served over HTTP (KServe InferenceService v1beta1), scaled with its traffic, down to zero.",
+    printcolumn = r#"{"name": "URL", "type": "string", "jsonPath": ".status.url"}"#,
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name": "Prev", "type": "integer",
+                     "jsonPath": ".status.components.predictor.traffic[?(@.tag==\"prev\")].percent"}"#,
+    printcolumn = r#"{"name": "Latest", "type": "integer",
+                     "jsonPath": ".status.components.predictor.traffic[?(@.latestRevision==true)].percent"}"#,
+    printcolumn = r#"{"name": "PrevRolledoutRevision", "type": "string", "priority": 1,
+                     "jsonPath": ".status.components.predictor.previousRolledoutRevision"}"#,
+    printcolumn = r#"{"name": "LatestReadyRevision", "type": "string", "priority": 1,
+                     "jsonPath": ".status.components.predictor.latestReadyRevision"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::schema::preserve_unknown_fields)]
 pub struct InferenceServiceSpec {
     /// The model server component.
     pub predictor: PredictorSpec,
     /// Pre/post-processing component (kept, not served yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::any_object")]
     pub transformer: Option<Value>,
     /// Explanation component (kept, not served yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::any_object")]
     pub explainer: Option<Value>,
     /// Everything else.
     #[serde(flatten)]
@@ -63,35 +96,44 @@ pub struct InferenceServiceSpec {
 }
 
 /// `spec.predictor`. Numbers are signed so that a negative value is reported by field name.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::schema::predictor)]
 pub struct PredictorSpec {
     /// The model to serve with a runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelSpec>,
     /// A custom container instead of a model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::any_object_list")]
     pub containers: Option<Vec<Value>>,
     /// Fewest replicas; KServe's default is 1, and 0 allows scale to zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub min_replicas: Option<i64>,
     /// Most replicas; 0 = no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub max_replicas: Option<i64>,
     /// Autoscaling target per replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub scale_target: Option<i64>,
     /// `concurrency` or `rps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["concurrency", "rps"]))]
     pub scale_metric: Option<String>,
     /// Requests one replica handles at once; 0 = unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub container_concurrency: Option<i64>,
     /// Request timeout in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub timeout: Option<i64>,
     /// Percent of traffic for the latest revision while the previous one keeps the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub canary_traffic_percent: Option<i64>,
     /// Dynamic batching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,8 +144,9 @@ pub struct PredictorSpec {
 }
 
 /// `spec.predictor.model`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = crate::schema::model)]
 pub struct ModelSpec {
     /// The model's format, e.g. `onnx`.
     pub model_format: ModelFormat,
@@ -115,6 +158,7 @@ pub struct ModelSpec {
     pub runtime: Option<String>,
     /// `v1`, `v2` or `grpc-v2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["v1", "v2", "grpc-v2"]))]
     pub protocol_version: Option<String>,
     /// Everything else.
     #[serde(flatten)]
@@ -122,9 +166,10 @@ pub struct ModelSpec {
 }
 
 /// `spec.predictor.model.modelFormat`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelFormat {
     /// Format name.
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Format version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,14 +177,16 @@ pub struct ModelFormat {
 }
 
 /// `spec.predictor.batcher`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Batcher {
     /// Rows per batch (KServe default 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_batch_size: Option<i64>,
     /// Milliseconds a batch waits to fill (KServe default 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_latency: Option<i64>,
 }
 

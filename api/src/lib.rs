@@ -3,14 +3,24 @@
 //! ([`revision`]) and their rollout and canary traffic split ([`traffic`]), the bridge to the
 //! autoscaler's per-revision settings ([`scaling`]), and the in-process registry of ready replicas
 //! that the router, activator and replica backends share ([`endpoints`]).
+//!
+//! For Kubernetes the same types generate the CustomResourceDefinition ([`resource`], [`schema`],
+//! [`status`]; the `crdgen` binary prints it) and name the labels of the objects the operator
+//! creates ([`labels`]).
 
 pub mod endpoints;
 pub mod error;
 pub mod isvc;
+pub mod labels;
+pub mod resource;
 pub mod revision;
 pub mod scaling;
+pub mod schema;
+pub mod status;
 pub mod traffic;
 pub mod validate;
 
 pub use error::{Error, Result};
 pub use isvc::InferenceService;
+pub use resource::InferenceServiceResource;
+pub use status::InferenceServiceStatus;

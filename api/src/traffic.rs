@@ -2,23 +2,35 @@
 //! all traffic once ready, or `canaryTrafficPercent` of it while the previous rolled-out revision
 //! keeps the rest. A revision that has never been ready gets no weight while another can serve.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::revision::{RevisionTemplate, revision_name};
 
 /// One entry of `status.components.predictor.traffic`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrafficTarget {
     /// Revision that receives this share.
     pub revision_name: String,
     /// Share in percent; the shares of one service add up to 100.
+    #[schemars(range(max = 100))]
     pub percent: u32,
     /// `latest` or `prev`: reachable on its own at `<tag>-<name>.<namespace>.<domain>`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
     /// True for the entry that follows the latest revision.
+    #[serde(default)]
     pub latest_revision: bool,
+}
+
+/// The revisions that have taken all traffic: the state a rollout carries from one split to the next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RolledOut {
+    /// The revision that last took all traffic.
+    pub latest: Option<String>,
+    /// The one before it.
+    pub previous: Option<String>,
 }
 
 /// A revision as the rollout knows it.
@@ -37,8 +49,7 @@ pub struct Revision {
 pub struct Rollout {
     revisions: Vec<Revision>,
     created: u32,
-    latest_rolled_out: Option<String>,
-    previous_rolled_out: Option<String>,
+    rolled_out: RolledOut,
 }
 
 impl Rollout {
@@ -77,41 +88,45 @@ impl Rollout {
 
     /// The revision that last took all traffic.
     pub fn latest_rolled_out(&self) -> Option<&str> {
-        self.latest_rolled_out.as_deref()
+        self.rolled_out.latest.as_deref()
     }
 
     /// The one before it.
     pub fn previous_rolled_out(&self) -> Option<&str> {
-        self.previous_rolled_out.as_deref()
+        self.rolled_out.previous.as_deref()
     }
 
     /// Computes the split for `canary` (percent for the latest revision, `None` = full rollout),
     /// promoting the latest revision when it is ready and no canary is set, and forgetting
     /// revisions that no longer receive traffic. Returns the targets; shares add up to 100.
     pub fn traffic(&mut self, canary: Option<u32>) -> Vec<TrafficTarget> {
-        let Some(latest) = self.latest().map(|r| (r.name.clone(), r.ready)) else { return Vec::new() };
-        let (latest, latest_ready) = latest;
-        let stable = self.latest_rolled_out.clone().filter(|s| *s != latest);
-        let targets = match (canary, stable) {
-            (Some(percent), Some(stable)) => {
-                let percent = if latest_ready { percent.min(100) } else { 0 };
-                vec![
-                    target(&latest, percent, Some("latest"), true),
-                    target(&stable, 100 - percent, Some("prev"), false),
-                ]
-            }
-            (None, Some(stable)) if !latest_ready => {
-                vec![target(&latest, 0, Some("latest"), true), target(&stable, 100, Some("prev"), false)]
-            }
-            _ => {
-                if latest_ready && self.latest_rolled_out.as_deref() != Some(&latest) {
-                    self.previous_rolled_out = self.latest_rolled_out.replace(latest.clone());
-                }
-                vec![target(&latest, 100, Some("latest"), true)]
-            }
-        };
+        let Some((latest, latest_ready)) = self.latest().map(|r| (r.name.clone(), r.ready)) else { return Vec::new() };
+        let targets = split(&latest, latest_ready, &mut self.rolled_out, canary);
         self.revisions.retain(|r| targets.iter().any(|t| t.revision_name == r.name));
         targets
+    }
+}
+
+/// The split for the newest revision `latest` (`latest_ready`: it has been ready) under `canary`
+/// (percent for the latest revision, `None` = full rollout), given what has been rolled out; promotes
+/// `latest` in `rolled_out` when it is ready and no canary is set. Shares add up to 100; revisions
+/// that are not among the targets no longer take traffic and can be collected.
+pub fn split(latest: &str, latest_ready: bool, rolled_out: &mut RolledOut, canary: Option<u32>) -> Vec<TrafficTarget> {
+    let stable = rolled_out.latest.clone().filter(|s| s != latest);
+    match (canary, stable) {
+        (Some(percent), Some(stable)) => {
+            let percent = if latest_ready { percent.min(100) } else { 0 };
+            vec![target(latest, percent, Some("latest"), true), target(&stable, 100 - percent, Some("prev"), false)]
+        }
+        (None, Some(stable)) if !latest_ready => {
+            vec![target(latest, 0, Some("latest"), true), target(&stable, 100, Some("prev"), false)]
+        }
+        _ => {
+            if latest_ready && rolled_out.latest.as_deref() != Some(latest) {
+                rolled_out.previous = rolled_out.latest.replace(latest.to_owned());
+            }
+            vec![target(latest, 100, Some("latest"), true)]
+        }
     }
 }
 

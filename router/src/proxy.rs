@@ -23,6 +23,9 @@ use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
 
 /// Time allowed to open a connection to a replica or the activator.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Extra read time given to the activator: it enforces the revision timeout itself and answers 504 with
+/// a message, so the router must not time out first.
+const ACTIVATOR_MARGIN: Duration = Duration::from_secs(5);
 
 /// The router's [`ProxyHttp`] implementation.
 pub(crate) struct Proxy {
@@ -158,7 +161,8 @@ impl ProxyHttp for Proxy {
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
         let mut peer = HttpPeer::new(self.upstream_addr(ctx.upstream.as_ref()), false, String::new());
         peer.options.connection_timeout = Some(CONNECT_TIMEOUT);
-        peer.options.read_timeout = Some(ctx.timeout);
+        let via_activator = matches!(ctx.upstream, Some(Upstream::Activator));
+        peer.options.read_timeout = Some(if via_activator { ctx.timeout + ACTIVATOR_MARGIN } else { ctx.timeout });
         Ok(Box::new(peer))
     }
 

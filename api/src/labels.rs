@@ -1,0 +1,19 @@
+//! Labels and annotations on the objects Skiff creates for an InferenceService, shared by the
+//! operator (which writes them) and the data plane (which finds revisions by them).
+
+/// Label on every child: the InferenceService's name (as KServe sets it).
+pub const INFERENCE_SERVICE: &str = "serving.kserve.io/inferenceservice";
+/// Label on every child: `predictor` (KServe's `component` label).
+pub const COMPONENT: &str = "component";
+/// Label on a revision's objects: its number, `1` for `<name>-predictor-00001`.
+pub const REVISION: &str = "skiff.dev/revision";
+/// Label on a revision's objects: its name, `<name>-predictor-00001`.
+pub const REVISION_NAME: &str = "skiff.dev/revision-name";
+/// Annotation on a revision's Deployment: the hash of the [`crate::revision::RevisionTemplate`] it runs.
+pub const TEMPLATE_HASH: &str = "skiff.dev/template-hash";
+/// Annotation on a revision's Deployment: the replicas it was created with (0: ready without a pod).
+pub const INITIAL_SCALE: &str = "skiff.dev/initial-scale";
+/// Annotation on a child: the hash of what the operator last applied, so it applies only on change.
+pub const APPLIED_HASH: &str = "skiff.dev/applied-hash";
+/// The field manager of every server-side apply by the operator.
+pub const FIELD_MANAGER: &str = "skiff-controller";

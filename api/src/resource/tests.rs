@@ -1,0 +1,94 @@
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+const IRIS: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: iris\n  namespace: ml\n  annotations:\n    autoscaling.knative.dev/target: \"5\"\nspec:\n  predictor:\n    serviceAccountName: reader\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///models/iris\n";
+
+fn schema() -> Value {
+    serde_json::to_value(crd().spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap()).unwrap()
+}
+
+#[test]
+fn the_checked_in_crd_is_up_to_date() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let generated = crd_yaml().unwrap();
+    for file in [CRD_PATH, "deploy/helm/skiff/crds/serving.kserve.io_inferenceservices.yaml"] {
+        let checked_in = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        assert!(
+            checked_in == generated,
+            "{file} is stale: regenerate it with `cargo run -q -p skiff-api --bin crdgen > {file}` \
+             (from the repository root) and commit the result"
+        );
+    }
+}
+
+#[test]
+fn names_scope_subresources_and_columns_are_kserves() {
+    let crd = crd();
+    assert_eq!(crd.metadata.name.as_deref(), Some("inferenceservices.serving.kserve.io"));
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["isvc".to_owned()]));
+    let version = &crd.spec.versions[0];
+    assert_eq!(version.name, "v1beta1");
+    assert!(version.subresources.as_ref().unwrap().status.is_some());
+    let columns: Vec<(String, String)> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .filter(|c| c.priority.is_none())
+        .map(|c| (c.name.clone(), c.json_path.clone()))
+        .collect();
+    let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["URL", "Ready", "Prev", "Latest", "Age"]);
+    assert_eq!(columns[1].1, r#".status.conditions[?(@.type=="Ready")].status"#);
+    assert_eq!(columns[3].1, ".status.components.predictor.traffic[?(@.latestRevision==true)].percent");
+}
+
+#[test]
+fn objects_with_other_fields_keep_unknown_fields() {
+    let schema = schema();
+    let spec = &schema["properties"]["spec"];
+    let predictor = &spec["properties"]["predictor"];
+    let model = &predictor["properties"]["model"];
+    for (name, object) in [("spec", spec), ("predictor", predictor), ("model", model)] {
+        assert_eq!(object["x-kubernetes-preserve-unknown-fields"], json!(true), "{name}");
+        assert!(object.get("additionalProperties").is_none(), "{name}");
+    }
+    assert_eq!(spec["properties"]["transformer"]["x-kubernetes-preserve-unknown-fields"], json!(true));
+    assert_eq!(predictor["properties"]["containers"]["items"]["x-kubernetes-preserve-unknown-fields"], json!(true));
+    assert_eq!(predictor["properties"]["sklearn"]["type"], "object");
+}
+
+#[test]
+fn bounds_and_rules_are_in_the_schema() {
+    let schema = schema();
+    let predictor = &schema["properties"]["spec"]["properties"]["predictor"];
+    let p = &predictor["properties"];
+    assert_eq!(p["minReplicas"]["minimum"], json!(0.0));
+    assert_eq!(p["maxReplicas"]["minimum"], json!(0.0));
+    assert_eq!(p["containerConcurrency"]["minimum"], json!(0.0));
+    assert_eq!(
+        (&p["canaryTrafficPercent"]["minimum"], &p["canaryTrafficPercent"]["maximum"]),
+        (&json!(0.0), &json!(100.0))
+    );
+    let rules = predictor["x-kubernetes-validations"].as_array().unwrap();
+    assert!(rules.iter().any(|r| r["fieldPath"] == ".minReplicas"));
+    let model = &p["model"];
+    assert_eq!(model["required"], json!(["modelFormat"]));
+    assert_eq!(model["properties"]["modelFormat"]["required"], json!(["name"]));
+    assert_eq!(model["x-kubernetes-validations"][0]["fieldPath"], ".storageUri");
+}
+
+#[test]
+fn manifest_and_resource_convert_both_ways() {
+    let manifest = InferenceService::from_yaml(IRIS).unwrap();
+    let resource = InferenceServiceResource::from(&manifest);
+    assert_eq!(resource.metadata.namespace.as_deref(), Some("ml"));
+    let json = serde_json::to_value(&resource).unwrap();
+    assert_eq!(json["apiVersion"], "serving.kserve.io/v1beta1");
+    assert_eq!(json["kind"], "InferenceService");
+    assert_eq!(json["spec"]["predictor"]["serviceAccountName"], "reader");
+    assert_eq!(resource.to_manifest(), manifest);
+}

@@ -1,0 +1,100 @@
+//! The Kubernetes-specific parts of the InferenceService's OpenAPI schema that `schemars` cannot
+//! derive: objects that keep unknown fields, KServe's framework shorthands, and the CEL rules
+//! (`x-kubernetes-validations`) that make the API server refuse a bad spec with the field named.
+//! The Rust types in [`crate::isvc`] remain the one source of every field; these functions only
+//! decorate the schema generated from them.
+
+use schemars::{Schema, SchemaGenerator, json_schema};
+use serde_json::{Value, json};
+
+use crate::validate::FRAMEWORKS;
+
+/// Marks an object so that the API server keeps fields the schema does not list.
+const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
+/// Where CEL rules go.
+const VALIDATIONS: &str = "x-kubernetes-validations";
+
+/// Schema of a free-form object whose fields are all kept (`transformer`, `explainer`, a framework shorthand).
+pub fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", PRESERVE: true })
+}
+
+/// Schema of a list of free-form objects (`containers`, kept as written and read by the operator).
+pub fn any_object_list(generator: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "array", "items": any_object(generator) })
+}
+
+/// Keeps the unknown fields of an object whose Rust type collects them in `other`.
+pub fn preserve_unknown_fields(schema: &mut Schema) {
+    schema.insert(PRESERVE.into(), true.into());
+    schema.remove("additionalProperties");
+}
+
+/// `spec.predictor`: the framework shorthands become known (free-form) properties, so that CEL can
+/// test for them, and the cross-field rules are added.
+pub fn predictor(schema: &mut Schema) {
+    preserve_unknown_fields(schema);
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for framework in FRAMEWORKS {
+            properties.insert(framework.into(), json!({ "type": "object", PRESERVE: true }));
+        }
+    }
+    let implementations: Vec<String> =
+        ["model", "containers"].iter().chain(FRAMEWORKS.iter()).map(|f| format!("has(self.{f})")).collect();
+    let rules = json!([
+        {
+            "rule": format!("[{}].filter(x, x).size() == 1", implementations.join(", ")),
+            "message": format!(
+                "exactly one of model, containers or a framework ({}) must be set",
+                FRAMEWORKS.join(", ")
+            ),
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": "!has(self.minReplicas) || !has(self.maxReplicas) || self.maxReplicas == 0 \
+                     || self.minReplicas <= self.maxReplicas",
+            "message": "minReplicas must not be more than maxReplicas (unless maxReplicas is 0: no limit)",
+            "fieldPath": ".minReplicas",
+            "reason": "FieldValueInvalid",
+        },
+    ]);
+    schema.insert(VALIDATIONS.into(), rules);
+}
+
+/// `spec.predictor.model`: a model needs somewhere to come from.
+pub fn model(schema: &mut Schema) {
+    preserve_unknown_fields(schema);
+    let rules = json!([{
+        "rule": "has(self.storageUri) && self.storageUri != ''",
+        "message": "storageUri is required: where the model is (file://, pvc://, gs://, s3://, https://, ...)",
+        "fieldPath": ".storageUri",
+        "reason": "FieldValueRequired",
+    }]);
+    schema.insert(VALIDATIONS.into(), rules);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preserving_drops_additional_properties() {
+        let mut schema = json_schema!({ "type": "object", "additionalProperties": true });
+        preserve_unknown_fields(&mut schema);
+        assert_eq!(schema.get("additionalProperties"), None);
+        assert_eq!(schema.get(PRESERVE), Some(&json!(true)));
+    }
+
+    #[test]
+    fn the_predictor_rule_counts_every_implementation() {
+        let mut schema = json_schema!({ "type": "object", "properties": {} });
+        predictor(&mut schema);
+        let rule = schema.get(VALIDATIONS).unwrap()[0]["rule"].as_str().unwrap().to_owned();
+        for f in ["model", "containers", "sklearn", "huggingface"] {
+            assert!(rule.contains(&format!("has(self.{f})")), "{rule}");
+            if f != "model" && f != "containers" {
+                assert_eq!(schema.get("properties").unwrap()[f][PRESERVE], json!(true));
+            }
+        }
+    }
+}

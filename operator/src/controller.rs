@@ -1,0 +1,257 @@
+//! The I/O shell around [`crate::plan`], after kube-rs' `controller-rs`: [`reconcile`] reads the
+//! children of one InferenceService (a consistent list by label, not a cache), plans, and writes
+//! by server-side apply under one field manager; [`error_policy`] requeues; [`run`] wires the
+//! watches (InferenceServices, their Deployments and Services, the platform ConfigMap) and, with
+//! leader election, reconciles only while this replica holds the Lease.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use skiff_api::isvc::{API_VERSION, KIND};
+use skiff_api::labels::{FIELD_MANAGER, INFERENCE_SERVICE};
+use skiff_api::{InferenceServiceResource, InferenceServiceStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::error::{Error, Result};
+use crate::freshness::Replaced;
+use crate::leader::Elector;
+use crate::metrics::Metrics;
+use crate::plan::{Inputs, Plan, plan};
+use crate::platform::{CONFIG_MAP, Platform};
+
+/// Periodic re-check of an InferenceService that nothing changed (writes nothing when all is right).
+const RESYNC: Duration = Duration::from_secs(300);
+/// When to look again after a write conflict.
+const CONFLICT_RETRY: Duration = Duration::from_millis(500);
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The `inferenceservice-config` ConfigMap (zero or one object).
+    pub config: Store<ConfigMap>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Versions our status writes replaced, to skip reconciling stale cached copies.
+    pub replaced: Replaced,
+}
+
+impl Context {
+    fn platform(&self) -> Result<Platform> {
+        let config = self.config.state();
+        Platform::from_data(config.first().and_then(|c| c.data.as_ref()))
+    }
+}
+
+/// Converges one InferenceService: revisions, their Deployments and Services, traffic and status.
+pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile();
+    let (uid, version) = (isvc.uid().unwrap_or_default(), isvc.resource_version().unwrap_or_default());
+    if isvc.meta().deletion_timestamp.is_some() {
+        // Children go with the owner references.
+        ctx.replaced.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    if ctx.replaced.is_stale(&uid, &version) {
+        // Older than our own last status write, whose watch event triggers the next reconcile.
+        ctx.metrics.stale_skips.inc();
+        return Ok(Action::requeue(RESYNC));
+    }
+    let (name, namespace) = (isvc.name_any(), isvc.namespace().unwrap_or_default());
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+    let children = ListParams::default().labels(&format!("{INFERENCE_SERVICE}={name}"));
+    let (observed_deployments, observed_services) =
+        futures::try_join!(deployments.list(&children), services.list(&children))?;
+    let platform = ctx.platform()?;
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let plan = plan(Inputs {
+        isvc: &isvc,
+        deployments: &observed_deployments.items,
+        services: &observed_services.items,
+        platform: &platform,
+        now: &now,
+    });
+
+    write_children(&plan, &deployments, &services, &ctx.metrics).await?;
+    if let Some(status) = &plan.status
+        && !write_status(&ctx, &isvc, status).await?
+    {
+        return Ok(Action::requeue(CONFLICT_RETRY));
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Writes the status by server-side apply on the status subresource, on the condition that the
+/// InferenceService is still the version read; false when it is not (a fresher copy is on its way).
+async fn write_status(ctx: &Context, isvc: &InferenceServiceResource, status: &InferenceServiceStatus) -> Result<bool> {
+    let (name, namespace) = (isvc.name_any(), isvc.namespace().unwrap_or_default());
+    let isvcs: Api<InferenceServiceResource> = Api::namespaced(ctx.client.clone(), &namespace);
+    let body = json!({
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": { "name": name, "resourceVersion": isvc.resource_version() },
+        "status": status,
+    });
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    match isvcs.patch_status(&name, &apply, &Patch::Apply(body)).await {
+        Ok(_) => {
+            ctx.metrics.status_writes.inc();
+            ctx.replaced.record(&isvc.uid().unwrap_or_default(), &isvc.resource_version().unwrap_or_default());
+            Ok(true)
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            ctx.metrics.status_conflicts.inc();
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Applies and deletes the children the plan names, all at once: they do not depend on each other.
+async fn write_children(
+    plan: &Plan,
+    deployments: &Api<Deployment>,
+    services: &Api<Service>,
+    metrics: &Metrics,
+) -> Result<()> {
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    let writes = plan
+        .deployments
+        .iter()
+        .map(|d| apply_child(deployments, d, &apply, metrics).boxed())
+        .chain(plan.services.iter().map(|s| apply_child(services, s, &apply, metrics).boxed()))
+        .chain(plan.delete.iter().map(|revision| collect(deployments, services, revision, metrics).boxed()));
+    futures::future::try_join_all(writes).await?;
+    Ok(())
+}
+
+async fn apply_child<K>(api: &Api<K>, child: &K, apply: &PatchParams, metrics: &Metrics) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+{
+    api.patch(&child.name_any(), apply, &Patch::Apply(child)).await?;
+    metrics.applied(&K::kind(&()));
+    tracing::debug!(kind = %K::kind(&()), name = %child.name_any(), "applied");
+    Ok(())
+}
+
+/// Deletes a revision that no longer takes traffic.
+async fn collect(
+    deployments: &Api<Deployment>,
+    services: &Api<Service>,
+    revision: &str,
+    metrics: &Metrics,
+) -> Result<()> {
+    futures::try_join!(delete_ignoring_absent(deployments, revision), delete_ignoring_absent(services, revision))?;
+    metrics.deletes.inc();
+    tracing::info!(%revision, "collected revision");
+    Ok(())
+}
+
+async fn delete_ignoring_absent<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Requeues a failed reconcile: soon after a write conflict (a fresher copy is on its way), later otherwise.
+pub fn error_policy(isvc: Arc<InferenceServiceResource>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failure(error);
+    if error.kind() == "conflict" {
+        tracing::debug!(isvc = %isvc.name_any(), %error, "conflict; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    tracing::warn!(namespace = ?isvc.namespace(), isvc = %isvc.name_any(), %error, "reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Runs the controller until `stop` is cancelled, or until leadership is lost (an error).
+pub async fn run(client: Client, settings: &Settings, metrics: Arc<Metrics>, stop: CancellationToken) -> Result<()> {
+    let elector = settings.leader_elect.then(|| {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.namespace);
+        Elector::new(
+            leases,
+            &settings.lease_name,
+            settings.identity(),
+            settings.lease_duration(),
+            settings.lease_renew(),
+        )
+    });
+    if let Some(elector) = &elector {
+        tracing::info!(lease = %settings.lease_name, namespace = %settings.namespace, "waiting for the leader lease");
+        if elector.acquire(&stop).await.is_none() {
+            return Ok(());
+        }
+    }
+    metrics.leader.set(1);
+    let result = tokio::select! {
+        () = reconcile_all(client, settings, metrics.clone(), stop.clone()) => Ok(()),
+        lost = async { match &elector { Some(e) => e.keep().await, None => std::future::pending().await } } => Err(lost),
+    };
+    metrics.leader.set(0);
+    if let Some(elector) = &elector
+        && result.is_ok()
+    {
+        elector.release().await;
+    }
+    result
+}
+
+/// The kube-runtime controller proper.
+async fn reconcile_all(client: Client, settings: &Settings, metrics: Arc<Metrics>, stop: CancellationToken) {
+    // The platform ConfigMap: a store the reconciles read, and a trigger to re-check everything when it changes.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &settings.namespace);
+    let (store, writer) = reflector::store();
+    let config_watch = watcher(config_maps, watcher::Config::default().fields(&format!("metadata.name={CONFIG_MAP}")))
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    let (changed, config_changes) = futures::channel::mpsc::channel::<()>(1);
+    tokio::spawn(config_watch.for_each(move |_| {
+        let _ = changed.clone().try_send(());
+        std::future::ready(())
+    }));
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+
+    let children = watcher::Config::default().labels(INFERENCE_SERVICE);
+    let context = Arc::new(Context { client: client.clone(), config: store, metrics, replaced: Replaced::default() });
+    tracing::info!(concurrency = settings.concurrency, "controller started");
+    Controller::new(Api::<InferenceServiceResource>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Deployment>::all(client.clone()), children.clone())
+        .owns(Api::<Service>::all(client), children)
+        .reconcile_all_on(config_changes)
+        .with_config(controller::Config::default().concurrency(settings.concurrency).debounce(settings.debounce()))
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller event");
+            }
+            std::future::ready(())
+        })
+        .await;
+    tracing::info!("controller stopped");
+}

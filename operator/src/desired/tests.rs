@@ -1,0 +1,164 @@
+use serde_json::json;
+use skiff_api::InferenceService;
+
+use super::*;
+
+fn predictor(yaml: &str) -> PredictorSpec {
+    let manifest = format!(
+        "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: iris\nspec:\n  predictor:\n{yaml}"
+    );
+    InferenceService::from_yaml(&manifest).unwrap().spec.predictor
+}
+
+fn revision() -> RevisionRef {
+    RevisionRef { service: "iris".into(), namespace: "ml".into(), name: "iris-predictor-00002".into(), number: 2 }
+}
+
+fn owner() -> OwnerReference {
+    OwnerReference {
+        api_version: "serving.kserve.io/v1beta1".into(),
+        kind: "InferenceService".into(),
+        name: "iris".into(),
+        uid: "uid-1".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn build(yaml: &str) -> Result<Deployment, String> {
+    deployment(&revision(), &owner(), &predictor(yaml), "hash", 1, Some(1), &Platform::default())
+}
+
+fn pod_of(d: &Deployment) -> serde_json::Value {
+    serde_json::to_value(&d.spec.as_ref().unwrap().template).unwrap()["spec"].clone()
+}
+
+const MODEL: &str = "    containerConcurrency: 4\n    serviceAccountName: reader\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///models/iris\n      resources: {limits: {cpu: '1'}}\n";
+
+#[test]
+fn a_model_runs_skiff_server_on_a_host_path() {
+    let d = build(MODEL).unwrap();
+    let meta = &d.metadata;
+    assert_eq!(meta.name.as_deref(), Some("iris-predictor-00002"));
+    assert_eq!(meta.namespace.as_deref(), Some("ml"));
+    assert_eq!(meta.owner_references.as_ref().unwrap()[0].uid, "uid-1");
+    let labels = meta.labels.as_ref().unwrap();
+    assert_eq!(labels["serving.kserve.io/inferenceservice"], "iris");
+    assert_eq!(labels["skiff.dev/revision"], "2");
+    assert_eq!(labels["component"], "predictor");
+    let annotations = meta.annotations.as_ref().unwrap();
+    assert_eq!(annotations["skiff.dev/template-hash"], "hash");
+    assert_eq!(annotations["skiff.dev/initial-scale"], "1");
+    assert!(annotations.contains_key("skiff.dev/applied-hash"));
+    let spec = d.spec.as_ref().unwrap();
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.selector.match_labels.as_ref().unwrap().len(), 2);
+
+    let pod = pod_of(&d);
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "kserve-container");
+    assert_eq!(c["image"], DEFAULT_IMAGE);
+    assert_eq!(
+        c["args"],
+        json!([
+            "--model-dir",
+            "/mnt/models",
+            "--model-name",
+            "iris",
+            "--http-port",
+            "8080",
+            "--container-concurrency",
+            "4"
+        ])
+    );
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/v2/health/ready");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/v2/health/live");
+    assert_eq!(c["resources"]["limits"]["cpu"], "1");
+    assert_eq!(c["volumeMounts"][0], json!({"name": MODEL_VOLUME, "mountPath": "/mnt/models", "readOnly": true}));
+    assert_eq!(pod["volumes"][0]["hostPath"], json!({"path": "/models/iris", "type": "Directory"}));
+    assert_eq!(pod["serviceAccountName"], "reader");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["enableServiceLinks"], false);
+}
+
+const DEFAULT_IMAGE: &str = crate::platform::DEFAULT_SERVER_IMAGE;
+
+#[test]
+fn a_pvc_is_mounted_with_its_sub_path_and_other_schemes_are_downloaded() {
+    let d = build(&MODEL.replace("file:///models/iris", "pvc://models/iris/v1")).unwrap();
+    let pod = pod_of(&d);
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"], json!({"claimName": "models", "readOnly": true}));
+    assert_eq!(pod["containers"][0]["volumeMounts"][0]["subPath"], "iris/v1");
+
+    let d = build(&MODEL.replace("file:///models/iris", "gs://bucket/iris")).unwrap();
+    let pod = pod_of(&d);
+    assert_eq!(pod["volumes"][0]["emptyDir"], json!({}));
+    let init = &pod["initContainers"][0];
+    assert_eq!(init["name"], "storage-initializer");
+    assert_eq!(init["image"], crate::platform::DEFAULT_STORAGE_INITIALIZER_IMAGE);
+    assert_eq!(init["args"], json!(["gs://bucket/iris", "/mnt/models"]));
+    assert_eq!(init["volumeMounts"][0]["mountPath"], "/mnt/models");
+    assert!(init["volumeMounts"][0].get("readOnly").is_none());
+}
+
+#[test]
+fn batching_flags_follow_the_batcher() {
+    let d = build(&format!("{MODEL}    batcher: {{maxBatchSize: 16, maxLatency: 20}}\n")).unwrap();
+    let args = pod_of(&d)["containers"][0]["args"].clone();
+    let args: Vec<&str> = args.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.ends_with(&["--enable-batching", "--max-batch-size", "16", "--max-latency-ms", "20"]), "{args:?}");
+}
+
+#[test]
+fn custom_containers_are_kept_with_kserve_defaults() {
+    let d = build("    containers:\n    - image: my/model:1\n      env: [{name: A, value: b}]\n").unwrap();
+    let pod = pod_of(&d);
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "kserve-container");
+    assert_eq!(c["image"], "my/model:1");
+    assert_eq!(c["env"][0]["value"], "b");
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    assert!(pod.get("automountServiceAccountToken").is_none());
+
+    let d =
+        build("    containers:\n    - name: web\n      image: my/web\n      ports: [{containerPort: 9000}]\n").unwrap();
+    assert_eq!(pod_port(&d), 9000);
+}
+
+fn pod_port(d: &Deployment) -> i64 {
+    pod_of(d)["containers"][0]["ports"][0]["containerPort"].as_i64().unwrap()
+}
+
+#[test]
+fn what_cannot_be_served_is_refused_with_the_field_named() {
+    let sklearn = build(&MODEL.replace("name: onnx", "name: sklearn")).unwrap_err();
+    assert!(sklearn.starts_with("spec.predictor.model.modelFormat.name: skiff-server serves onnx"), "{sklearn}");
+    let relative = build(&MODEL.replace("file:///models/iris", "file://./iris")).unwrap_err();
+    assert!(relative.starts_with("spec.predictor.model.storageUri:"), "{relative}");
+    let shorthand = build("    sklearn: {storageUri: 'gs://x'}\n").unwrap_err();
+    assert!(shorthand.starts_with("spec.predictor.sklearn:"), "{shorthand}");
+    let bad_container = build("    containers:\n    - image: 5\n      ports: nope\n").unwrap_err();
+    assert!(bad_container.starts_with("spec.predictor.containers[0]:"), "{bad_container}");
+}
+
+#[test]
+fn the_applied_hash_ignores_replicas_and_follows_the_spec() {
+    let one = build(MODEL).unwrap();
+    let none = deployment(&revision(), &owner(), &predictor(MODEL), "hash", 1, None, &Platform::default()).unwrap();
+    assert_eq!(applied_hash(&one.metadata), applied_hash(&none.metadata));
+    let other = Platform { server_image: "skiff-server:2".into(), ..Platform::default() };
+    let moved = deployment(&revision(), &owner(), &predictor(MODEL), "hash", 1, None, &other).unwrap();
+    assert_ne!(applied_hash(&one.metadata), applied_hash(&moved.metadata));
+}
+
+#[test]
+fn the_service_maps_port_80_to_the_container() {
+    let s = service(&revision(), &owner(), 9000);
+    let spec = s.spec.as_ref().unwrap();
+    assert_eq!(spec.selector.as_ref().unwrap(), &revision().selector());
+    let port = &spec.ports.as_ref().unwrap()[0];
+    assert_eq!((port.port, port.target_port.clone()), (80, Some(IntOrString::Int(9000))));
+    assert_eq!(s.metadata.labels.as_ref().unwrap()["skiff.dev/revision-name"], "iris-predictor-00002");
+    assert!(applied_hash(&s.metadata).is_some());
+}

@@ -1,0 +1,37 @@
+//! `skiff-controller`: see `skiff-controller --help` and the library documentation.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use prometheus_client::registry::Registry;
+use skiff_operator::metrics::Metrics;
+use skiff_operator::{Settings, admin, controller, telemetry};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = Settings::parse();
+    settings.validate()?;
+    telemetry::init(settings.log_format);
+    let mut registry = Registry::with_prefix("skiff_controller");
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let admin = admin::serve(settings.admin_addr, Arc::new(registry)).await?;
+    tracing::info!(%admin, "admin listener (/metrics, /healthz, /readyz)");
+    let client = kube::Client::try_default().await.context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
+
+    let stop = CancellationToken::new();
+    let mut terminate = signal(SignalKind::terminate())?;
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        tracing::info!("shutting down");
+        on_signal.cancel();
+    });
+    controller::run(client, &settings, metrics, stop).await?;
+    Ok(())
+}

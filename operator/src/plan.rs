@@ -1,0 +1,248 @@
+//! The reconcile decision as a pure function: from an InferenceService, the Deployments and
+//! Services that carry its label, and the platform settings, to what to apply, what to delete and
+//! the status to write (only when it differs from the one stored).
+//!
+//! Each change of the predictor's [`RevisionTemplate`] makes a new immutable revision numbered
+//! after the highest one seen; the traffic split comes from [`skiff_api::traffic::split`] with the
+//! rolled-out revisions read back from the status; revisions without a share are collected.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::{Resource, ResourceExt};
+use skiff_api::InferenceServiceResource;
+use skiff_api::InferenceServiceStatus;
+use skiff_api::labels::FIELD_MANAGER;
+use skiff_api::revision::{RevisionTemplate, revision_name};
+use skiff_api::scaling::scaling_spec;
+use skiff_api::traffic::{RolledOut, split};
+use skiff_autoscaler::ScalingSpec;
+
+use crate::desired::{self, RevisionRef};
+use crate::platform::Platform;
+use crate::revisions::{ObservedRevision, observe};
+use crate::status::{self, Observation, Urls, Verdict};
+
+/// What the cluster shows for one InferenceService.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The InferenceService (with its last written status).
+    pub isvc: &'a InferenceServiceResource,
+    /// Deployments labelled with its name.
+    pub deployments: &'a [Deployment],
+    /// Services labelled with its name.
+    pub services: &'a [Service],
+    /// Settings from the `inferenceservice-config` ConfigMap.
+    pub platform: &'a Platform,
+    /// The time to record in changed conditions (RFC 3339).
+    pub now: &'a str,
+}
+
+/// What to do.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Deployments to server-side apply (missing or changed).
+    pub deployments: Vec<Deployment>,
+    /// Services to server-side apply (missing or changed).
+    pub services: Vec<Service>,
+    /// Revisions whose Deployment and Service go.
+    pub delete: Vec<String>,
+    /// The status to write; `None` when the stored one is already right.
+    pub status: Option<InferenceServiceStatus>,
+}
+
+/// The latest revision: observed, or to be created in this pass.
+struct Latest {
+    name: String,
+    number: u32,
+    ready: bool,
+    observed: Option<ObservedRevision>,
+    initial_scale: u32,
+}
+
+/// Decides everything for one InferenceService.
+pub fn plan(input: Inputs) -> Plan {
+    let isvc = input.isvc;
+    let Some(mut owner) = isvc.controller_owner_ref(&()) else { return Plan::default() };
+    // Foreground deletion of the InferenceService waits for its children.
+    owner.block_owner_deletion = Some(true);
+    let (name, namespace) = (isvc.name_any(), isvc.namespace().unwrap_or_default());
+    let old = isvc.status.clone().unwrap_or_default();
+    let urls = Urls::new(&name, &namespace, input.platform);
+    let manifest = isvc.to_manifest();
+    let revisions = observe(input.deployments, &owner.uid);
+    let mut plan = Plan::default();
+
+    let refuse = |message: String| {
+        let status = status::refused(&old, isvc.metadata.generation, urls.clone(), message, input.now);
+        Plan { status: (isvc.status.as_ref() != Some(&status)).then_some(status), ..Plan::default() }
+    };
+    let scaling = match scaling_spec(&manifest, &input.platform.autoscaler) {
+        Ok(scaling) => scaling,
+        Err(e) => return refuse(e.to_string()),
+    };
+    let template_hash = crate::hash::of(&RevisionTemplate::of(&manifest));
+    let old_predictor = old.predictor().cloned().unwrap_or_default();
+
+    // The latest revision, and its Deployment when it is new or changed.
+    let latest = match revisions.last() {
+        Some(r) if r.template_hash == template_hash => Latest {
+            name: r.name.clone(),
+            number: r.number,
+            ready: r.serving()
+                || r.ready_without_pods()
+                || old_predictor.latest_ready_revision.as_deref() == Some(r.name.as_str()),
+            observed: Some(r.clone()),
+            initial_scale: r.initial_scale.unwrap_or_else(|| initial_scale(&scaling)),
+        },
+        _ => {
+            let seen = old_predictor.latest_created_revision.as_deref().and_then(revision_number);
+            let number = revisions.last().map(|r| r.number).max(seen).unwrap_or(0) + 1;
+            let initial_scale = initial_scale(&scaling);
+            Latest {
+                name: revision_name(&name, "predictor", number),
+                number,
+                ready: initial_scale == 0,
+                observed: None,
+                initial_scale,
+            }
+        }
+    };
+    let latest_ref = RevisionRef {
+        service: name.clone(),
+        namespace: namespace.clone(),
+        name: latest.name.clone(),
+        number: latest.number,
+    };
+    let existing = input.deployments.iter().find(|d| d.name_any() == latest.name && latest.observed.is_some());
+    let replicas = match existing {
+        None => Some(i32::try_from(latest.initial_scale).unwrap_or(i32::MAX)),
+        Some(d) => replicas_to_apply(d),
+    };
+    let wanted = desired::deployment(
+        &latest_ref,
+        &owner,
+        &manifest.spec.predictor,
+        &template_hash,
+        latest.initial_scale,
+        replicas,
+        input.platform,
+    );
+    let wanted = match wanted {
+        Ok(d) => d,
+        Err(message) => return refuse(message),
+    };
+    if existing.is_none_or(|d| desired::applied_hash(&d.metadata) != desired::applied_hash(&wanted.metadata)) {
+        plan.deployments.push(wanted.clone());
+    }
+
+    // Traffic: the rolled-out revisions are read back from the status, as long as they still exist.
+    let exists = |n: &Option<String>| n.clone().filter(|n| *n == latest.name || revisions.iter().any(|r| r.name == *n));
+    let mut rolled_out = RolledOut {
+        latest: exists(&old_predictor.latest_rolledout_revision),
+        previous: old_predictor.previous_rolledout_revision.clone(),
+    };
+    let canary = manifest.spec.predictor.canary_traffic_percent.map(|p| p.clamp(0, 100) as u32);
+    let traffic = split(&latest.name, latest.ready, &mut rolled_out, canary);
+    let keep: BTreeSet<&str> = traffic.iter().map(|t| t.revision_name.as_str()).chain([latest.name.as_str()]).collect();
+    plan.delete = revisions.iter().filter(|r| !keep.contains(r.name.as_str())).map(|r| r.name.clone()).collect();
+
+    // Services of every kept revision; the new one's port comes from its Deployment.
+    let latest_port = crate::revisions::observe(std::slice::from_ref(&wanted), &owner.uid)
+        .first()
+        .map_or(desired::SERVER_PORT, |r| r.port);
+    let kept = revisions
+        .iter()
+        .filter(|r| keep.contains(r.name.as_str()) && r.name != latest.name)
+        .map(|r| {
+            (
+                RevisionRef {
+                    service: name.clone(),
+                    namespace: namespace.clone(),
+                    name: r.name.clone(),
+                    number: r.number,
+                },
+                r.port,
+            )
+        })
+        .chain([(latest_ref, latest_port)]);
+    for (revision, port) in kept {
+        let wanted = desired::service(&revision, &owner, port);
+        let current = input.services.iter().find(|s| s.name_any() == revision.name);
+        if current.is_none_or(|s| desired::applied_hash(&s.metadata) != desired::applied_hash(&wanted.metadata)) {
+            plan.services.push(wanted);
+        }
+    }
+
+    let predictor = predictor_verdict(rolled_out.latest.as_deref(), &latest, &revisions);
+    // Services applied in this pass count: the status is written only after they are.
+    let reachable = |revision: &str| input.services.iter().chain(&plan.services).any(|s| s.name_any() == revision);
+    let ingress: Verdict = match traffic.iter().find(|t| t.percent > 0 && !reachable(&t.revision_name)) {
+        Some(t) => Err(("ServiceMissing", format!("waiting for the Service of revision {}", t.revision_name))),
+        None => Ok(()),
+    };
+    let latest_ready =
+        if latest.ready { Some(latest.name.clone()) } else { exists(&old_predictor.latest_ready_revision) };
+    let observation = Observation {
+        old: &old,
+        generation: isvc.metadata.generation,
+        urls,
+        latest_created: Some(latest.name.clone()),
+        latest_ready,
+        rolled_out,
+        traffic,
+        predictor,
+        ingress,
+    };
+    let status = status::compute(&observation, input.now);
+    plan.status = (isvc.status.as_ref() != Some(&status)).then_some(status);
+    plan
+}
+
+/// The revision that takes the stable share serves: it has an available replica, or it was scaled
+/// to zero after having been ready (rolled out implies it has been ready).
+fn predictor_verdict(rolled_out: Option<&str>, latest: &Latest, revisions: &[ObservedRevision]) -> Verdict {
+    let Some(stable) = rolled_out else {
+        let why = match &latest.observed {
+            Some(r) => format!("revision {} has {} of {} replicas available", r.name, r.available, r.replicas),
+            None => format!("revision {} has 0 of {} replicas available", latest.name, latest.initial_scale),
+        };
+        return Err(("RevisionNotReady", why));
+    };
+    match revisions.iter().find(|r| r.name == stable) {
+        Some(r) if r.serving() || r.replicas == 0 => Ok(()),
+        Some(r) => Err((
+            "NoAvailableReplicas",
+            format!("revision {} has {} of {} replicas available", r.name, r.available, r.replicas),
+        )),
+        // Rolled out in this pass without pods (initial scale 0): the activator starts it.
+        None if stable == latest.name && latest.ready => Ok(()),
+        None => Err(("RevisionMissing", format!("revision {stable} has no Deployment"))),
+    }
+}
+
+/// Pods a new revision starts with: Knative's initial scale, at least the minimum, at most the maximum.
+fn initial_scale(scaling: &ScalingSpec) -> u32 {
+    let initial = scaling.initial_scale.max(scaling.min_scale);
+    if scaling.max_scale > 0 { initial.min(scaling.max_scale) } else { initial }
+}
+
+/// `spec.replicas` to put in an apply of an existing Deployment: its current value while this
+/// controller is the field's only manager (so the apply neither changes it nor drops it), nothing
+/// once another manager (the autoscaler, `kubectl scale`) has written it, so it is never fought over.
+pub fn replicas_to_apply(existing: &Deployment) -> Option<i32> {
+    let others_own_replicas = existing.managed_fields().iter().any(|entry| {
+        entry.manager.as_deref() != Some(FIELD_MANAGER)
+            && entry.fields_v1.as_ref().is_some_and(|f| f.0.get("f:spec").and_then(|s| s.get("f:replicas")).is_some())
+    });
+    if others_own_replicas { None } else { Some(existing.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)) }
+}
+
+/// `7` for `iris-predictor-00007`.
+fn revision_number(name: &str) -> Option<u32> {
+    name.rsplit('-').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,300 @@
+//! The plan against a simulated cluster: what it applies is stored (as a server-side apply would),
+//! readiness is set by hand, and the status it writes is read back in the next pass.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+use serde_json::json;
+use skiff_api::InferenceService;
+use skiff_api::status::READY;
+
+use super::*;
+
+const IRIS: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: iris\n  namespace: ml\nspec:\n  predictor:\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///models/iris\n";
+
+struct Cluster {
+    isvc: InferenceServiceResource,
+    deployments: Vec<Deployment>,
+    services: Vec<Service>,
+    platform: Platform,
+    writes: usize,
+}
+
+impl Cluster {
+    fn new(yaml: &str) -> Cluster {
+        let mut isvc = InferenceServiceResource::from(&InferenceService::from_yaml(yaml).unwrap());
+        isvc.metadata.uid = Some("uid-1".into());
+        isvc.metadata.generation = Some(1);
+        Cluster { isvc, deployments: vec![], services: vec![], platform: Platform::default(), writes: 0 }
+    }
+
+    fn plan(&self) -> Plan {
+        plan(Inputs {
+            isvc: &self.isvc,
+            deployments: &self.deployments,
+            services: &self.services,
+            platform: &self.platform,
+            now: "2026-11-21T00:00:00Z",
+        })
+    }
+
+    /// One reconcile, its writes stored; returns the plan.
+    fn step(&mut self) -> Plan {
+        let plan = self.plan();
+        for d in &plan.deployments {
+            self.writes += 1;
+            match self.deployments.iter_mut().find(|e| e.metadata.name == d.metadata.name) {
+                Some(existing) => {
+                    let replicas = existing.spec.as_ref().unwrap().replicas;
+                    let status = existing.status.clone();
+                    *existing = d.clone();
+                    let spec = existing.spec.as_mut().unwrap();
+                    spec.replicas = spec.replicas.or(replicas);
+                    existing.status = status;
+                }
+                None => self.deployments.push(d.clone()),
+            }
+        }
+        for s in &plan.services {
+            self.writes += 1;
+            self.services.retain(|e| e.metadata.name != s.metadata.name);
+            self.services.push(s.clone());
+        }
+        for name in &plan.delete {
+            self.writes += 1;
+            self.deployments.retain(|d| d.metadata.name.as_deref() != Some(name));
+            self.services.retain(|s| s.metadata.name.as_deref() != Some(name));
+        }
+        if let Some(status) = &plan.status {
+            self.writes += 1;
+            self.isvc.status = Some(status.clone());
+        }
+        plan
+    }
+
+    /// Steps until nothing is written (at most 5 passes); returns the number of passes that wrote.
+    fn settle(&mut self) -> usize {
+        for pass in 0..5 {
+            let before = self.writes;
+            self.step();
+            if self.writes == before {
+                return pass;
+            }
+        }
+        panic!("the plan does not settle");
+    }
+
+    fn set_available(&mut self, revision: &str, available: i32) {
+        let d = self.deployments.iter_mut().find(|d| d.metadata.name.as_deref() == Some(revision)).unwrap();
+        d.status = Some(serde_json::from_value(json!({"availableReplicas": available})).unwrap());
+    }
+
+    fn edit(&mut self, f: impl FnOnce(&mut InferenceServiceResource)) {
+        f(&mut self.isvc);
+        self.isvc.metadata.generation = Some(self.isvc.metadata.generation.unwrap() + 1);
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.deployments.iter().map(|d| d.metadata.name.clone().unwrap()).collect()
+    }
+
+    fn traffic(&self) -> Vec<(String, u32, Option<String>, bool)> {
+        let status = self.isvc.status.as_ref().unwrap();
+        status
+            .predictor()
+            .unwrap()
+            .traffic
+            .iter()
+            .map(|t| (t.revision_name.clone(), t.percent, t.tag.clone(), t.latest_revision))
+            .collect()
+    }
+
+    fn ready(&self) -> (String, Option<String>) {
+        let c = self.isvc.status.as_ref().unwrap().condition(READY).unwrap();
+        (c.status.clone(), c.reason.clone())
+    }
+}
+
+fn t(name: &str, percent: u32, tag: &str, latest: bool) -> (String, u32, Option<String>, bool) {
+    (name.into(), percent, Some(tag.into()), latest)
+}
+
+#[test]
+fn the_first_revision_is_created_then_ready_then_nothing_is_written() {
+    let mut c = Cluster::new(IRIS);
+    let first = c.step();
+    assert_eq!(first.deployments.len(), 1);
+    assert_eq!(first.deployments[0].spec.as_ref().unwrap().replicas, Some(1), "initial scale on create");
+    assert_eq!(first.services.len(), 1);
+    assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)]);
+    assert_eq!(c.ready(), ("False".into(), Some("RevisionNotReady".into())));
+    let status = c.isvc.status.clone().unwrap();
+    assert_eq!(status.url.as_deref(), Some("http://iris.ml.example.com"));
+    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(c.settle(), 0, "an unchanged world writes nothing");
+
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None));
+    let predictor = c.isvc.status.as_ref().unwrap().predictor().unwrap().clone();
+    assert_eq!(predictor.latest_ready_revision.as_deref(), Some("iris-predictor-00001"));
+    assert_eq!(predictor.latest_rolledout_revision.as_deref(), Some("iris-predictor-00001"));
+    let plan = c.plan();
+    assert_eq!(plan, Plan::default(), "idle: nothing to apply, delete or write");
+}
+
+#[test]
+fn a_changed_template_rolls_a_new_revision_that_takes_over_once_ready() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/iris-2".into()));
+    c.settle();
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"]);
+    assert_eq!(
+        c.traffic(),
+        [t("iris-predictor-00002", 0, "latest", true), t("iris-predictor-00001", 100, "prev", false)],
+        "no weight before the new revision is ready"
+    );
+    assert_eq!(c.ready(), ("True".into(), None), "the rolled-out revision still serves");
+
+    c.set_available("iris-predictor-00002", 1);
+    c.settle();
+    assert_eq!(c.traffic(), [t("iris-predictor-00002", 100, "latest", true)]);
+    assert_eq!(c.names(), ["iris-predictor-00002"], "the old revision is collected");
+    assert_eq!(c.services.len(), 1);
+    let predictor = c.isvc.status.as_ref().unwrap().predictor().unwrap().clone();
+    assert_eq!(predictor.previous_rolledout_revision.as_deref(), Some("iris-predictor-00001"));
+    assert_eq!(predictor.latest_rolledout_revision.as_deref(), Some("iris-predictor-00002"));
+
+    // A traffic-only or unrelated change makes no revision.
+    c.edit(|i| {
+        i.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+    });
+    c.settle();
+    assert_eq!(c.names(), ["iris-predictor-00002"]);
+}
+
+#[test]
+fn canary_split_keeps_the_previous_revision_then_promotes() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    c.edit(|i| {
+        let p = &mut i.spec.predictor;
+        p.canary_traffic_percent = Some(30);
+        p.model.as_mut().unwrap().storage_uri = Some("file:///models/iris-2".into());
+    });
+    c.settle();
+    c.set_available("iris-predictor-00002", 1);
+    c.settle();
+    assert_eq!(
+        c.traffic(),
+        [t("iris-predictor-00002", 30, "latest", true), t("iris-predictor-00001", 70, "prev", false)]
+    );
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"]);
+    let predictor = c.isvc.status.as_ref().unwrap().predictor().unwrap().clone();
+    assert_eq!(
+        predictor.latest_rolledout_revision.as_deref(),
+        Some("iris-predictor-00001"),
+        "a canary is not rolled out"
+    );
+
+    c.edit(|i| i.spec.predictor.canary_traffic_percent = None);
+    c.settle();
+    assert_eq!(c.traffic(), [t("iris-predictor-00002", 100, "latest", true)]);
+    assert_eq!(c.names(), ["iris-predictor-00002"]);
+}
+
+#[test]
+fn bookkeeping_survives_a_restart_because_it_is_read_back_from_the_cluster() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/b".into()));
+    c.settle();
+    // A "new controller" sees the same cluster: same plan, nothing to do.
+    assert_eq!(c.plan(), Plan::default());
+    // Even a scaled-to-zero revision that was ready stays rolled out.
+    c.set_available("iris-predictor-00001", 0);
+    c.deployments[0].spec.as_mut().unwrap().replicas = Some(0);
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None), "scaled to zero after having been ready");
+    assert_eq!(c.traffic()[1], t("iris-predictor-00001", 100, "prev", false));
+}
+
+#[test]
+fn numbers_never_repeat_even_when_the_latest_deployment_was_removed() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/b".into()));
+    c.settle();
+    c.deployments.retain(|d| d.metadata.name.as_deref() != Some("iris-predictor-00002"));
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/c".into()));
+    c.settle();
+    assert!(c.names().contains(&"iris-predictor-00003".to_owned()), "{:?}", c.names());
+}
+
+#[test]
+fn initial_scale_zero_is_ready_without_pods() {
+    let yaml = IRIS.replace(
+        "  namespace: ml\n",
+        "  namespace: ml\n  annotations:\n    autoscaling.knative.dev/initial-scale: \"0\"\n",
+    );
+    let mut c = Cluster::new(&yaml);
+    c.platform.autoscaler.allow_zero_initial_scale = true;
+    c.edit(|i| i.spec.predictor.min_replicas = Some(0));
+    let first = c.step();
+    assert_eq!(first.deployments[0].spec.as_ref().unwrap().replicas, Some(0));
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None));
+    assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)]);
+}
+
+#[test]
+fn an_unservable_spec_changes_nothing_and_says_why() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().model_format.name = "sklearn".into());
+    let plan = c.step();
+    assert!(plan.deployments.is_empty() && plan.services.is_empty() && plan.delete.is_empty());
+    assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
+    let message = c.isvc.status.as_ref().unwrap().condition(READY).unwrap().message.clone().unwrap();
+    assert!(message.starts_with("spec.predictor.model.modelFormat.name"), "{message}");
+    assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)], "traffic as it was");
+    assert_eq!(c.settle(), 0);
+}
+
+#[test]
+fn replicas_are_left_to_another_manager_once_it_wrote_them() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    let mut d = c.deployments[0].clone();
+    d.spec.as_mut().unwrap().replicas = Some(3);
+    assert_eq!(replicas_to_apply(&d), Some(3), "still ours: keep the current value");
+    d.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("skiff-autoscaler".into()),
+        fields_v1: Some(FieldsV1(json!({"f:spec": {"f:replicas": {}}}))),
+        ..ManagedFieldsEntry::default()
+    }]);
+    assert_eq!(replicas_to_apply(&d), None);
+    // A changed platform re-applies the Deployment without replicas.
+    c.deployments[0] = d;
+    c.platform.server_image = "skiff-server:2".into();
+    let plan = c.plan();
+    assert_eq!(plan.deployments.len(), 1);
+    assert_eq!(plan.deployments[0].spec.as_ref().unwrap().replicas, None);
+}
+
+#[test]
+fn children_of_another_owner_are_ignored() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    c.isvc.metadata.uid = Some("uid-2".into());
+    let plan = c.plan();
+    assert!(plan.delete.is_empty(), "not ours to delete");
+    assert_eq!(plan.deployments[0].metadata.name.as_deref(), Some("iris-predictor-00002"));
+}

@@ -1,0 +1,159 @@
+//! Cluster-wide settings from the `inferenceservice-config` ConfigMap in the controller's namespace,
+//! in KServe's layout: each key holds a JSON document. Skiff reads
+//!
+//! - `ingress`: `{"ingressDomain": "example.com", "urlScheme": "http"}` (the URL in the status),
+//! - `storageInitializer`: `{"image": "..."}` (downloads models that are not `file://` or `pvc://`),
+//! - `skiff`: `{"serverImage": "...", "modelDir": "/mnt/models"}` (the model server),
+//! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings.
+//!
+//! A missing ConfigMap or key means the defaults below.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use skiff_autoscaler::AutoscalerConfig;
+
+use crate::error::{Error, Result};
+
+/// The ConfigMap's name, as in KServe.
+pub const CONFIG_MAP: &str = "inferenceservice-config";
+/// The model server image when the ConfigMap names none.
+pub const DEFAULT_SERVER_IMAGE: &str = "ghcr.io/skiff-serving/skiff-server:0.1.0";
+/// KServe's storage initializer image.
+pub const DEFAULT_STORAGE_INITIALIZER_IMAGE: &str = "kserve/storage-initializer:v0.15.2";
+/// KServe's default domain.
+pub const DEFAULT_DOMAIN: &str = "example.com";
+/// Where the model is mounted in the server's container (KServe's path).
+pub const DEFAULT_MODEL_DIR: &str = "/mnt/models";
+
+/// Everything the controller takes from the ConfigMap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Platform {
+    /// Domain of `status.url`: `http://<name>.<namespace>.<domain>`.
+    pub domain: String,
+    /// `http` or `https`.
+    pub url_scheme: String,
+    /// The `skiff-server` image.
+    pub server_image: String,
+    /// The storage initializer image.
+    pub storage_initializer_image: String,
+    /// Mount path of the model in the server's container.
+    pub model_dir: String,
+    /// Knative autoscaler defaults, for the initial scale of a revision.
+    pub autoscaler: AutoscalerConfig,
+}
+
+impl Default for Platform {
+    fn default() -> Self {
+        Platform {
+            domain: DEFAULT_DOMAIN.to_owned(),
+            url_scheme: "http".to_owned(),
+            server_image: DEFAULT_SERVER_IMAGE.to_owned(),
+            storage_initializer_image: DEFAULT_STORAGE_INITIALIZER_IMAGE.to_owned(),
+            model_dir: DEFAULT_MODEL_DIR.to_owned(),
+            autoscaler: AutoscalerConfig::default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ingress {
+    ingress_domain: Option<String>,
+    url_scheme: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Image {
+    image: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Skiff {
+    server_image: Option<String>,
+    model_dir: Option<String>,
+}
+
+impl Platform {
+    /// Reads the ConfigMap's `data` (absent: the defaults); errors name the key.
+    pub fn from_data(data: Option<&BTreeMap<String, String>>) -> Result<Platform> {
+        let mut platform = Platform::default();
+        let Some(data) = data else { return Ok(platform) };
+        if let Some(ingress) = key::<Ingress>(data, "ingress")? {
+            set(&mut platform.domain, ingress.ingress_domain);
+            set(&mut platform.url_scheme, ingress.url_scheme);
+        }
+        if let Some(init) = key::<Image>(data, "storageInitializer")? {
+            set(&mut platform.storage_initializer_image, init.image);
+        }
+        if let Some(skiff) = key::<Skiff>(data, "skiff")? {
+            set(&mut platform.server_image, skiff.server_image);
+            set(&mut platform.model_dir, skiff.model_dir);
+        }
+        if let Some(autoscaler) = key::<BTreeMap<String, String>>(data, "autoscaler")? {
+            platform.autoscaler =
+                AutoscalerConfig::from_map(&autoscaler).map_err(|e| invalid("autoscaler", e.to_string()))?;
+        }
+        if !["http", "https"].contains(&platform.url_scheme.as_str()) {
+            return Err(invalid("ingress", format!("urlScheme must be http or https, not {:?}", platform.url_scheme)));
+        }
+        if !platform.model_dir.starts_with('/') {
+            return Err(invalid("skiff", format!("modelDir must be an absolute path, not {:?}", platform.model_dir)));
+        }
+        Ok(platform)
+    }
+}
+
+fn key<T: for<'de> Deserialize<'de>>(data: &BTreeMap<String, String>, name: &str) -> Result<Option<T>> {
+    data.get(name).map(|text| serde_json::from_str(text).map_err(|e| invalid(name, e.to_string()))).transpose()
+}
+
+fn set(field: &mut String, value: Option<String>) {
+    if let Some(value) = value.filter(|v| !v.is_empty()) {
+        *field = value;
+    }
+}
+
+fn invalid(key: &str, message: String) -> Error {
+    Error::Platform { name: CONFIG_MAP.to_owned(), key: key.to_owned(), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn absent_means_defaults() {
+        assert_eq!(Platform::from_data(None).unwrap(), Platform::default());
+        assert_eq!(Platform::from_data(Some(&data(&[]))).unwrap(), Platform::default());
+    }
+
+    #[test]
+    fn reads_kserve_keys_and_skiffs_own() {
+        let p = Platform::from_data(Some(&data(&[
+            ("ingress", r#"{"ingressDomain": "models.local", "ingressGateway": "ignored"}"#),
+            ("storageInitializer", r#"{"image": "init:1", "memoryLimit": "1Gi"}"#),
+            ("skiff", r#"{"serverImage": "skiff-server"}"#),
+            ("autoscaler", r#"{"initial-scale": "0", "allow-zero-initial-scale": "true"}"#),
+        ])))
+        .unwrap();
+        assert_eq!(p.domain, "models.local");
+        assert_eq!(p.storage_initializer_image, "init:1");
+        assert_eq!(p.server_image, "skiff-server");
+        assert_eq!(p.autoscaler.initial_scale, 0);
+        assert_eq!(p.model_dir, DEFAULT_MODEL_DIR);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = Platform::from_data(Some(&data(&[("ingress", "{not json")]))).unwrap_err().to_string();
+        assert!(err.starts_with("config map inferenceservice-config, key ingress:"), "{err}");
+        let err = Platform::from_data(Some(&data(&[("autoscaler", r#"{"initial-scale": "0"}"#)]))).unwrap_err();
+        assert!(err.to_string().contains("key autoscaler"), "{err}");
+    }
+}

@@ -1,0 +1,111 @@
+//! The manifests in `deploy/` against the code that reads them: the checked-in config map parses,
+//! the controller's Deployment arguments are accepted, its RBAC grants every call the controller
+//! makes, and the kustomize base lists every manifest next to it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use skiff_operator::Settings;
+use skiff_operator::platform::{CONFIG_MAP, Platform};
+
+fn deploy(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(path)
+}
+
+fn documents<T: serde::de::DeserializeOwned>(path: &str, kind: &str) -> Vec<T> {
+    let text = std::fs::read_to_string(deploy(path)).unwrap();
+    let all: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    all.into_iter().filter(|d| d["kind"] == kind).map(|d| serde_json::from_value(d).unwrap()).collect()
+}
+
+#[test]
+fn the_config_map_parses() {
+    let maps: Vec<ConfigMap> = documents("base/config.yaml", "ConfigMap");
+    assert_eq!(maps[0].metadata.name.as_deref(), Some(CONFIG_MAP));
+    let platform = Platform::from_data(maps[0].data.as_ref()).unwrap();
+    assert_eq!(platform.domain, "example.com");
+    assert!(platform.server_image.contains("skiff-server"));
+}
+
+#[test]
+fn the_controller_deployment_is_accepted_by_its_binary() {
+    let deployments: Vec<Deployment> = documents("base/controller.yaml", "Deployment");
+    let pod = deployments[0].spec.as_ref().unwrap().template.spec.clone().unwrap();
+    let container = &pod.containers[0];
+    let args = container.args.clone().unwrap_or_default();
+    let settings = Settings::parse_from(std::iter::once("skiff-controller".to_owned()).chain(args));
+    settings.validate().unwrap();
+    let admin = container.ports.as_ref().unwrap().iter().find(|p| p.name.as_deref() == Some("admin")).unwrap();
+    assert_eq!(i32::from(settings.admin_addr.port()), admin.container_port);
+    assert_eq!(pod.service_account_name.as_deref(), Some("skiff-controller"));
+}
+
+/// Every (API group, resource, verb) the controller uses, cluster-wide and in its namespace.
+const CLUSTER_CALLS: [(&str, &str, &str); 13] = [
+    ("serving.kserve.io", "inferenceservices", "list"),
+    ("serving.kserve.io", "inferenceservices", "watch"),
+    ("serving.kserve.io", "inferenceservices/status", "patch"),
+    ("apps", "deployments", "list"),
+    ("apps", "deployments", "watch"),
+    ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"),
+    ("apps", "deployments", "delete"),
+    ("", "services", "list"),
+    ("", "services", "watch"),
+    ("", "services", "create"),
+    ("", "services", "patch"),
+    ("", "services", "delete"),
+];
+const NAMESPACE_CALLS: [(&str, &str, &str); 6] = [
+    ("", "configmaps", "list"),
+    ("", "configmaps", "watch"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+    ("", "configmaps", "get"),
+];
+
+fn allows(rules: &[PolicyRule], (group, resource, verb): (&str, &str, &str)) -> bool {
+    rules.iter().any(|r| {
+        r.api_groups.iter().flatten().any(|g| g == group)
+            && r.resources.iter().flatten().any(|x| x == resource)
+            && r.verbs.iter().any(|v| v == verb)
+    })
+}
+
+#[test]
+fn the_controller_rbac_grants_what_it_calls_and_no_wildcards() {
+    let cluster: Vec<ClusterRole> = documents("base/rbac-controller.yaml", "ClusterRole");
+    let namespaced: Vec<Role> = documents("base/rbac-controller.yaml", "Role");
+    let cluster_rules = cluster[0].rules.clone().unwrap();
+    let namespace_rules = namespaced[0].rules.clone().unwrap();
+    for call in CLUSTER_CALLS {
+        assert!(allows(&cluster_rules, call), "ClusterRole skiff-controller lacks {call:?}");
+    }
+    for call in NAMESPACE_CALLS {
+        assert!(allows(&namespace_rules, call), "Role skiff-controller lacks {call:?}");
+    }
+    for rule in cluster_rules.iter().chain(&namespace_rules) {
+        assert!(!rule.verbs.iter().any(|v| v == "*"), "wildcard verb in {rule:?}");
+        assert!(!rule.resources.iter().flatten().any(|r| r == "*"), "wildcard resource in {rule:?}");
+    }
+}
+
+#[test]
+fn the_kustomize_base_lists_every_manifest() {
+    let text = std::fs::read_to_string(deploy("base/kustomization.yaml")).unwrap();
+    let kustomization: BTreeMap<String, serde_json::Value> = serde_saphyr::from_str(&text).unwrap();
+    let resources: Vec<&str> =
+        kustomization["resources"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    for entry in std::fs::read_dir(deploy("base")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".yaml") && name != "kustomization.yaml" {
+            assert!(resources.contains(&name.as_str()), "{name} is not in deploy/base/kustomization.yaml");
+        }
+    }
+    assert!(resources.contains(&"../crds"));
+}

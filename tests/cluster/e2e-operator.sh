@@ -1,0 +1,457 @@
+#!/usr/bin/env bash
+# End-to-end test of skiff-controller against the real local control plane (tests/cluster) with
+# the node agent (tests/node-agent) running pods as local processes.
+#
+#   tests/cluster/e2e-operator.sh       # build, up.sh (+ node agent), checks, figures, down.sh
+#
+# 1. cargo build --workspace (debug); an image map sends image `skiff-server` to
+#    target/debug/skiff-server (ORT_DYLIB_PATH is passed to pods from .ort/env).
+# 2. up.sh with the node agent (own bridge, pod range and ports, so it runs beside another cluster).
+# 3. kubectl applies the CRD, the namespace, the RBAC and the inferenceservice-config from deploy/.
+# 4. skiff-controller runs on the host with the admin kubeconfig and takes the leader Lease; a second
+#    one runs with a token of the skiff-controller ServiceAccount (kubectl create token) and waits;
+#    the first is stopped, the second takes over and does the rest: the RBAC in deploy/ is enough,
+#    two replicas are safe, and the bookkeeping survives a controller change.
+# 5. iris (storageUri file://<repo>/examples/models/iris, a hostPath) becomes Ready with a URL; its pod
+#    runs skiff-server and a V2 infer to podIP:8080 answers label 1 for [6.8,2.8,4.8,1.4]; a new
+#    storageUri rolls revision 2 (revision 1 collected); canaryTrafficPercent 30 with a new
+#    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
+#    server naming the field; `kubectl get isvc` shows the columns; an idle controller leaves every
+#    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child.
+# 6. Figures: time to Ready for one InferenceService and for $SKIFF_E2E_BULK (200) created at once,
+#    the controller's CPU time (/proc/<pid>/stat) and peak RSS (VmHWM).
+# Exit status 0 only if every check passed; down.sh runs on every exit (state kept on failure).
+#
+# Environment: SKIFF_E2E_NO_BUILD=1 skips cargo build; SKIFF_E2E_TIMEOUT (seconds per wait, 120);
+# SKIFF_E2E_BULK (200; 0 skips: once with initial scale 0, control plane only, then with a pod each);
+# SKIFF_E2E_BULK_PODS (1; 0 skips the round with pods); SKIFF_E2E_NODE_AGENT (1; 0 runs without a node: no pods,
+# the pod checks are skipped and say so); the tests/cluster variables (SKIFF_CLUSTER_DIR defaults to
+# /tmp/skiff-e2e-operator, ports to 6643/2579/10457/10459).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-operator}"
+export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6643}"
+export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2579}"
+export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10457}"
+export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10459}"
+# The node agent stops hundreds of pods at down.sh.
+export SKIFF_STOP_GRACE="${SKIFF_STOP_GRACE:-60}"
+dir="$SKIFF_CLUSTER_DIR"
+timeout="${SKIFF_E2E_TIMEOUT:-120}"
+bulk="${SKIFF_E2E_BULK:-200}"
+bulk_pods="${SKIFF_E2E_BULK_PODS:-1}"
+use_agent="${SKIFF_E2E_NODE_AGENT:-1}"
+admin_port_a=18181
+admin_port_b=18182
+ns=e2e
+t0=$SECONDS
+
+log() { printf '[e2e-operator %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
+pass() { log "ok   $*"; }
+skip() { log "SKIP $*"; skipped+=("$*"); }
+fail() {
+  log "FAIL $*"
+  exit 1
+}
+skipped=()
+
+# Polls "$@" every 0.25 s until it succeeds or $timeout seconds pass.
+wait_until() { # description command...
+  local what="$1" deadline=$((SECONDS + timeout))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out after ${timeout}s waiting for $what"
+    sleep 0.25
+  done
+}
+now_ms() { local t="${EPOCHREALTIME/./}"; echo "${t:0:-3}"; }
+secs() { printf '%d.%03d' "$(($1 / 1000))" "$(($1 % 1000))"; }
+
+# --- build -------------------------------------------------------------------------------------
+if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
+  log "building the workspace (debug)"
+  (cd "$root" && cargo build --workspace --quiet)
+fi
+for bin in skiff-controller skiff-server; do
+  [[ -x "$root/target/debug/$bin" ]] || fail "no $root/target/debug/$bin (build the workspace)"
+done
+if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
+  # shellcheck source=/dev/null
+  source "$root/.ort/env"
+fi
+agent="$root/target/debug/skiff-node-agent"
+pods=0
+if [[ "$use_agent" == 1 ]]; then
+  [[ -x "$agent" ]] || fail "no node agent at $agent (SKIFF_E2E_NODE_AGENT=0 runs without pods)"
+  [[ "$(id -u)" == 0 ]] || fail "the node agent needs root (SKIFF_E2E_NODE_AGENT=0 runs without pods)"
+  [[ -f "${ORT_DYLIB_PATH:-}" ]] || fail "ORT_DYLIB_PATH is not set to ONNX Runtime's library (run scripts/setup.sh)"
+  pods=1
+fi
+
+work="$(mktemp -d /tmp/skiff-e2e-operator.XXXXXX)"
+cluster_started=0
+passed=0
+controller_pids=()
+cleanup() {
+  local rc=$?
+  set +e
+  for pid in "${controller_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  if ((cluster_started)); then
+    if ((passed)); then
+      "$root/tests/cluster/down.sh" >/dev/null || rc=1
+    else
+      for f in "$dir"/logs/controller-*.log "$dir/logs/node-agent.log"; do
+        [[ -f "$f" ]] || continue
+        echo "---- $f (tail) ----"
+        tail -n 25 "$f"
+      done
+      KEEP_STATE=1 "$root/tests/cluster/down.sh" || true
+      echo "state and logs kept in $dir"
+    fi
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- cluster -----------------------------------------------------------------------------------
+if ((pods)); then
+  printf '{"skiff-server": "%s"}\n' "$root/target/debug/skiff-server" >"$work/image-map.json"
+  # Its own bridge, pod range and no API proxy, so that it can run beside another agent.
+  export SKIFF_NODE_AGENT="$agent --image-map $work/image-map.json --bridge skop0 --pod-cidr 10.244.4.0/22 \
+--no-api-proxy --max-pods 400 --pass-env PATH,HOME,LANG,ORT_DYLIB_PATH"
+else
+  unset SKIFF_NODE_AGENT
+fi
+# A state dir kept by a failed run would make up.sh a restart: start from nothing.
+if [[ -d "$dir" ]]; then
+  KEEP_STATE=0 "$root/tests/cluster/down.sh" >/dev/null
+fi
+log "starting the cluster ($([[ $pods == 1 ]] && echo "with the node agent" || echo "without a node"))"
+cluster_started=1
+"$root/tests/cluster/up.sh" | sed 's/^/    /'
+export KUBECONFIG="$dir/admin.kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+
+# --- CRD, RBAC, config from deploy/ ---------------------------------------------------------------
+k apply --server-side -f "$root/deploy/crds/serving.kserve.io_inferenceservices.yaml" >/dev/null
+k wait --for=condition=Established crd/inferenceservices.serving.kserve.io --timeout=60s >/dev/null
+for f in namespace config rbac-controller rbac-router rbac-activator; do
+  k apply -f "$root/deploy/base/$f.yaml" >/dev/null
+done
+# The image the node agent maps, and zero initial scale allowed (for SKIFF_E2E_BULK_PODS=0).
+k -n skiff-system patch configmap inferenceservice-config --type merge -p \
+  '{"data": {"skiff": "{\"serverImage\": \"skiff-server\"}", "autoscaler": "{\"allow-zero-initial-scale\": \"true\"}"}}' \
+  >/dev/null
+pass "CRD established; namespace, RBAC and inferenceservice-config applied from deploy/"
+
+# --- controllers ----------------------------------------------------------------------------------
+controller_args=(--namespace skiff-system --lease-duration-secs 6 --lease-renew-secs 2)
+started_pid=""
+start_controller() { # name kubeconfig admin-port; sets started_pid
+  KUBECONFIG="$2" RUST_LOG=info,kube=warn "$root/target/debug/skiff-controller" "${controller_args[@]}" \
+    --admin-addr "127.0.0.1:$3" >"$dir/logs/controller-$1.log" 2>&1 &
+  started_pid=$!
+  controller_pids+=("$started_pid")
+}
+metric() { # port name -> value (0 when absent)
+  curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {v = $2} END {print v + 0}'
+}
+leader_is() { [[ "$(metric "$1" skiff_controller_leader)" == 1 ]]; }
+
+start_controller admin "$dir/admin.kubeconfig" "$admin_port_a"
+pid_a="$started_pid"
+wait_until "the admin-kubeconfig controller to lead" leader_is "$admin_port_a"
+pass "controller A (admin kubeconfig, pid $pid_a) holds Lease skiff-system/skiff-controller"
+
+token="$(k -n skiff-system create token skiff-controller --duration=2h)"
+server="$(k config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
+ca="$(k config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+cat >"$work/controller.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: skiff
+  cluster: {server: "$server", certificate-authority-data: "$ca"}
+users:
+- name: skiff-controller
+  user: {token: "$token"}
+contexts:
+- name: skiff-controller
+  context: {cluster: skiff, user: skiff-controller}
+current-context: skiff-controller
+EOF
+[[ "$(kubectl --kubeconfig "$work/controller.kubeconfig" auth whoami -o jsonpath='{.status.userInfo.username}')" \
+  == system:serviceaccount:skiff-system:skiff-controller ]] || fail "the token is not the ServiceAccount's"
+start_controller serviceaccount "$work/controller.kubeconfig" "$admin_port_b"
+pid_b="$started_pid"
+k create namespace "$ns" >/dev/null
+
+model="$root/examples/models/iris"
+# Without a node no pod ever becomes ready: revisions then start at zero replicas (Knative's
+# initial-scale 0), which counts as ready, so that rollout, canary and collection are still checked.
+iris_scale=""
+((pods)) || iris_scale='  annotations: {autoscaling.knative.dev/initial-scale: "0"}'
+iris() { # storage-uri [extra predictor lines]
+  cat <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: iris
+  namespace: $ns
+$iris_scale
+spec:
+  predictor:
+    containerConcurrency: 8
+    minReplicas: $((pods))
+    model:
+      modelFormat: {name: onnx}
+      protocolVersion: v2
+      storageUri: $1
+${2:-}
+EOF
+}
+start_ms="$(now_ms)"
+iris "file://$model" | k apply -f - >/dev/null
+isvc_get() { k -n "$ns" get isvc iris -o jsonpath="$1"; }
+has_deployment() { k -n "$ns" get deployment "$1" >/dev/null; }
+wait_until "Deployment iris-predictor-00001" has_deployment iris-predictor-00001
+pass "controller A created revision iris-predictor-00001 (Deployment and Service)"
+sleep 3
+if leader_is "$admin_port_b"; then fail "controller B leads while A holds the Lease"; fi
+pass "controller B (ServiceAccount token, pid $pid_b) waits while A leads"
+kill -TERM "$pid_a"
+wait "$pid_a" || fail "controller A did not exit cleanly on SIGTERM"
+controller_pids=("$pid_b")
+wait_until "controller B to take the Lease" leader_is "$admin_port_b"
+pass "A stopped (released the Lease); B leads with only the RBAC from deploy/base/rbac-controller.yaml"
+
+# --- iris: Ready, URL, pod, inference -------------------------------------------------------------
+ready() { [[ "$(isvc_get '{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+traffic() { isvc_get '{range .status.components.predictor.traffic[*]}{.revisionName}={.percent}/{.tag}{" "}{end}'; }
+traffic_is() { [[ "$(traffic)" == "$1" ]]; }
+infer() { # pod-ip -> label
+  curl -fsS -m 5 "http://$1:8080/v2/models/iris/infer" \
+    -d '{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}' |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["model_name"], [o for o in r["outputs"] if o["name"]=="label"][0]["data"][0])'
+}
+revision_pod_ip() { # revision number
+  k -n "$ns" get pods -l "serving.kserve.io/inferenceservice=iris,skiff.dev/revision=$1" \
+    -o jsonpath='{range .items[?(@.status.phase=="Running")]}{.status.podIP}{"\n"}{end}' | head -n 1
+}
+check_pod_serves() { # revision number
+  local ip pod pid answer
+  ip="$(revision_pod_ip "$1")"
+  [[ -n "$ip" ]] || fail "no running pod for revision $1"
+  pod="$(k -n "$ns" get pods -l "skiff.dev/revision=$1,serving.kserve.io/inferenceservice=iris" -o jsonpath='{.items[0].metadata.name}')"
+  answer="$(infer "$ip")" || fail "V2 infer to $ip:8080 failed"
+  [[ "$answer" == "iris 1" ]] || fail "V2 infer to $ip:8080 answered '$answer', not model iris label 1"
+  pid="$(pgrep -f "skiff-server --model-dir /mnt/models --model-name iris" | head -n 1 || true)"
+  [[ -n "$pid" ]] || fail "no skiff-server process for iris"
+  grep -q . "$dir/pods/${ns}_${pod}_kserve-container.log" || fail "no container log for $pod"
+  pass "revision $1: pod $pod ($ip) runs skiff-server under the node agent; V2 infer [6.8,2.8,4.8,1.4] -> label 1"
+}
+
+k -n "$ns" wait --for=condition=Ready isvc/iris --timeout="${timeout}s" >/dev/null || fail "iris not Ready"
+ready_ms=$(($(now_ms) - start_ms))
+url="$(isvc_get '{.status.url}')"
+[[ "$url" == "http://iris.$ns.example.com" ]] || fail "status.url is '$url'"
+[[ "$(isvc_get '{.status.address.url}')" == "http://iris.$ns.svc.cluster.local" ]] || fail "status.address.url"
+traffic_is "iris-predictor-00001=100/latest " || fail "traffic is '$(traffic)'"
+pass "iris Ready in $(secs "$ready_ms") s (apply to Ready, through the controller handover), url $url"
+if ((pods)); then
+  check_pod_serves 1
+else
+  skip "pods: revisions at zero replicas, no skiff-server process, no V2 infer (no node agent)"
+fi
+[[ "$(k -n "$ns" get service iris-predictor-00001 -o jsonpath='{.spec.ports[0].port}->{.spec.ports[0].targetPort}')" == "80->8080" ]] \
+  || fail "Service iris-predictor-00001 does not map 80 to 8080"
+owner="$(k -n "$ns" get deployment iris-predictor-00001 -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].controller}')"
+[[ "$owner" == InferenceService/true ]] || fail "Deployment owner reference is '$owner'"
+manager="$(k -n "$ns" get deployment iris-predictor-00001 --show-managed-fields \
+  -o jsonpath='{range .metadata.managedFields[?(@.operation=="Apply")]}{.manager}{" "}{end}')"
+[[ "$manager" == "skiff-controller " ]] || fail "Apply field managers of the Deployment: '$manager'"
+pass "Deployment and Service owned by the InferenceService, applied by field manager skiff-controller only"
+
+# --- revision 2: a new storageUri --------------------------------------------------------------------
+cp -r "$model" "$work/iris-copy"
+k -n "$ns" patch isvc iris --type merge -p "{\"spec\":{\"predictor\":{\"model\":{\"storageUri\":\"file://$work/iris-copy\"}}}}" >/dev/null
+wait_until "Deployment iris-predictor-00002" has_deployment iris-predictor-00002
+pass "a new storageUri rolled revision iris-predictor-00002"
+gone() { ! k -n "$ns" get "$1" "$2" >/dev/null 2>&1; }
+wait_until "revision 2 to take all traffic" traffic_is "iris-predictor-00002=100/latest "
+wait_until "revision 1 to be collected" gone deployment iris-predictor-00001
+wait_until "revision 1's Service to be collected" gone service iris-predictor-00001
+[[ "$(isvc_get '{.status.components.predictor.previousRolledoutRevision}/{.status.components.predictor.latestRolledoutRevision}')" \
+  == iris-predictor-00001/iris-predictor-00002 ]] || fail "rolled-out revisions in the status"
+pass "revision 2 took 100% once ready; revision 1 collected; previous/latest rolled out = 00001/00002"
+((pods)) && check_pod_serves 2
+
+# --- canary -----------------------------------------------------------------------------------------
+iris "file://$model" "    canaryTrafficPercent: 30" | k apply -f - >/dev/null
+wait_until "Deployment iris-predictor-00003" has_deployment iris-predictor-00003
+wait_until "the 70/30 canary split" traffic_is "iris-predictor-00003=30/latest iris-predictor-00002=70/prev "
+columns="$(k -n "$ns" get isvc iris --no-headers | awk '{print $2, $3, $4, $5}')"
+[[ "$columns" == "http://iris.$ns.example.com True 70 30" ]] || fail "kubectl get isvc columns: '$columns'"
+k -n "$ns" get isvc iris | sed 's/^/    /'
+header="$(k -n "$ns" get isvc iris | head -n 1 | tr -s ' ')"
+[[ "$header" == "NAME URL READY PREV LATEST AGE" ]] || fail "kubectl get isvc header: '$header'"
+pass "canaryTrafficPercent 30: revision 3 30% (latest), revision 2 70% (prev); columns URL READY PREV LATEST AGE"
+((pods)) && check_pod_serves 3
+iris "file://$model" | k apply -f - >/dev/null
+wait_until "promotion of revision 3" traffic_is "iris-predictor-00003=100/latest "
+wait_until "revision 2 to be collected" gone deployment iris-predictor-00002
+pass "canary removed: revision 3 promoted to 100%, revision 2 collected"
+
+# --- bad specs are refused by the API server, naming the field ---------------------------------------
+refused() { # expected-text predictor-lines
+  local out
+  if out="$(cat <<EOF | k apply -f - 2>&1
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: bad, namespace: $ns}
+spec:
+  predictor:
+$2
+EOF
+)"; then fail "accepted: $2"; fi
+  [[ "$out" == *"$1"* ]] || fail "refusal does not name $1: $out"
+  log "     refused: ${out#*: }"
+}
+onnx="    model: {modelFormat: {name: onnx}, storageUri: 'file:///m'}"
+refused "spec.predictor.minReplicas" "    minReplicas: 3
+    maxReplicas: 1
+$onnx"
+refused "spec.predictor.canaryTrafficPercent" "    canaryTrafficPercent: 130
+$onnx"
+refused "spec.predictor.containerConcurrency" "    containerConcurrency: -1
+$onnx"
+refused "spec.predictor.maxReplicas" "    maxReplicas: -2
+$onnx"
+refused "exactly one of model, containers or a framework" "    sklearn: {storageUri: 'gs://x'}
+$onnx"
+refused "spec.predictor.model.storageUri" "    model: {modelFormat: {name: onnx}}"
+refused "spec.predictor.model.modelFormat.name" "    model: {modelFormat: {version: '1'}, storageUri: 'file:///m'}"
+pass "bad specs refused by kubectl apply (API server schema bounds and CEL rules), each naming its field"
+
+# --- an idle controller writes nothing ---------------------------------------------------------------
+versions() {
+  k -n "$ns" get isvc,deployments,services -o jsonpath='{range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion}{" "}{end}'
+}
+writes() { echo "$(metric "$admin_port_b" skiff_controller_status_writes_total)/$(metric "$admin_port_b" 'skiff_controller_applies_total{kind="Deployment"}')"; }
+wait_until "iris Ready" ready
+sleep 2
+before="$(versions)"
+writes_before="$(writes)"
+sleep 10
+[[ "$(versions)" == "$before" ]] || fail "resourceVersions changed while idle: $before -> $(versions)"
+[[ "$(writes)" == "$writes_before" ]] || fail "the controller wrote while idle ($writes_before -> $(writes))"
+pass "idle for 10 s: no resourceVersion changed ($(wc -w <<<"$before") objects), no write by the controller"
+
+# --- deletion removes every child -----------------------------------------------------------------------
+k -n "$ns" delete isvc iris --wait=true --timeout="${timeout}s" >/dev/null
+no_children() {
+  [[ -z "$(k -n "$ns" get deployments,replicasets,services,pods -l serving.kserve.io/inferenceservice=iris -o name)" ]]
+}
+wait_until "every child of iris to go" no_children
+if ((pods)); then
+  no_iris_server() { ! pgrep -f "skiff-server --model-dir /mnt/models --model-name iris" >/dev/null; }
+  wait_until "the iris skiff-server processes to exit" no_iris_server
+fi
+pass "kubectl delete isvc iris: Deployments, ReplicaSets, Services and pods are gone"
+
+# --- figures: 200 InferenceServices at once ----------------------------------------------------------------
+proc_cpu_s() { # pid -> user+system CPU seconds
+  local rest
+  rest="$(sed 's/^.*) //' "/proc/$1/stat")"
+  read -r -a f <<<"$rest"
+  awk -v u="${f[11]}" -v s="${f[12]}" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (u + s) / hz}'
+}
+proc_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
+log "figures (controller pid $pid_b):"
+if ((pods)); then
+  start_ms="$(now_ms)"
+  iris "file://$model" | sed 's/name: iris/name: solo/' | k apply -f - >/dev/null
+  k -n "$ns" wait --for=condition=Ready isvc/solo --timeout="${timeout}s" >/dev/null || fail "solo not Ready"
+  log "  one InferenceService (one skiff-server pod): kubectl apply to Ready $(secs $(($(now_ms) - start_ms))) s"
+  k -n "$ns" delete isvc solo --wait=true >/dev/null
+else
+  log "  one InferenceService: n/a (no pods)"
+fi
+# One bulk round: $bulk InferenceServices created by 4 kubectl processes at once, then polled
+# until all are Ready. Prints the wall time, the spread of creation-to-Ready per object (from the
+# API's timestamps, whole seconds), and the controller's CPU time over the round.
+bulk_round() { # namespace with-pods(0|1)
+  local bns="$1" with_pods="$2" annotations="" extra="" cpu0 cpu1 start_ms created_ms bulk_ms deadline mode
+  k create namespace "$bns" >/dev/null
+  if ((!with_pods)); then
+    annotations='  annotations: {autoscaling.knative.dev/initial-scale: "0"}'
+    extra="    minReplicas: 0"
+  fi
+  rm -f "$work"/bulk-*.yaml
+  for i in $(seq 0 $((bulk - 1))); do
+    printf -- '---\napiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: m%03d\n  namespace: %s\n%s\nspec:\n  predictor:\n%s\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file://%s\n' \
+      "$i" "$bns" "$annotations" "$extra" "$model" >>"$work/bulk-$((i % 4)).yaml"
+  done
+  count_ready() {
+    k -n "$bns" get isvc -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true
+  }
+  local api_pid kcm_pid api0 kcm0
+  api_pid="$(cat "$dir/pids/kube-apiserver.pid")"
+  kcm_pid="$(cat "$dir/pids/kube-controller-manager.pid")"
+  api0="$(proc_cpu_s "$api_pid")"
+  kcm0="$(proc_cpu_s "$kcm_pid")"
+  cpu0="$(proc_cpu_s "$pid_b")"
+  start_ms="$(now_ms)"
+  local creators=()
+  for f in "$work"/bulk-*.yaml; do
+    k create -f "$f" >/dev/null &
+    creators+=($!)
+  done
+  for c in "${creators[@]}"; do wait "$c" || fail "kubectl create of the bulk InferenceServices failed"; done
+  created_ms=$(($(now_ms) - start_ms))
+  deadline=$((SECONDS + timeout * 5))
+  while (($(count_ready) < bulk)); do
+    ((SECONDS < deadline)) || fail "only $(count_ready) of $bulk InferenceServices Ready after $((timeout * 5)) s"
+    sleep 0.5
+  done
+  bulk_ms=$(($(now_ms) - start_ms))
+  cpu1="$(proc_cpu_s "$pid_b")"
+  mode="$( ((with_pods)) && echo "one skiff-server pod each" || echo "initial scale 0: no pods, control plane only")"
+  log "  $bulk InferenceServices ($mode): created by 4 kubectl in $(secs "$created_ms") s, all Ready $(secs "$bulk_ms") s after the first create"
+  k -n "$bns" get isvc -o json | python3 -c '
+import json, sys
+from datetime import datetime
+def t(s): return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")
+d = sorted((t([c for c in i["status"]["conditions"] if c["type"] == "Ready"][0]["lastTransitionTime"])
+            - t(i["metadata"]["creationTimestamp"])).total_seconds() for i in json.load(sys.stdin)["items"])
+q = lambda p: d[min(len(d) - 1, int(p * len(d)))]
+print(f"      creation to Ready per InferenceService: p50 {q(0.5):.0f} s, p90 {q(0.9):.0f} s, max {d[-1]:.0f} s")' |
+    while IFS= read -r line; do log "$line"; done
+  delta() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
+  log "      CPU over the round (user+system): skiff-controller $(delta "$cpu0" "$cpu1") s, kube-apiserver $(delta "$api0" "$(proc_cpu_s "$api_pid")") s, kube-controller-manager $(delta "$kcm0" "$(proc_cpu_s "$kcm_pid")") s"
+}
+if ((bulk > 0)); then
+  bulk_round e2e-bulk-nopods 0
+  if ((pods && bulk_pods)); then
+    bulk_round e2e-bulk 1
+  else
+    skip "$bulk InferenceServices with a pod each ($( ((pods)) && echo "SKIFF_E2E_BULK_PODS=0" || echo "no node agent"))"
+  fi
+  failures="$(curl -fsS "http://127.0.0.1:$admin_port_b/metrics" |
+    sed -n 's/^skiff_controller_reconcile_failures_total{error="\(.*\)"} \(.*\)/\1=\2/p' | tr '\n' ' ')"
+  log "  controller totals: reconciles $(metric "$admin_port_b" skiff_controller_reconciles_total), status writes $(metric "$admin_port_b" skiff_controller_status_writes_total) (+ $(metric "$admin_port_b" skiff_controller_status_conflicts_total) refused as stale and retried), failed reconciles by kind: ${failures:-none}"
+fi
+log "  controller CPU total $(proc_cpu_s "$pid_b") s, RSS now $(proc_kib "$pid_b" VmRSS) KiB, peak RSS (VmHWM) $(proc_kib "$pid_b" VmHWM) KiB"
+
+passed=1
+if ((${#skipped[@]})); then
+  log "PASS with ${#skipped[@]} part(s) skipped:"
+  for s in "${skipped[@]}"; do log "  - $s"; done
+else
+  log "PASS"
+fi
