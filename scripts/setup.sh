@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 ORT_VERSION=1.31.1
 ORT_LIB="$PWD/.ort/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 
-if ! command -v cmake >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq cmake >/dev/null
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v pgrep >/dev/null || missing+=(procps)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ ! -f "$ORT_LIB" ]; then
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .ort "onnxruntime==$ORT_VERSION"
