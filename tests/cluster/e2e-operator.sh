@@ -432,6 +432,34 @@ d = sorted((t([c for c in i["status"]["conditions"] if c["type"] == "Ready"][0][
 q = lambda p: d[min(len(d) - 1, int(p * len(d)))]
 print(f"      creation to Ready per InferenceService: p50 {q(0.5):.0f} s, p90 {q(0.9):.0f} s, max {d[-1]:.0f} s")' |
     while IFS= read -r line; do log "$line"; done
+  if ((with_pods)); then
+    # Where the time goes: the pod's own Ready (node agent, skiff-server start, probe) versus the
+    # InferenceService's Ready after it (the controller noticing the available Deployment).
+    { k -n "$bns" get pods -o json; k -n "$bns" get deployments -o json; k -n "$bns" get isvc -o json; } | python3 -c '
+import json, sys
+from datetime import datetime
+def t(s): return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")
+def cond(o, kind): return t([c for c in o["status"]["conditions"] if c["type"] == kind][0]["lastTransitionTime"])
+def owner(o): return o["metadata"]["labels"]["serving.kserve.io/inferenceservice"]
+dec, text, docs = json.JSONDecoder(), sys.stdin.read(), []
+while text.strip():
+    doc, end = dec.raw_decode(text.lstrip()); docs.append(doc); text = text.lstrip()[end:]
+pods, deployments, isvcs = (d["items"] for d in docs)
+pod = {}
+for p in pods: pod[owner(p)] = min(pod.get(owner(p), cond(p, "Ready")), cond(p, "Ready"))
+available = {owner(d): cond(d, "Available") for d in deployments}
+steps = {"creation to pod Ready (scheduler, node agent, skiff-server start, probe)": [],
+         "pod Ready to Deployment Available (kube-controller-manager)": [],
+         "Deployment Available to InferenceService Ready (skiff-controller)": []}
+for i in isvcs:
+    n = i["metadata"]["name"]
+    if n not in pod or n not in available: continue
+    for (k, v), d in zip(steps.items(), (pod[n] - t(i["metadata"]["creationTimestamp"]), available[n] - pod[n], cond(i, "Ready") - available[n])):
+        v.append(d.total_seconds())
+for k, v in steps.items():
+    v.sort(); print(f"      {k}: p50 {v[len(v) // 2]:.0f} s, max {v[-1]:.0f} s")' |
+      while IFS= read -r line; do log "$line"; done
+  fi
   delta() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
   log "      CPU over the round (user+system): skiff-controller $(delta "$cpu0" "$cpu1") s, kube-apiserver $(delta "$api0" "$(proc_cpu_s "$api_pid")") s, kube-controller-manager $(delta "$kcm0" "$(proc_cpu_s "$kcm_pid")") s"
 }
