@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages,
+# Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages
+# (cmake, procps, curl, iproute2 for the node agent's network namespaces),
 # ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/), and the
 # release binaries. Idempotent. Afterwards: `source .ort/env` sets ORT_DYLIB_PATH.
 set -euo pipefail
@@ -11,6 +12,8 @@ ORT_LIB="$PWD/.ort/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)
 command -v pgrep >/dev/null || missing+=(procps)
+command -v curl >/dev/null || missing+=(curl)
+command -v ip >/dev/null || missing+=(iproute2)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need (scripts/setup.sh without the release
-# build), then checks formatting and lints and runs every unit and integration test.
+# build), checks formatting and lints, runs every unit and integration test, then the end-to-end
+# tests on a real local Kubernetes control plane (tests/cluster; its Go build is cached in
+# ~/.cache/skiff-cluster, about 15 minutes the first time): the node agent's, then the operator's.
+#
+# SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SKIFF_SKIP_BUILD=1 ./scripts/setup.sh
@@ -9,3 +13,19 @@ source .ort/env
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+
+if [[ "${SKIFF_SKIP_CLUSTER:-0}" == 1 ]]; then
+  echo "SKIFF_SKIP_CLUSTER=1: the cluster end-to-end tests did not run"
+  exit 0
+fi
+for tool in go kubectl; do
+  command -v "$tool" >/dev/null || { echo "the cluster end-to-end tests need $tool on PATH"; exit 1; }
+done
+if [[ "$(id -u)" == 0 ]]; then
+  tests/node-agent/e2e.sh
+  tests/cluster/e2e-operator.sh
+else
+  # Pods need network namespaces, so root; without it the operator is tested without a node.
+  echo "not root: the node agent cannot run pods here; the operator e2e runs without a node"
+  SKIFF_E2E_NODE_AGENT=0 tests/cluster/e2e-operator.sh
+fi
