@@ -44,28 +44,37 @@ impl std::fmt::Display for Cidr {
     }
 }
 
-/// Hands out pod IPs from a CIDR: never the network, gateway or broadcast address; the lowest
-/// free address first.
+/// Hands out pod IPs from a CIDR: never the network, gateway or broadcast address. Like CNI's
+/// host-local IPAM it goes round the range, taking the next free address after the last one it
+/// gave, so that a released address is not reused at once (the host may still have the old pod's
+/// MAC for it in its neighbour table).
 #[derive(Debug, Clone)]
 pub struct Ipam {
     cidr: Cidr,
     used: BTreeSet<u32>,
+    /// Offset in the range of the last address handed out (1 = the gateway: none yet).
+    last: u32,
 }
 
 impl Ipam {
     /// An allocator with nothing in use.
     pub fn new(cidr: Cidr) -> Self {
-        Ipam { cidr, used: BTreeSet::new() }
+        Ipam { cidr, used: BTreeSet::new(), last: 1 }
     }
 
-    /// Takes the lowest free address.
+    /// Takes the next free address after the last one handed out, wrapping round.
     pub fn allocate(&mut self) -> Result<Ipv4Addr> {
         let base = u32::from(self.cidr.network);
-        let found = (2..self.cidr.size() - 1).map(|i| base + i).find(|a| !self.used.contains(a));
+        let first = 2;
+        let count = self.cidr.size() - 3;
+        let found = (1..=count)
+            .map(|step| first + (self.last + step - first) % count)
+            .find(|offset| !self.used.contains(&(base + offset)));
         match found {
-            Some(a) => {
-                self.used.insert(a);
-                Ok(Ipv4Addr::from(a))
+            Some(offset) => {
+                self.last = offset;
+                self.used.insert(base + offset);
+                Ok(Ipv4Addr::from(base + offset))
             }
             None => Err(Error::NoFreeIp(self.cidr.to_string())),
         }
@@ -111,7 +120,7 @@ mod tests {
     }
 
     #[test]
-    fn allocation_skips_reserved_and_reuses() {
+    fn allocation_skips_reserved_and_goes_round() {
         let mut ipam = Ipam::new(Cidr::parse("10.244.0.0/30").unwrap());
         assert_eq!(ipam.allocate().unwrap(), Ipv4Addr::new(10, 244, 0, 2));
         assert!(ipam.allocate().is_err(), "a /30 has one pod address");
@@ -124,6 +133,21 @@ mod tests {
         assert!(big.allocate().is_err());
         big.release(Ipv4Addr::new(10, 244, 0, 9));
         assert_eq!(big.allocate().unwrap(), Ipv4Addr::new(10, 244, 0, 9));
+    }
+
+    #[test]
+    fn a_released_address_waits_for_its_turn() {
+        let mut ipam = Ipam::new(Cidr::parse("10.244.0.0/29").unwrap());
+        let a = ipam.allocate().unwrap();
+        let b = ipam.allocate().unwrap();
+        assert_eq!((a, b), (Ipv4Addr::new(10, 244, 0, 2), Ipv4Addr::new(10, 244, 0, 3)));
+        ipam.release(a);
+        assert_eq!(ipam.allocate().unwrap(), Ipv4Addr::new(10, 244, 0, 4), "not the one just released");
+        ipam.release(b);
+        let rest: Vec<_> = (0..3).map(|_| ipam.allocate().unwrap()).collect();
+        assert_eq!(rest, [Ipv4Addr::new(10, 244, 0, 5), Ipv4Addr::new(10, 244, 0, 6), Ipv4Addr::new(10, 244, 0, 2)]);
+        assert_eq!(ipam.allocate().unwrap(), Ipv4Addr::new(10, 244, 0, 3), "wraps round to the free ones");
+        assert!(ipam.allocate().is_err());
     }
 
     #[test]

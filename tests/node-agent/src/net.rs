@@ -88,6 +88,9 @@ impl Network {
         self.ip(&["-n", netns, "addr", "add", &cidr, "dev", "eth0"]).await?;
         self.ip(&["-n", netns, "link", "set", "dev", "lo", "up"]).await?;
         self.ip(&["-n", netns, "link", "set", "dev", "eth0", "up"]).await?;
+        // The host may still map this address to an earlier pod's MAC (until the entry goes stale,
+        // tens of seconds): forget it so that the first probe asks again.
+        self.ip(&["neigh", "flush", "to", &addr.to_string(), "dev", &self.bridge]).await?;
         let gw = self.cidr.gateway().to_string();
         for r in extra_routes {
             self.ip(&["-n", netns, "route", "replace", &format!("{r}/32"), "via", &gw, "dev", "eth0"]).await?;
