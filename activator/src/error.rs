@@ -91,9 +91,8 @@ pub enum Error {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Error {
-    /// The HTTP status a client sees for this error.
-    pub fn status(&self) -> StatusCode {
+impl skiff_http::HttpError for Error {
+    fn status(&self) -> StatusCode {
         match self {
             Error::MissingRevision | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::UnknownRevision(_) => StatusCode::NOT_FOUND,
@@ -106,6 +105,10 @@ impl Error {
             Error::Connect { .. } | Error::Upstream { .. } => StatusCode::BAD_GATEWAY,
             Error::Config(_) | Error::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
+    }
+
+    fn retry_after(&self) -> bool {
+        matches!(self, Error::Overloaded(_))
     }
 }
 
@@ -128,6 +131,8 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use skiff_http::HttpError;
+
     use super::*;
 
     #[test]

@@ -4,8 +4,8 @@
 //! same crate is the queue-proxy sidecar for custom containers ([`queue_proxy`]).
 //!
 //! Layout: pure cores ([`load`] counting, header rules in [`forward`], settings and their
-//! validation) under a thin I/O shell ([`dispatch`] for one request's way to a replica, [`serve`]
-//! for sockets). Errors become HTTP answers in one place, [`response::error`].
+//! validation) under a thin I/O shell ([`dispatch`] for one request's way to a replica; sockets and
+//! drain are `skiff-http`'s). Errors become HTTP answers in one place, [`response::error`].
 
 pub mod activator;
 pub mod body;
@@ -15,7 +15,6 @@ pub mod forward;
 pub mod load;
 pub mod queue_proxy;
 pub mod response;
-pub mod serve;
 
 pub use activator::{Activator, Poker, RevisionConfig, RevisionStats};
 pub use error::{Error, Result};

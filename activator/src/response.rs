@@ -1,8 +1,9 @@
-//! The response body type, small response builders, and the one place where an [`Error`] becomes
+//! The response body type (a replica's streamed answer, or bytes built here), and the shared
+//! `skiff-http` builders with their bodies boxed into it: the one place where an [`Error`] becomes
 //! an HTTP answer.
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 
@@ -17,41 +18,29 @@ pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 /// The response type of every handler.
 pub type HttpResponse = Response<Body>;
 
-/// A body holding `bytes`.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+fn boxed(response: Response<Full<Bytes>>) -> HttpResponse {
+    response.map(|body| body.map_err(|never| match never {}).boxed_unsync())
 }
 
 /// A response with `content_type` and `body`.
 pub fn bytes(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
-    let mut response = Response::new(full(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
+    boxed(skiff_http::response::bytes(status, content_type, body))
 }
 
 /// A JSON response from a value.
 pub fn json(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
-    bytes(status, "application/json", serde_json::to_vec(value).expect("JSON values serialise"))
+    boxed(skiff_http::response::json_value(status, value))
 }
 
 /// `{"error": "..."}` with the error's status; overload answers carry `Retry-After: 1`.
 pub fn error(err: &Error) -> HttpResponse {
-    let status = err.status();
-    if status.is_server_error() {
-        tracing::warn!(status = status.as_u16(), error = %err, "request failed");
-    } else {
-        tracing::debug!(status = status.as_u16(), error = %err, "request refused");
-    }
-    let mut response = json(status, &serde_json::json!({ "error": err.to_string() }));
-    if matches!(err, Error::Overloaded(_)) {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
+    boxed(skiff_http::response::error(err))
 }
 
 #[cfg(test)]
 mod tests {
+    use http::header;
+
     use super::*;
 
     async fn body_text(response: HttpResponse) -> String {

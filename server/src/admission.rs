@@ -78,6 +78,8 @@ impl Drop for QueuePlace<'_> {
 
 #[cfg(test)]
 mod tests {
+    use skiff_http::HttpError;
+
     use super::*;
 
     #[tokio::test]

@@ -63,9 +63,8 @@ pub enum Error {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Error {
-    /// The HTTP status a client sees for this error.
-    pub fn status(&self) -> StatusCode {
+impl skiff_http::HttpError for Error {
+    fn status(&self) -> StatusCode {
         match self {
             Error::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Error::ModelNotFound(_) | Error::NoRoute { .. } => StatusCode::NOT_FOUND,
@@ -78,6 +77,12 @@ impl Error {
         }
     }
 
+    fn retry_after(&self) -> bool {
+        matches!(self, Error::Overloaded(_))
+    }
+}
+
+impl Error {
     /// Shorthand for [`Error::InvalidRequest`].
     pub fn invalid(message: impl Into<String>) -> Error {
         Error::InvalidRequest(message.into())

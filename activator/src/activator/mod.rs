@@ -129,7 +129,7 @@ impl Activator {
             let activator = self.clone();
             async move { activator.handle(request).await }
         };
-        crate::serve::serve(listener, handler, shutdown, None).await;
+        skiff_http::serve(listener, handler, shutdown, None).await;
         Ok(())
     }
 

@@ -154,7 +154,7 @@ impl QueueProxy {
             let proxy = self.clone();
             async move { proxy.handle(request).await }
         };
-        crate::serve::serve(listener, handler, shutdown, Some(drain_timeout)).await;
+        skiff_http::serve(listener, handler, shutdown, Some(drain_timeout)).await;
         Ok(())
     }
 }

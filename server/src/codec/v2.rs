@@ -113,6 +113,8 @@ pub fn encode(model_name: &str, id: &str, outputs: &[Tensor]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use skiff_http::HttpError;
+
     use super::*;
 
     fn tensor(json: &str) -> Result<Tensor> {

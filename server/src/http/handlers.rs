@@ -1,17 +1,15 @@
 //! Request handlers: health, metadata, metrics and inference, over the shared [`App`] state.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, header};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::response::{self, HttpResponse};
 use super::routes::{Route, route};
 use crate::admission::Admission;
 use crate::codec::{v1, v2};
@@ -19,6 +17,10 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::{LoadedModel, Models};
 use crate::tensor::Tensor;
+use skiff_http::response;
+
+/// The response type of every handler.
+type HttpResponse = http::Response<Full<Bytes>>;
 
 /// State shared by every connection.
 pub struct App {
@@ -66,15 +68,14 @@ impl Protocol {
 }
 
 /// Answers one request; never fails (errors become JSON responses).
-pub async fn handle(app: Arc<App>, request: Request<Incoming>) -> Result<HttpResponse, Infallible> {
+pub async fn handle(app: Arc<App>, request: Request<Incoming>) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let response = match route(&parts.method, parts.uri.path()) {
+    match route(&parts.method, parts.uri.path()) {
         Ok(Route::V1Predict(model)) => infer(&app, model, Protocol::V1, &parts.headers, body).await,
         Ok(Route::V2Infer(model)) => infer(&app, model, Protocol::V2, &parts.headers, body).await,
         Ok(other) => read_only(&app, other).unwrap_or_else(|e| response::error(&e)),
         Err(e) => response::error(&e),
-    };
-    Ok(response)
+    }
 }
 
 fn read_only(app: &App, route: Route<'_>) -> Result<HttpResponse> {

@@ -73,6 +73,8 @@ fn no_route(method: &Method, path: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use skiff_http::HttpError;
+
     use super::*;
 
     #[test]

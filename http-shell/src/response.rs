@@ -1,0 +1,105 @@
+//! JSON responses, and the one place where an error becomes an HTTP answer.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+/// An error a client can be told about: its message (`Display`) goes into `{"error": ...}`.
+pub trait HttpError: std::fmt::Display {
+    /// The HTTP status a client sees for this error.
+    fn status(&self) -> StatusCode;
+
+    /// Whether the answer says when to retry (`Retry-After: 1`): overload, not a broken request.
+    fn retry_after(&self) -> bool {
+        false
+    }
+}
+
+/// A response with `content_type` and `body`.
+pub fn bytes(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// A JSON response from already-encoded bytes.
+pub fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    bytes(status, "application/json", body)
+}
+
+/// A JSON response from a value.
+pub fn json_value(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
+    json(status, serde_json::to_vec(value).expect("JSON values serialise"))
+}
+
+/// `{"error": "..."}` with the error's status (and `Retry-After` where it asks for one); server
+/// errors are logged at WARN, refusals at DEBUG.
+pub fn error(err: &impl HttpError) -> Response<Full<Bytes>> {
+    let status = err.status();
+    if status.is_server_error() {
+        tracing::warn!(status = status.as_u16(), error = %err, "request failed");
+    } else {
+        tracing::debug!(status = status.as_u16(), error = %err, "request refused");
+    }
+    let mut response = json_value(status, &serde_json::json!({ "error": err.to_string() }));
+    if err.retry_after() {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    struct Busy;
+    impl std::fmt::Display for Busy {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("queue \"q\" is full")
+        }
+    }
+    impl HttpError for Busy {
+        fn status(&self) -> StatusCode {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        fn retry_after(&self) -> bool {
+            true
+        }
+    }
+
+    struct Missing;
+    impl std::fmt::Display for Missing {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("no model 'm'")
+        }
+    }
+    impl HttpError for Missing {
+        fn status(&self) -> StatusCode {
+            StatusCode::NOT_FOUND
+        }
+    }
+
+    async fn body_text(response: Response<Full<Bytes>>) -> String {
+        String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn overload_says_when_to_retry_and_escapes_the_message() {
+        let response = error(&Busy);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(body_text(response).await, r#"{"error":"queue \"q\" is full"}"#);
+    }
+
+    #[tokio::test]
+    async fn other_errors_carry_only_the_message() {
+        let response = error(&Missing);
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert!(response.headers().get(header::RETRY_AFTER).is_none());
+        assert_eq!(body_text(response).await, r#"{"error":"no model 'm'"}"#);
+    }
+}
