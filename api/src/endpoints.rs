@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use arc_swap::ArcSwap;
@@ -54,6 +54,7 @@ pub struct RevisionEndpoints {
     ready: ArcSwap<Vec<Arc<Replica>>>,
     changed: Notify,
     released: Arc<Notify>,
+    arrivals: AtomicU64,
 }
 
 impl RevisionEndpoints {
@@ -65,6 +66,7 @@ impl RevisionEndpoints {
             ready: ArcSwap::from_pointee(Vec::new()),
             changed: Notify::new(),
             released: Arc::new(Notify::new()),
+            arrivals: AtomicU64::new(0),
         })
     }
 
@@ -124,6 +126,17 @@ impl RevisionEndpoints {
                 () = released => {}
             }
         }
+    }
+
+    /// Counts one request routed to this revision (straight to a replica or through the activator):
+    /// the autoscaler's requests-per-second signal.
+    pub fn arrived(&self) {
+        self.arrivals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests routed to this revision so far.
+    pub fn arrivals(&self) -> u64 {
+        self.arrivals.load(Ordering::Relaxed)
     }
 
     /// True when some ready replica has room now.

@@ -1,5 +1,5 @@
 //! The runner: the I/O shell around the deciders. Every second it samples each revision's
-//! concurrency from a [`ConcurrencySource`] and records it; every tick it asks each decider for a
+//! metric (concurrency or requests per second) from a [`MetricSource`] and records it; every tick it asks each decider for a
 //! decision and hands the desired count to a [`ReplicaBackend`]. A poke (a request waiting at
 //! zero replicas) gets a decision at once instead of at the next tick.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::{Decider, Decision, ScalingSpec};
+use crate::{Decider, Decision, Metric, ScalingSpec};
 
 /// Where replicas come from: Deployments' scale in Kubernetes, child processes in standalone mode.
 pub trait ReplicaBackend: Send + Sync + 'static {
@@ -20,10 +20,11 @@ pub trait ReplicaBackend: Send + Sync + 'static {
     fn ready_replicas(&self, revision: &str) -> u32;
 }
 
-/// Where concurrency comes from: requests held by the activator plus requests in flight at replicas.
-pub trait ConcurrencySource: Send + Sync + 'static {
-    /// The concurrency of `revision` now.
-    fn observe(&self, revision: &str) -> impl Future<Output = f64> + Send;
+/// Where the scaling metric comes from: for concurrency, requests held by the activator plus
+/// requests in flight at replicas; for rps, requests arriving for the revision per second.
+pub trait MetricSource: Send + Sync + 'static {
+    /// `revision`'s value of `metric` now (rps: over the time since the previous observation).
+    fn observe(&self, revision: &str, metric: Metric) -> impl Future<Output = f64> + Send;
 }
 
 struct Tracked {
@@ -43,7 +44,7 @@ fn now() -> std::time::Instant {
     Instant::now().into_std()
 }
 
-impl<B: ReplicaBackend, S: ConcurrencySource> Runner<B, S> {
+impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
     /// A runner that decides every `tick`.
     pub fn new(backend: Arc<B>, source: Arc<S>, tick: Duration) -> Arc<Self> {
         Arc::new(Runner { backend, source, tick, revisions: Mutex::new(HashMap::new()) })
@@ -105,9 +106,10 @@ impl<B: ReplicaBackend, S: ConcurrencySource> Runner<B, S> {
     }
 
     async fn sample(&self) {
-        let names: Vec<String> = self.lock().keys().cloned().collect();
-        for name in names {
-            let value = self.source.observe(&name).await;
+        let revisions: Vec<(String, Metric)> =
+            self.lock().iter().map(|(name, tracked)| (name.clone(), tracked.decider.spec().metric)).collect();
+        for (name, metric) in revisions {
+            let value = self.source.observe(&name, metric).await;
             if let Some(tracked) = self.lock().get_mut(&name) {
                 tracked.decider.record(now(), value);
             }

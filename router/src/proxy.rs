@@ -90,7 +90,10 @@ impl Proxy {
         let target = split::choose(&resolved.service.targets, resolved.tag.as_deref(), &mut rand::rng());
         let Some(target) = target else { return Err(Rejection::NoRevision { service: ctx.service.clone() }) };
         ctx.revision = target.revision_name.clone();
-        let slot = self.endpoints.get(&ctx.revision).and_then(|revision| revision.try_acquire());
+        let slot = self.endpoints.get(&ctx.revision).and_then(|revision| {
+            revision.arrived();
+            revision.try_acquire()
+        });
         ctx.upstream = Some(slot.map_or(Upstream::Activator, Upstream::Replica));
         Ok(())
     }

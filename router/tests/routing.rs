@@ -72,7 +72,7 @@ async fn tag_hosts_reach_only_the_tagged_revision() {
     let endpoints = Arc::new(Endpoints::default());
     revision(&endpoints, "iris-predictor-00002", 0, &[new.addr]);
     revision(&endpoints, "iris-predictor-00001", 0, &[old.addr]);
-    let (router, handle) = router(endpoints, activator.addr);
+    let (router, handle) = router(endpoints.clone(), activator.addr);
     // The latest revision takes no weight (not yet ready for a canary) but stays reachable by its tag.
     router.publish(vec![service(
         "ml",
@@ -94,7 +94,7 @@ async fn a_20_80_split_holds_over_2000_requests() {
     let endpoints = Arc::new(Endpoints::default());
     revision(&endpoints, "iris-predictor-00002", 0, &[new.addr]);
     revision(&endpoints, "iris-predictor-00001", 0, &[old.addr]);
-    let (router, handle) = router(endpoints, activator.addr);
+    let (router, handle) = router(endpoints.clone(), activator.addr);
     router.publish(vec![service(
         "default",
         "iris",
@@ -110,6 +110,12 @@ async fn a_20_80_split_holds_over_2000_requests() {
     // Binomial(2000, 0.2): mean 400, sd ~17.9; +-100 (5 points of the split) is ~5.6 sd.
     assert!((300..=500).contains(&to_new), "{to_new} of 2000 went to the 20% revision");
     assert_eq!(new.seen().len() + old.seen().len(), 2000);
+    let arrivals = |name: &str| endpoints.get(name).unwrap().arrivals();
+    assert_eq!(
+        (arrivals("iris-predictor-00002"), arrivals("iris-predictor-00001")),
+        (to_new as u64, 2000 - to_new as u64),
+        "the autoscaler's rps signal counts every routed request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,7 +123,7 @@ async fn revisions_without_ready_replicas_go_to_the_activator() {
     let activator = upstream("activator").await;
     let endpoints = Arc::new(Endpoints::default());
     revision(&endpoints, "iris-predictor-00001", 0, &[]); // scaled to zero
-    let (router, handle) = router(endpoints, activator.addr);
+    let (router, handle) = router(endpoints.clone(), activator.addr);
     router.publish(vec![
         service("default", "iris", vec![target("iris-predictor-00001", 100, None)]),
         service("default", "mnist", vec![target("mnist-predictor-00001", 100, None)]), // not registered at all
@@ -131,6 +137,7 @@ async fn revisions_without_ready_replicas_go_to_the_activator() {
     let (_, body) = c.get("mnist.default.example.com", "/v2/models/mnist").await;
     assert_eq!(body["revision"], "mnist-predictor-00001");
     assert_eq!(activator.seen().len(), 2);
+    assert_eq!(endpoints.get("iris-predictor-00001").unwrap().arrivals(), 1, "counted on the way to the activator");
     metrics_eventually_contain(&router, r#"via="activator"} 1"#).await;
 }
 

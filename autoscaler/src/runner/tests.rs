@@ -21,33 +21,41 @@ impl ReplicaBackend for Immediate {
     }
 }
 
-/// A concurrency source that reports whatever the test sets.
+/// A metric source that reports whatever the test sets, for the metric it is asked for.
 #[derive(Default)]
-struct Load(Mutex<f64>);
+struct Load(Mutex<f64>, Mutex<Vec<Metric>>);
 
-impl ConcurrencySource for Load {
-    fn observe(&self, _: &str) -> impl Future<Output = f64> + Send {
+impl MetricSource for Load {
+    fn observe(&self, _: &str, metric: Metric) -> impl Future<Output = f64> + Send {
+        self.1.lock().unwrap().push(metric);
         let value = *self.0.lock().unwrap();
         async move { value }
     }
 }
 
-fn spec(min: u32) -> ScalingSpec {
+fn spec_with(fields: PredictorScaling) -> ScalingSpec {
     let config = AutoscalerConfig::from_map(&BTreeMap::from([
         ("stable-window".to_owned(), "6s".to_owned()),
         ("scale-to-zero-grace-period".to_owned(), "2s".to_owned()),
     ]))
     .unwrap();
-    let fields = PredictorScaling { min_replicas: Some(min), container_concurrency: Some(10), ..Default::default() };
     ScalingSpec::resolve(&fields, &BTreeMap::new(), &config).unwrap()
 }
 
-fn setup(min: u32) -> (Arc<Immediate>, Arc<Load>, Arc<Runner<Immediate, Load>>) {
+fn spec(min: u32) -> ScalingSpec {
+    spec_with(PredictorScaling { min_replicas: Some(min), container_concurrency: Some(10), ..Default::default() })
+}
+
+fn setup_with(spec: ScalingSpec) -> (Arc<Immediate>, Arc<Load>, Arc<Runner<Immediate, Load>>) {
     let backend = Arc::new(Immediate::default());
     let load = Arc::new(Load::default());
     let runner = Runner::new(backend.clone(), load.clone(), Duration::from_secs(2));
-    runner.add("r", spec(min));
+    runner.add("r", spec);
     (backend, load, runner)
+}
+
+fn setup(min: u32) -> (Arc<Immediate>, Arc<Load>, Arc<Runner<Immediate, Load>>) {
+    setup_with(spec(min))
 }
 
 #[tokio::test(start_paused = true)]
@@ -92,5 +100,24 @@ async fn min_replicas_hold_and_removed_revisions_are_forgotten() {
     assert_eq!(backend.ready_replicas("r"), 2);
     runner.remove("r");
     assert!(runner.decision("r").is_none());
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_rps_revision_is_sampled_and_scaled_on_requests_per_second() {
+    let fields = PredictorScaling {
+        min_replicas: Some(1),
+        scale_metric: Some("rps".into()),
+        scale_target: Some(5),
+        ..Default::default()
+    };
+    let spec = spec_with(fields);
+    let per_pod = spec.per_pod_target();
+    let (backend, load, runner) = setup_with(spec);
+    let task = tokio::spawn(runner.clone().run());
+    *load.0.lock().unwrap() = 20.0;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(load.1.lock().unwrap().iter().all(|m| *m == Metric::Rps), "asked for rps only");
+    assert_eq!(backend.ready_replicas("r"), (20.0 / per_pod).ceil() as u32, "20 rps / ({per_pod} per pod)");
     task.abort();
 }

@@ -16,9 +16,9 @@ use skiff_autoscaler::runner::{ReplicaBackend, Runner};
 use skiff_router::{Router, ServiceRoute};
 
 use super::backend::{LocalProcesses, ServeSpec};
-use super::concurrency::Concurrency;
 use super::config::UpConfig;
 use super::manifests::{Manifest, read_folder};
+use super::signal::Signal;
 use super::status::{RevisionStatus, ServiceStatus, Status};
 use skiff_activator::{Activator, RevisionConfig};
 
@@ -32,7 +32,7 @@ pub struct DataPlane {
     /// Child processes.
     pub backend: Arc<LocalProcesses>,
     /// Deciders.
-    pub autoscaler: Arc<Runner<LocalProcesses, Concurrency>>,
+    pub autoscaler: Arc<Runner<LocalProcesses, Signal>>,
     /// Holds requests for revisions without capacity.
     pub activator: Arc<Activator>,
     /// The ingress.

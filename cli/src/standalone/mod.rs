@@ -4,10 +4,10 @@
 
 mod admin;
 mod backend;
-mod concurrency;
 mod config;
 mod controller;
 mod manifests;
+mod signal;
 mod status;
 
 use std::net::{IpAddr, SocketAddr};
@@ -26,9 +26,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use admin::Admin;
 use backend::LocalProcesses;
-use concurrency::Concurrency;
 use config::UpConfig;
 use controller::{Controller, DataPlane};
+use signal::Signal;
 
 /// `skiff up` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -81,7 +81,7 @@ pub enum Output {
 struct LatePoker(OnceLock<(Arc<Autoscaler>, Weak<Activator>)>);
 
 /// The standalone autoscaler: local processes, concurrency from the activator and replica gauges.
-type Autoscaler = Runner<LocalProcesses, Concurrency>;
+type Autoscaler = Runner<LocalProcesses, Signal>;
 
 impl Poker for LatePoker {
     fn poke(&self, revision: &str) {
@@ -110,7 +110,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let backend = LocalProcesses::new(server_bin, args.ort_dylib);
     let poker = Arc::new(LatePoker::default());
     let activator = Activator::new(endpoints.clone(), poker.clone());
-    let concurrency = Arc::new(Concurrency::new(activator.clone(), endpoints.clone()));
+    let concurrency = Arc::new(Signal::new(activator.clone(), endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), concurrency, config.autoscaler.tick_interval);
     let _ = poker.0.set((autoscaler.clone(), Arc::downgrade(&activator)));
 
