@@ -1,7 +1,7 @@
 //! Standalone end to end: a real `skiff up` with real `skiff-server` replicas, short autoscaler
 //! windows, and load from this test. Scale to zero and from zero, a 500-request burst at zero,
 //! canary split / roll back / promote under continuous load, a replica killed under load, and the
-//! activator's 503 and 504.
+//! activator's 503 and 504, and a revision scaling on requests per second.
 
 mod common;
 
@@ -252,6 +252,42 @@ async fn the_activator_answers_503_when_full_and_504_on_timeout() {
     assert!(
         service(&status, "broken").unwrap()["revisions"][0]["restarts"].as_u64().unwrap() >= 1,
         "the broken replica is restarted"
+    );
+    assert!(up.stop().success());
+}
+
+/// Two services under the same light load (one connection each, ~100 requests/s, concurrency ≤ 1):
+/// the one with `scaleMetric: rps` and `scaleTarget: 5` goes to its maximum of 3 replicas, the one
+/// scaling on concurrency (target 100 × 70%) stays at 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rps_revision_scales_on_the_request_rate() {
+    let dir = folder(&["a", "b"]);
+    let scaling = "minReplicas: 1\nmaxReplicas: 3";
+    std::fs::write(
+        dir.path().join("fast.yaml"),
+        manifest("fast", "a", &format!("{scaling}\nscaleMetric: rps\nscaleTarget: 5")),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("calm.yaml"), manifest("calm", "b", scaling)).unwrap();
+    let up = Up::start(dir.path(), CONFIG);
+    up.wait_for("both services ready", Duration::from_secs(30), |s| {
+        replicas(s, "fast").1 == 1 && replicas(s, "calm").1 == 1
+    })
+    .await;
+
+    let (fast, calm) = (Load::start(&up, "fast", 1), Load::start(&up, "calm", 1));
+    up.wait_for("the rps service at 3 ready replicas", Duration::from_secs(30), |s| replicas(s, "fast") == (3, 3))
+        .await;
+    let status = up.status().await;
+    let outcomes: Vec<Outcome> = [fast.finish().await, calm.finish().await].concat();
+    assert_eq!(replicas(&status, "calm"), (1, 1), "concurrency ≤ 1 needs one replica: {status}");
+    let failures: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} failed: {:?}",
+        failures.len(),
+        outcomes.len(),
+        &failures[..failures.len().min(3)]
     );
     assert!(up.stop().success());
 }
