@@ -1,7 +1,7 @@
 //! Standalone end to end: a real `skiff up` with real `skiff-server` replicas, short autoscaler
 //! windows, and load from this test. Scale to zero and from zero, a 500-request burst at zero,
 //! canary split / roll back / promote under continuous load, a replica killed under load, and the
-//! activator's 503 and 504, and a revision scaling on requests per second.
+//! activator's 503 and 504; a revision that scales on requests per second.
 
 mod common;
 
