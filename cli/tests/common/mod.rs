@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -76,6 +77,8 @@ impl Up {
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // Its own process group, replicas included, so that a failed test leaves nothing behind.
+            .process_group(0)
             .spawn()
             .expect("start skiff up");
         let stdout = child.stdout.take().unwrap();
@@ -143,8 +146,12 @@ impl Up {
 }
 
 impl Drop for Up {
+    /// Kills `skiff up` and its replicas (its process group) if it is still running.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.child.id())]).status();
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
