@@ -21,6 +21,10 @@ fi
 for tool in go kubectl; do
   command -v "$tool" >/dev/null || { echo "the cluster end-to-end tests need $tool on PATH"; exit 1; }
 done
+# One build of every binary the e2e scripts run (building one package alone would resolve features
+# differently and rebuild shared dependencies).
+cargo build --workspace --quiet
+export SKIFF_E2E_NO_BUILD=1
 if [[ "$(id -u)" == 0 ]]; then
   tests/node-agent/e2e.sh
   tests/cluster/e2e-operator.sh
