@@ -6,3 +6,7 @@ pub mod load;
 pub mod peer;
 pub mod report;
 pub mod status;
+
+/// The request every benchmark sends: a V2 infer of one iris row.
+pub const IRIS_V2_BODY: &str =
+    r#"{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}"#;

@@ -153,9 +153,8 @@ impl ProxyHttp for Proxy {
             respond(session, 200, "text/plain", Bytes::from_static(b"ok\n")).await?;
             return Ok(true);
         }
-        let host = host_of(req).to_owned();
-        let path = req.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-        let Err(rejection) = self.route(&host, &path, ctx) else { return Ok(false) };
+        let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
+        let Err(rejection) = self.route(host_of(req), path, ctx) else { return Ok(false) };
         let body = serde_json::json!({ "error": rejection.message() }).to_string();
         respond(session, rejection.status(), "application/json", Bytes::from(body)).await?;
         Ok(true)

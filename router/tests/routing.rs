@@ -68,18 +68,13 @@ async fn unknown_services_get_404_json_and_healthz_answers_locally() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tag_hosts_reach_only_the_tagged_revision() {
-    let (new, old, activator) = (upstream("new").await, upstream("old").await, upstream("activator").await);
-    let endpoints = Arc::new(Endpoints::default());
-    revision(&endpoints, "iris-predictor-00002", 0, &[new.addr]);
-    revision(&endpoints, "iris-predictor-00001", 0, &[old.addr]);
-    let (router, handle) = router(endpoints.clone(), activator.addr);
     // The latest revision takes no weight (not yet ready for a canary) but stays reachable by its tag.
-    router.publish(vec![service(
+    let setup = two_revisions(
         "ml",
-        "iris",
         vec![target("iris-predictor-00002", 0, Some("latest")), target("iris-predictor-00001", 100, Some("prev"))],
-    )]);
-    let c = Caller::new(handle.listen_addr());
+    )
+    .await;
+    let c = &setup.caller;
     for _ in 0..20 {
         assert_eq!(id(&c.get("latest-iris.ml.example.com", "/").await.1), "new");
         assert_eq!(id(&c.get("prev-iris.ml.example.com", "/").await.1), "old");
@@ -90,17 +85,12 @@ async fn tag_hosts_reach_only_the_tagged_revision() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_20_80_split_holds_over_2000_requests() {
-    let (new, old, activator) = (upstream("new").await, upstream("old").await, upstream("activator").await);
-    let endpoints = Arc::new(Endpoints::default());
-    revision(&endpoints, "iris-predictor-00002", 0, &[new.addr]);
-    revision(&endpoints, "iris-predictor-00001", 0, &[old.addr]);
-    let (router, handle) = router(endpoints.clone(), activator.addr);
-    router.publish(vec![service(
+    let setup = two_revisions(
         "default",
-        "iris",
         vec![target("iris-predictor-00002", 20, Some("latest")), target("iris-predictor-00001", 80, Some("prev"))],
-    )]);
-    let c = Caller::new(handle.listen_addr());
+    )
+    .await;
+    let (c, endpoints) = (&setup.caller, &setup.endpoints);
     let mut to_new = 0;
     for _ in 0..2000 {
         if id(&c.post("iris.default.example.com", "/v1/models/iris:predict").await.1) == "new" {
@@ -109,7 +99,7 @@ async fn a_20_80_split_holds_over_2000_requests() {
     }
     // Binomial(2000, 0.2): mean 400, sd ~17.9; +-100 (5 points of the split) is ~5.6 sd.
     assert!((300..=500).contains(&to_new), "{to_new} of 2000 went to the 20% revision");
-    assert_eq!(new.seen().len() + old.seen().len(), 2000);
+    assert_eq!(setup.new.seen().len() + setup.old.seen().len(), 2000);
     let arrivals = |name: &str| endpoints.get(name).unwrap().arrivals();
     assert_eq!(
         (arrivals("iris-predictor-00002"), arrivals("iris-predictor-00001")),

@@ -12,12 +12,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use skiff_bench::IRIS_V2_BODY;
 use skiff_bench::load::{self, LoadSpec, Stats};
 use skiff_bench::peer::{Peer, free_port};
 use skiff_bench::report::{self, Row};
 use skiff_bench::status;
-
-const BODY: &str = r#"{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}"#;
 
 #[derive(Parser)]
 struct Args {
@@ -82,7 +81,7 @@ async fn measure(address: &str, path: &str, connections: usize, seconds: u64) ->
     load::run(&LoadSpec {
         address: address.to_owned(),
         path: path.to_owned(),
-        body: BODY.into(),
+        body: IRIS_V2_BODY.into(),
         connections,
         warmup: Duration::from_secs(1),
         duration: Duration::from_secs(seconds),
@@ -172,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
     for trial in 1..=args.cold_starts {
         let before = wait_status(admin, "cold at zero", |s| status::replicas(s, "cold") == (0, 0)).await?;
         let previous = status::revision(&before, "cold").map(|r| r["lastStartMs"].clone());
-        let (code, elapsed) = load::once(&skiff.address, "/v2/models/cold/infer", BODY.into()).await?;
+        let (code, elapsed) = load::once(&skiff.address, "/v2/models/cold/infer", IRIS_V2_BODY.into()).await?;
         anyhow::ensure!(code.is_success(), "the cold request failed with {code}");
         let first = elapsed.as_secs_f64() * 1000.0;
         let s = wait_status(admin, "the new replica in the status", |s| {
@@ -192,7 +191,7 @@ async fn main() -> anyhow::Result<()> {
     let spec = LoadSpec {
         address: skiff.address.clone(),
         path: "/v2/models/step/infer".into(),
-        body: BODY.into(),
+        body: IRIS_V2_BODY.into(),
         connections: args.step,
         warmup: Duration::ZERO,
         duration: Duration::from_secs(args.step_seconds),

@@ -10,11 +10,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser;
+use skiff_bench::IRIS_V2_BODY;
 use skiff_bench::load::{self, LoadSpec};
 use skiff_bench::peer::{Peer, free_port};
 use skiff_bench::report::{self, Row};
 
-const BODY: &str = r#"{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}"#;
 const PATH: &str = "/v2/models/iris/infer";
 
 #[derive(Parser)]
@@ -102,7 +102,7 @@ async fn main() -> anyhow::Result<()> {
             let spec = LoadSpec {
                 address: peer.address.clone(),
                 path: PATH.to_owned(),
-                body: BODY.into(),
+                body: IRIS_V2_BODY.into(),
                 connections,
                 warmup: Duration::from_secs(args.warmup),
                 duration: Duration::from_secs(args.duration),

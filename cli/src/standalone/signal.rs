@@ -59,9 +59,14 @@ impl Signal {
 
 impl MetricSource for Signal {
     fn observe(&self, revision: &str, metric: Metric) -> impl Future<Output = f64> + Send {
-        let held = self.activator.stats(revision).queued as f64;
-        let replicas = self.endpoints.get(revision).map(|e| e.ready()).unwrap_or_default();
-        let rps = (metric == Metric::Rps).then(|| self.requests_per_second(revision));
+        let (rps, held, replicas) = match metric {
+            Metric::Rps => (Some(self.requests_per_second(revision)), 0.0, Default::default()),
+            Metric::Concurrency => (
+                None,
+                self.activator.stats(revision).queued as f64,
+                self.endpoints.get(revision).map(|e| e.ready()).unwrap_or_default(),
+            ),
+        };
         async move {
             if let Some(rps) = rps {
                 return rps;

@@ -124,6 +124,27 @@ pub fn router(endpoints: Arc<Endpoints>, activator: SocketAddr) -> (Router, Rout
     (router, handle)
 }
 
+/// Two revisions of `<namespace>/iris`, each with one replica (`new` for 00002, `old` for 00001) and
+/// no containerConcurrency limit, published with `targets`; plus the router's handle and a caller.
+pub struct TwoRevisions {
+    pub new: Upstream,
+    pub old: Upstream,
+    pub endpoints: Arc<Endpoints>,
+    pub handle: RouterHandle,
+    pub caller: Caller,
+}
+
+pub async fn two_revisions(namespace: &str, targets: Vec<TrafficTarget>) -> TwoRevisions {
+    let (new, old, activator) = (upstream("new").await, upstream("old").await, upstream("activator").await);
+    let endpoints = Arc::new(Endpoints::default());
+    revision(&endpoints, "iris-predictor-00002", 0, &[new.addr]);
+    revision(&endpoints, "iris-predictor-00001", 0, &[old.addr]);
+    let (router, handle) = router(endpoints.clone(), activator.addr);
+    router.publish(vec![service(namespace, "iris", targets)]);
+    let caller = Caller::new(handle.listen_addr());
+    TwoRevisions { new, old, endpoints, handle, caller }
+}
+
 /// Waits until the router's metrics contain `needle`: the client can see a response before the
 /// router has logged it. Panics with the metrics after a generous bound (a liveness check, not a timing one).
 pub async fn metrics_eventually_contain(router: &Router, needle: &str) {
