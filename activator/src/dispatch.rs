@@ -12,10 +12,10 @@ use http::Request;
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
-use skiff_api::endpoints::{RevisionEndpoints, Slot};
+use skiff_dataplane::endpoints::{RevisionEndpoints, Slot};
+use skiff_dataplane::{Poker, RevisionKey};
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::activator::Poker;
 use crate::body::{Guarded, MAX_BODY_BYTES, read_limited};
 use crate::error::{Error, Result, secs};
 use crate::forward::{Forwarder, Outgoing};
@@ -24,7 +24,7 @@ use crate::response::{BoxError, HttpResponse};
 
 /// Where one request goes, with its limits.
 pub struct Target<'a> {
-    /// The revision's name (what the poker is told).
+    /// The revision's name, as errors give it.
     pub name: &'a str,
     /// How errors name it: `revision R` or `upstream A`.
     pub label: &'a str,
@@ -38,8 +38,8 @@ pub struct Target<'a> {
     pub max_queued: Option<usize>,
     /// Bound on the whole request: wait, forwarding and the response body.
     pub timeout: Duration,
-    /// Told when a request arrives while no replica is ready.
-    pub poker: Option<&'a dyn Poker>,
+    /// Told, with the revision's key, when a request arrives while no replica is ready.
+    pub poker: Option<(&'a dyn Poker, &'a RevisionKey)>,
     /// Retry on another replica (or the same one, after a pause) when a connection is refused.
     pub retry_connect: bool,
     /// Time from arrival to a slot.
@@ -62,9 +62,9 @@ where
         ))
     })?;
     if target.endpoints.ready().is_empty()
-        && let Some(poker) = target.poker
+        && let Some((poker, key)) = target.poker
     {
-        poker.poke(target.name);
+        poker.poke(key, target.load.pending());
     }
 
     let (parts, body) = request.into_parts();

@@ -9,6 +9,7 @@
 
 pub mod activator;
 pub mod body;
+pub mod cluster;
 pub mod dispatch;
 pub mod error;
 pub mod forward;
@@ -16,9 +17,10 @@ pub mod load;
 pub mod queue_proxy;
 pub mod response;
 
-pub use activator::{Activator, Poker, RevisionConfig, RevisionStats};
+pub use activator::{Activator, RevisionConfig, RevisionStats};
 pub use error::{Error, Result};
 pub use queue_proxy::{QueueProxy, QueueProxyConfig};
+pub use skiff_dataplane::Poker;
 
-/// The header in which the router names the revision a request is for.
+/// The header in which the router names the revision a request is for, as `namespace/name`.
 pub const REVISION_HEADER: &str = "x-skiff-revision";

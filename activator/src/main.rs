@@ -1,4 +1,5 @@
-//! `skiff-activator queue-proxy --port P --upstream HOST:PORT --container-concurrency N`: see `--help`.
+//! `skiff-activator serve` (the activator on Kubernetes) and `skiff-activator queue-proxy --port P
+//! --upstream HOST:PORT --container-concurrency N` (the sidecar): see `--help`.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use skiff_activator::QueueProxyConfig;
@@ -17,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The activator on Kubernetes: holds requests for revisions without ready capacity.
+    Serve(skiff_activator::cluster::ServeArgs),
     /// Sidecar in front of a custom container: concurrency limit, bounded queue, metrics, drain.
     QueueProxy(QueueProxyConfig),
 }
@@ -48,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
     };
     match cli.command {
         Command::QueueProxy(config) => skiff_activator::queue_proxy::run(config, shutdown).await?,
+        Command::Serve(args) => skiff_activator::cluster::run(args, shutdown).await?,
     }
     Ok(())
 }

@@ -12,18 +12,25 @@ use bytes::Bytes;
 use common::{Upstream, dead_addr, get, post, send_with, wait_until};
 use http::{Method, StatusCode};
 use skiff_activator::{Activator, Poker, RevisionConfig, RevisionStats};
-use skiff_api::endpoints::{Endpoints, RevisionEndpoints};
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
 use tokio::net::TcpListener;
 
-/// Remembers every poke.
+/// Remembers every poke: the revision and the requests held.
 #[derive(Default)]
-struct Pokes(Mutex<Vec<String>>);
+struct Pokes(Mutex<Vec<(String, usize)>>);
 
 impl Poker for Pokes {
-    fn poke(&self, revision: &str) {
-        self.0.lock().unwrap().push(revision.to_owned());
+    fn poke(&self, revision: &RevisionKey, held: usize) {
+        self.0.lock().unwrap().push((revision.to_string(), held));
     }
 }
+
+/// The revision every test serves, and the header value naming it.
+fn key() -> RevisionKey {
+    RevisionKey::new("ns", "r")
+}
+const R: &str = "ns/r";
 
 impl Pokes {
     fn count(&self) -> usize {
@@ -42,10 +49,10 @@ impl Setup {
     /// An activator serving revision `r` (containerConcurrency `cc`) on a free port.
     async fn start(cc: usize, config: RevisionConfig) -> Setup {
         let endpoints = Arc::new(Endpoints::default());
-        let revision = RevisionEndpoints::new(config.name.clone(), cc);
+        let revision = RevisionEndpoints::new(config.key.clone(), cc);
         endpoints.insert(revision.clone());
         let pokes = Arc::new(Pokes::default());
-        let activator = Activator::new(endpoints, pokes.clone());
+        let activator = Activator::new(endpoints, pokes.clone(), 1000);
         activator.upsert_revision(config).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -62,23 +69,23 @@ impl Setup {
     }
 
     fn stats(&self) -> RevisionStats {
-        self.activator.stats("r")
+        self.activator.stats(&key())
     }
 }
 
 fn config(max_pending: usize, timeout: Duration) -> RevisionConfig {
-    RevisionConfig { name: "r".into(), timeout, max_pending }
+    RevisionConfig { key: key(), timeout, max_pending }
 }
 
 #[tokio::test]
 async fn a_request_at_zero_pokes_waits_and_is_forwarded_once_a_replica_is_ready() {
-    let setup = Setup::start(1, RevisionConfig::new("r")).await;
+    let setup = Setup::start(1, RevisionConfig::new(key())).await;
     let upstream = Upstream::start("a").await;
     let url = setup.url("/v1/models/m:predict?trace=1");
-    let waiting = tokio::spawn(async move { post(&url, Some("r"), r#"{"instances":[1]}"#).await });
+    let waiting = tokio::spawn(async move { post(&url, Some(R), r#"{"instances":[1]}"#).await });
 
     wait_until("the poke", || setup.pokes.count() >= 1).await;
-    assert_eq!(setup.pokes.0.lock().unwrap()[0], "r");
+    assert_eq!(setup.pokes.0.lock().unwrap()[0], (R.to_owned(), 1), "the poke carries the held count");
     wait_until("the request to queue", || setup.stats().queued == 1).await;
     assert!(!waiting.is_finished());
 
@@ -92,18 +99,18 @@ async fn a_request_at_zero_pokes_waits_and_is_forwarded_once_a_replica_is_ready(
     assert_eq!(body["saw_revision"], false, "x-skiff-revision stays behind");
     assert_eq!(setup.stats(), RevisionStats::default());
     let metrics = setup.activator.metrics_text();
-    assert!(metrics.contains(r#"skiff_activator_requests_total{revision="r",status="200"} 1"#), "{metrics}");
-    assert!(metrics.contains(r#"skiff_activator_wait_seconds_count{revision="r"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"skiff_activator_requests_total{revision="ns/r",status="200"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"skiff_activator_wait_seconds_count{revision="ns/r"} 1"#), "{metrics}");
 }
 
 #[tokio::test]
 async fn held_requests_are_all_forwarded_within_container_concurrency() {
-    let setup = Setup::start(2, RevisionConfig::new("r")).await;
+    let setup = Setup::start(2, RevisionConfig::new(key())).await;
     let (a, b) = (Upstream::start("a").await, Upstream::start("b").await);
     let requests: Vec<_> = (0..10)
         .map(|i| {
             let url = setup.url(&format!("/hold/{i}"));
-            tokio::spawn(async move { get(&url, Some("r")).await })
+            tokio::spawn(async move { get(&url, Some(R)).await })
         })
         .collect();
     wait_until("all ten to queue", || setup.stats().queued == 10).await;
@@ -113,8 +120,8 @@ async fn held_requests_are_all_forwarded_within_container_concurrency() {
     wait_until("four to reach the replicas", || a.in_flight() + b.in_flight() == 4).await;
     wait_until("six to stay queued", || setup.stats() == RevisionStats { queued: 6, in_flight: 4 }).await;
     let metrics = setup.activator.metrics_text();
-    assert!(metrics.contains(r#"skiff_activator_queued_requests{revision="r"} 6"#), "{metrics}");
-    assert!(metrics.contains(r#"skiff_activator_inflight_requests{revision="r"} 4"#), "{metrics}");
+    assert!(metrics.contains(r#"skiff_activator_queued_requests{revision="ns/r"} 6"#), "{metrics}");
+    assert!(metrics.contains(r#"skiff_activator_inflight_requests{revision="ns/r"} 4"#), "{metrics}");
     assert_eq!((a.in_flight(), b.in_flight()), (2, 2));
 
     a.release(100);
@@ -137,30 +144,32 @@ async fn a_full_queue_answers_503_with_retry_after() {
     let held: Vec<_> = (0..2)
         .map(|_| {
             let url = setup.url("/");
-            tokio::spawn(async move { get(&url, Some("r")).await })
+            tokio::spawn(async move { get(&url, Some(R)).await })
         })
         .collect();
     wait_until("two to queue", || setup.stats().queued == 2).await;
 
-    let refused = get(&setup.url("/"), Some("r")).await;
+    let refused = get(&setup.url("/"), Some(R)).await;
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.headers["retry-after"], "1");
-    assert_eq!(refused.json()["error"], "revision r already holds 2 pending requests");
+    assert_eq!(refused.json()["error"], "revision ns/r already holds 2 pending requests");
 
     let upstream = Upstream::start("a").await;
     setup.publish(&[upstream.addr]);
     for request in held {
         assert_eq!(request.await.unwrap().status, StatusCode::OK);
     }
-    assert!(setup.activator.metrics_text().contains(r#"skiff_activator_requests_total{revision="r",status="503"} 1"#));
+    assert!(
+        setup.activator.metrics_text().contains(r#"skiff_activator_requests_total{revision="ns/r",status="503"} 1"#)
+    );
 }
 
 #[tokio::test]
 async fn no_replica_within_the_timeout_is_a_504_that_says_so() {
     let setup = Setup::start(1, config(10, Duration::from_secs(1))).await;
-    let reply = get(&setup.url("/"), Some("r")).await;
+    let reply = get(&setup.url("/"), Some(R)).await;
     assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(reply.json()["error"], "revision r had no ready replica within 1s");
+    assert_eq!(reply.json()["error"], "revision ns/r had no ready replica within 1s");
     assert_eq!(setup.stats(), RevisionStats::default());
 }
 
@@ -169,21 +178,21 @@ async fn a_replica_slower_than_the_timeout_is_a_504_and_frees_its_slot() {
     let setup = Setup::start(1, config(10, Duration::from_secs(1))).await;
     let upstream = Upstream::start("a").await;
     setup.publish(&[upstream.addr]);
-    let reply = get(&setup.url("/hold"), Some("r")).await;
+    let reply = get(&setup.url("/hold"), Some(R)).await;
     assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(reply.json()["error"], "revision r did not answer within 1s");
+    assert_eq!(reply.json()["error"], "revision ns/r did not answer within 1s");
     assert_eq!(setup.revision.ready()[0].in_flight(), 0, "the slot is given back");
     upstream.release(1);
-    assert_eq!(get(&setup.url("/"), Some("r")).await.status, StatusCode::OK);
+    assert_eq!(get(&setup.url("/"), Some(R)).await.status, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn a_replica_that_refuses_connections_is_skipped_for_another() {
-    let setup = Setup::start(0, RevisionConfig::new("r")).await;
+    let setup = Setup::start(0, RevisionConfig::new(key())).await;
     let upstream = Upstream::start("good").await;
     setup.publish(&[dead_addr().await, upstream.addr]);
     for _ in 0..5 {
-        let reply = get(&setup.url("/"), Some("r")).await;
+        let reply = get(&setup.url("/"), Some(R)).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         assert_eq!(reply.json()["id"], "good");
     }
@@ -192,10 +201,10 @@ async fn a_replica_that_refuses_connections_is_skipped_for_another() {
 
 #[tokio::test]
 async fn a_lone_refusing_replica_is_retried_until_it_is_replaced() {
-    let setup = Setup::start(1, RevisionConfig::new("r")).await;
+    let setup = Setup::start(1, RevisionConfig::new(key())).await;
     setup.publish(&[dead_addr().await]);
     let url = setup.url("/");
-    let waiting = tokio::spawn(async move { get(&url, Some("r")).await });
+    let waiting = tokio::spawn(async move { get(&url, Some(R)).await });
     // Give it time to try the dead replica a few times; it keeps trying while nothing else is ready.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "a refused connection is not an answer");
@@ -209,25 +218,28 @@ async fn a_lone_refusing_replica_is_retried_until_it_is_replaced() {
 
 #[tokio::test]
 async fn unknown_or_missing_revisions_are_refused() {
-    let setup = Setup::start(1, RevisionConfig::new("r")).await;
-    let reply = get(&setup.url("/"), Some("nope")).await;
-    assert_eq!(reply.status, StatusCode::NOT_FOUND);
-    assert_eq!(reply.json()["error"], "unknown revision 'nope'");
+    let setup = Setup::start(1, RevisionConfig::new(key())).await;
+    let reply = get(&setup.url("/"), Some("other/r")).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "the same name in another namespace is another revision");
+    assert_eq!(reply.json()["error"], "unknown revision 'other/r'");
+    let reply = get(&setup.url("/"), Some("r")).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.json()["error"], "x-skiff-revision must be namespace/name, got \"r\"");
     let reply = get(&setup.url("/"), None).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.json()["error"], "the request has no x-skiff-revision header");
 
-    assert!(setup.activator.remove_revision("r"));
-    assert_eq!(get(&setup.url("/"), Some("r")).await.status, StatusCode::NOT_FOUND);
+    assert!(setup.activator.remove_revision(&key()));
+    assert_eq!(get(&setup.url("/"), Some(R)).await.status, StatusCode::NOT_FOUND);
     assert_eq!(setup.pokes.count(), 0, "nothing to poke for unknown revisions");
 }
 
 #[tokio::test]
 async fn h2c_requests_are_forwarded_to_http1_replicas() {
-    let setup = Setup::start(1, RevisionConfig::new("r")).await;
+    let setup = Setup::start(1, RevisionConfig::new(key())).await;
     let upstream = Upstream::start("a").await;
     setup.publish(&[upstream.addr]);
-    let reply = send_with(true, Method::POST, &setup.url("/v2/models/m/infer"), Some("r"), Bytes::from_static(b"{}"))
+    let reply = send_with(true, Method::POST, &setup.url("/v2/models/m/infer"), Some(R), Bytes::from_static(b"{}"))
         .await
         .unwrap();
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());

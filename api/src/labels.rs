@@ -9,6 +9,17 @@ pub const COMPONENT: &str = "component";
 pub const REVISION: &str = "skiff.dev/revision";
 /// Label on a revision's objects: its name, `<name>-predictor-00001`.
 pub const REVISION_NAME: &str = "skiff.dev/revision-name";
+/// Label on a revision's Service (copied to its EndpointSlices): `containerConcurrency`, for the
+/// router and the activator.
+pub const CONTAINER_CONCURRENCY: &str = "skiff.dev/container-concurrency";
+/// Label on a revision's Service (copied to its EndpointSlices): the request timeout in seconds.
+pub const TIMEOUT_SECONDS: &str = "skiff.dev/timeout-seconds";
+/// Annotation on a revision's Deployment: its autoscaling settings (the predictor's fields and
+/// `autoscaling.knative.dev/*` annotations), which the autoscaler resolves against the live
+/// `config-autoscaler` settings.
+pub const SCALING: &str = "skiff.dev/scaling";
+/// Field manager of the autoscaler's writes of `spec.replicas` (through the scale subresource).
+pub const AUTOSCALER_FIELD_MANAGER: &str = "skiff-autoscaler";
 /// Annotation on a revision's Deployment: the hash of the [`crate::revision::RevisionTemplate`] it runs.
 pub const TEMPLATE_HASH: &str = "skiff.dev/template-hash";
 /// Annotation on a revision's Deployment: the replicas it was created with (0: ready without a pod).

@@ -1,14 +1,13 @@
 //! Skiff's shared vocabulary. KServe `InferenceService` v1beta1 types ([`isvc`]) that keep every
 //! field a user wrote, their validation with errors naming the field ([`validate`]), revisions
 //! ([`revision`]) and their rollout and canary traffic split ([`traffic`]), the bridge to the
-//! autoscaler's per-revision settings ([`scaling`]), and the in-process registry of ready replicas
-//! that the router, activator and replica backends share ([`endpoints`]).
+//! autoscaler's per-revision settings ([`scaling`]), and what `skiff up` and the operator must
+//! agree on about a revision's pods ([`serving`]).
 //!
 //! For Kubernetes the same types generate the CustomResourceDefinition ([`resource`], [`schema`],
 //! [`status`]; the `crdgen` binary prints it) and name the labels of the objects the operator
 //! creates ([`labels`]).
 
-pub mod endpoints;
 pub mod error;
 pub mod isvc;
 pub mod labels;
@@ -16,6 +15,7 @@ pub mod resource;
 pub mod revision;
 pub mod scaling;
 pub mod schema;
+pub mod serving;
 pub mod status;
 pub mod traffic;
 pub mod validate;

@@ -1,26 +1,107 @@
-//! From an InferenceService to the autoscaler's per-revision [`ScalingSpec`].
+//! From an InferenceService to the autoscaler's per-revision [`ScalingSpec`]. The inputs are
+//! recorded on each revision (its Deployment's `skiff.dev/scaling` annotation), so a revision keeps
+//! the settings it was made with while the cluster-wide `config-autoscaler` can change under it.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use skiff_autoscaler::{AutoscalerConfig, PredictorScaling, ScalingSpec};
 
 use crate::error::{Error, Result};
 use crate::isvc::InferenceService;
 
+/// The annotation prefix Knative reads autoscaling settings from.
+const AUTOSCALING_PREFIX: &str = "autoscaling.knative.dev/";
+
+/// A revision's own autoscaling inputs: the predictor's fields and its `autoscaling.knative.dev/*`
+/// annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingInputs {
+    /// `minReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    /// `maxReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<u32>,
+    /// `scaleTarget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_target: Option<u32>,
+    /// `scaleMetric`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_metric: Option<String>,
+    /// `containerConcurrency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_concurrency: Option<u32>,
+    /// The `autoscaling.knative.dev/*` annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ScalingInputs {
+    /// The inputs of an InferenceService's predictor.
+    pub fn of(isvc: &InferenceService) -> ScalingInputs {
+        let p = &isvc.spec.predictor;
+        let unsigned = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+        ScalingInputs {
+            min_replicas: unsigned(p.min_replicas),
+            max_replicas: unsigned(p.max_replicas),
+            scale_target: unsigned(p.scale_target),
+            scale_metric: p.scale_metric.clone(),
+            container_concurrency: unsigned(p.container_concurrency),
+            annotations: isvc
+                .metadata
+                .annotations
+                .iter()
+                .filter(|(k, _)| k.starts_with(AUTOSCALING_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+
+    /// Resolves them against the cluster-wide config, as KServe hands them to Knative; the error
+    /// names the field or annotation.
+    pub fn resolve(&self, config: &AutoscalerConfig) -> Result<ScalingSpec> {
+        let fields = PredictorScaling {
+            min_replicas: self.min_replicas,
+            max_replicas: self.max_replicas,
+            scale_target: self.scale_target,
+            scale_metric: self.scale_metric.clone(),
+            container_concurrency: self.container_concurrency,
+        };
+        ScalingSpec::resolve(&fields, &self.annotations, config).map_err(|e| {
+            let key = e.key().to_owned();
+            let field = if key.contains('/') {
+                format!("metadata.annotations[{key}]")
+            } else {
+                format!("spec.predictor.{key}")
+            };
+            Error::invalid(field, e.to_string())
+        })
+    }
+}
+
 /// Resolves the predictor's scaling fields and `autoscaling.knative.dev/*` annotations against the
 /// global config, as KServe hands them to Knative.
 pub fn scaling_spec(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<ScalingSpec> {
-    let p = &isvc.spec.predictor;
-    let unsigned = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
-    let fields = PredictorScaling {
-        min_replicas: unsigned(p.min_replicas),
-        max_replicas: unsigned(p.max_replicas),
-        scale_target: unsigned(p.scale_target),
-        scale_metric: p.scale_metric.clone(),
-        container_concurrency: unsigned(p.container_concurrency),
-    };
-    ScalingSpec::resolve(&fields, &isvc.metadata.annotations, config).map_err(|e| {
-        let key = e.key().to_owned();
-        let field =
-            if key.contains('/') { format!("metadata.annotations[{key}]") } else { format!("spec.predictor.{key}") };
-        Error::invalid(field, e.to_string())
-    })
+    ScalingInputs::of(isvc).resolve(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inputs_round_trip_through_json_and_resolve_alike() {
+        let yaml = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: m\n  annotations:\n    autoscaling.knative.dev/target: \"3\"\n    owner: x\nspec:\n  predictor:\n    minReplicas: 0\n    maxReplicas: 6\n    containerConcurrency: 4\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///m\n";
+        let isvc = InferenceService::from_yaml(yaml).unwrap();
+        let inputs = ScalingInputs::of(&isvc);
+        assert_eq!(inputs.annotations.keys().collect::<Vec<_>>(), ["autoscaling.knative.dev/target"]);
+        let text = serde_json::to_string(&inputs).unwrap();
+        let back: ScalingInputs = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, inputs);
+        let config = AutoscalerConfig::default();
+        assert_eq!(back.resolve(&config).unwrap(), scaling_spec(&isvc, &config).unwrap());
+        assert_eq!((back.resolve(&config).unwrap().min_scale, back.resolve(&config).unwrap().max_scale), (0, 6));
+    }
 }

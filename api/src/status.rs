@@ -88,6 +88,20 @@ pub struct ComponentStatus {
     /// Where clients reach this component through the router.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The replicas of each revision that takes traffic, by revision name (Skiff's addition, as
+    /// Knative's Revision status carries desired and actual replicas).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replicas: BTreeMap<String, Replicas>,
+}
+
+/// A revision's replicas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Replicas {
+    /// Asked for (`spec.replicas` of its Deployment: the autoscaler's answer).
+    pub desired: i32,
+    /// Available now.
+    pub ready: i32,
 }
 
 impl Condition {

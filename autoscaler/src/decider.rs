@@ -224,10 +224,11 @@ impl Decider {
         if self.activating {
             desired = desired.max(spec.activation_scale.max(1));
         }
-        let mut min = if spec.reachable { spec.min_scale } else { 0 };
-        if spec.reachable && !self.initialized {
-            min = min.max(spec.initial_scale);
-        }
+        let min = match (spec.reachable, self.initialized) {
+            (false, _) => 0,
+            (true, true) => spec.min_scale,
+            (true, false) => spec.initial_pods(),
+        };
         desired = desired.max(min);
         if spec.max_scale != 0 {
             desired = desired.min(spec.max_scale);

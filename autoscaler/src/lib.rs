@@ -1,8 +1,8 @@
 //! Skiff's autoscaler core: a Knative KPA-style decider per revision.
 //!
 //! The deciders are pure and synchronous: time is passed in, nothing sleeps, spawns or does I/O. The
-//! [`runner`] is the tokio shell that samples concurrency, ticks, and drives a replica backend; it feeds a
-//! [`Decider`]:
+//! runner that samples concurrency, ticks and drives a replica backend is the data plane's
+//! (`skiff_dataplane::runner`); it feeds a [`Decider`]:
 //!
 //! 1. [`AutoscalerConfig::from_map`] reads Knative's `config-autoscaler` data (defaults in [`Default`]).
 //! 2. [`ScalingSpec::resolve`] merges an InferenceService's predictor fields ([`PredictorScaling`]), the revision's
@@ -34,7 +34,6 @@ mod config;
 mod decider;
 mod duration;
 mod error;
-pub mod runner;
 mod spec;
 mod window;
 

@@ -193,6 +193,13 @@ impl ScalingSpec {
         Ok(spec)
     }
 
+    /// Pods a new revision starts with: the initial scale, at least the minimum, at most the
+    /// maximum (the decider's first answer, and what the operator creates a Deployment with).
+    pub fn initial_pods(&self) -> u32 {
+        let initial = self.initial_scale.max(self.min_scale);
+        if self.max_scale > 0 { initial.min(self.max_scale) } else { initial }
+    }
+
     /// The per-pod value the decider aims for: target × utilisation, at least Knative's minimum of 0.01.
     pub fn per_pod_target(&self) -> f64 {
         (self.target * self.target_utilization_percentage / 100.0).max(TARGET_MIN)

@@ -1,12 +1,14 @@
-//! The admin HTTP listener: `/metrics` (OpenMetrics text), `/healthz` and `/readyz`.
+//! The admin HTTP listener: `/metrics` (OpenMetrics text), `/healthz`, `/readyz`, and, on the
+//! leader, the autoscaler's endpoints for the activator ([`AutoscalerApi`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -14,19 +16,28 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::autoscaler::api::{AutoscalerApi, MAX_BODY};
 use crate::error::{Error, Result};
 
+/// The autoscaler's API once this replica leads (set once).
+pub type AutoscalerGate = Arc<OnceLock<Arc<AutoscalerApi>>>;
+
 /// Binds `addr` and serves the admin endpoints in a background task; returns the bound address.
-pub async fn serve(addr: SocketAddr, registry: Arc<Registry>) -> Result<SocketAddr> {
+pub async fn serve(addr: SocketAddr, registry: Arc<Registry>, autoscaler: AutoscalerGate) -> Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await.map_err(|source| Error::Admin { addr, source })?;
     let bound = listener.local_addr().map_err(|source| Error::Admin { addr, source })?;
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
-            let registry = registry.clone();
-            let service = service_fn(move |request| {
-                let registry = registry.clone();
-                async move { Ok::<_, Infallible>(respond(&request, &registry)) }
+            let (registry, autoscaler) = (registry.clone(), autoscaler.clone());
+            let service = service_fn(move |request: Request<Incoming>| {
+                let (registry, autoscaler) = (registry.clone(), autoscaler.clone());
+                async move {
+                    if request.method() == Method::POST && AutoscalerApi::serves(request.uri().path()) {
+                        return Ok::<_, Infallible>(autoscaler_call(request, autoscaler.get()).await);
+                    }
+                    Ok(respond(&request, &registry))
+                }
             });
             tokio::spawn(async move {
                 if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
@@ -36,6 +47,31 @@ pub async fn serve(addr: SocketAddr, registry: Arc<Registry>) -> Result<SocketAd
         }
     });
     Ok(bound)
+}
+
+/// Answers a call to the autoscaler: 503 unless this replica leads, 413 past the body limit.
+async fn autoscaler_call(request: Request<Incoming>, api: Option<&Arc<AutoscalerApi>>) -> Response<Full<Bytes>> {
+    let Some(api) = api else {
+        return reply(StatusCode::SERVICE_UNAVAILABLE, "not the leader: the autoscaler runs in the leader".into());
+    };
+    let path = request.uri().path().to_owned();
+    let (parts, body) = request.into_parts();
+    let Ok(body) = Limited::new(body, MAX_BODY).collect().await.map(|b| b.to_bytes()) else {
+        return reply(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is over {MAX_BODY} bytes or broken"));
+    };
+    match api.handle(&path, &parts.headers, &body).await {
+        Ok(()) => Response::builder().status(StatusCode::NO_CONTENT).body(Full::default()).unwrap_or_default(),
+        Err((status, message)) => reply(status, message),
+    }
+}
+
+/// `{"error": message}` with `status`.
+fn reply(status: StatusCode, message: String) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({ "error": message }).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response
 }
 
 /// The answer to one admin request.

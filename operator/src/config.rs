@@ -42,6 +42,9 @@ pub struct Settings {
     /// from its Deployment then make one reconcile).
     #[arg(long, default_value_t = 0)]
     pub debounce_ms: u64,
+    /// The activator's ServiceAccount (in `--namespace`): the only caller of the autoscaler's API.
+    #[arg(long, default_value = "skiff-activator")]
+    pub activator_service_account: String,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

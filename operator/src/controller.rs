@@ -26,6 +26,7 @@ use skiff_api::labels::{FIELD_MANAGER, INFERENCE_SERVICE};
 use skiff_api::{InferenceServiceResource, InferenceServiceStatus};
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::AutoscalerGate;
 use crate::config::Settings;
 use crate::error::{Error, Result};
 use crate::freshness::Replaced;
@@ -186,8 +187,15 @@ pub fn error_policy(isvc: Arc<InferenceServiceResource>, error: &Error, ctx: Arc
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Runs the controller until `stop` is cancelled, or until leadership is lost (an error).
-pub async fn run(client: Client, settings: &Settings, metrics: Arc<Metrics>, stop: CancellationToken) -> Result<()> {
+/// Runs the controller, and the autoscaler beside it (its API published through `autoscaler`),
+/// until `stop` is cancelled, or until leadership is lost (an error).
+pub async fn run(
+    client: Client,
+    settings: &Settings,
+    metrics: Arc<Metrics>,
+    autoscaler: AutoscalerGate,
+    stop: CancellationToken,
+) -> Result<()> {
     let elector = settings.leader_elect.then(|| {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.namespace);
         Elector::new(
@@ -205,8 +213,11 @@ pub async fn run(client: Client, settings: &Settings, metrics: Arc<Metrics>, sto
         }
     }
     metrics.leader.set(1);
+    let activator = format!("system:serviceaccount:{}:{}", settings.namespace, settings.activator_service_account);
+    let scaling = crate::autoscaler::run(client.clone(), &settings.namespace, autoscaler, activator);
     let result = tokio::select! {
         () = reconcile_all(client, settings, metrics.clone(), stop.clone()) => Ok(()),
+        () = scaling => Ok(()),
         lost = async { match &elector { Some(e) => e.keep().await, None => std::future::pending().await } } => Err(lost),
     };
     metrics.leader.set(0);

@@ -14,8 +14,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value, json};
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::labels::{
-    APPLIED_HASH, COMPONENT, FIELD_MANAGER, INFERENCE_SERVICE, INITIAL_SCALE, REVISION, REVISION_NAME, TEMPLATE_HASH,
+    APPLIED_HASH, COMPONENT, CONTAINER_CONCURRENCY, FIELD_MANAGER, INFERENCE_SERVICE, INITIAL_SCALE, REVISION,
+    REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
 };
+use skiff_api::scaling::ScalingInputs;
+use skiff_api::serving::server_args;
 
 use crate::platform::Platform;
 use crate::storage::{self, ModelSource};
@@ -24,6 +27,12 @@ use crate::storage::{self, ModelSource};
 pub const SERVER_PORT: i32 = 8080;
 /// The port of a revision's Service.
 pub const SERVICE_PORT: i32 = 80;
+/// The queue-proxy's port in a custom container's pod (Knative's).
+pub const QUEUE_PROXY_PORT: i32 = 8012;
+/// The queue-proxy sidecar's container name (Knative's).
+pub const QUEUE_PROXY: &str = "queue-proxy";
+/// The non-root user model pods run as by default.
+const RUN_AS_USER: i64 = 65532;
 /// KServe's name for the serving container.
 pub const CONTAINER_NAME: &str = "kserve-container";
 /// KServe's name for the volume the model is provided in.
@@ -55,6 +64,55 @@ const POD_FIELDS: [&str; 18] = [
 const MODEL_CONTAINER_FIELDS: [&str; 6] =
     ["resources", "env", "envFrom", "securityContext", "imagePullPolicy", "volumeMounts"];
 
+/// What the router and the activator read of a revision, from its Service's labels (copied to
+/// its EndpointSlices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Serving {
+    /// `containerConcurrency` (0 = unlimited).
+    pub container_concurrency: u32,
+    /// The request timeout in seconds.
+    pub timeout_secs: u64,
+}
+
+impl Default for Serving {
+    fn default() -> Self {
+        Serving { container_concurrency: 0, timeout_secs: skiff_api::serving::DEFAULT_TIMEOUT.as_secs() }
+    }
+}
+
+impl Serving {
+    /// A predictor's settings.
+    pub fn of(predictor: &PredictorSpec) -> Serving {
+        Serving {
+            container_concurrency: predictor.container_concurrency.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+            timeout_secs: skiff_api::serving::request_timeout(predictor).as_secs(),
+        }
+    }
+
+    /// Read back from a revision object's labels (absent: the defaults).
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Serving {
+        let defaults = Serving::default();
+        Serving {
+            container_concurrency: labels
+                .get(CONTAINER_CONCURRENCY)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(defaults.container_concurrency),
+            timeout_secs: labels.get(TIMEOUT_SECONDS).and_then(|v| v.parse().ok()).unwrap_or(defaults.timeout_secs),
+        }
+    }
+}
+
+/// What a revision's Deployment records for later passes and for the autoscaler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Hash of the template it runs.
+    pub template_hash: String,
+    /// Replicas it was created with.
+    pub initial_scale: u32,
+    /// Its autoscaling inputs.
+    pub scaling: ScalingInputs,
+}
+
 /// Which revision of which InferenceService an object belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevisionRef {
@@ -66,6 +124,8 @@ pub struct RevisionRef {
     pub name: String,
     /// `NNNNN`.
     pub number: u32,
+    /// Its concurrency and timeout.
+    pub serving: Serving,
 }
 
 impl RevisionRef {
@@ -75,6 +135,8 @@ impl RevisionRef {
         labels.insert(COMPONENT.into(), PREDICTOR.into());
         labels.insert(REVISION_NAME.into(), self.name.clone());
         labels.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
+        labels.insert(CONTAINER_CONCURRENCY.into(), self.serving.container_concurrency.to_string());
+        labels.insert(TIMEOUT_SECONDS.into(), self.serving.timeout_secs.to_string());
         labels
     }
 
@@ -96,20 +158,24 @@ impl RevisionRef {
 }
 
 /// A new revision's Deployment. `replicas` is set only while the controller owns the field (see
-/// [`crate::plan::replicas_to_apply`]); `initial_scale` is recorded so that readiness without pods
-/// survives restarts. The error (for the status) names the field that cannot be served.
+/// [`crate::plan::replicas_to_apply`]); the [`Record`] is kept in annotations so that readiness
+/// without pods survives restarts and the autoscaler finds the revision's settings. The error (for
+/// the status) names the field that cannot be served.
 pub fn deployment(
     revision: &RevisionRef,
     owner: &OwnerReference,
     predictor: &PredictorSpec,
-    template_hash: &str,
-    initial_scale: u32,
+    record: &Record,
     replicas: Option<i32>,
     platform: &Platform,
 ) -> Result<Deployment, String> {
-    let pod = pod_spec(&revision.service, predictor, platform)?;
-    let annotations =
-        [(TEMPLATE_HASH.to_owned(), template_hash.to_owned()), (INITIAL_SCALE.to_owned(), initial_scale.to_string())];
+    let pod = pod_spec(revision, predictor, platform)?;
+    let scaling = serde_json::to_string(&record.scaling).map_err(|e| format!("spec.predictor: {e}"))?;
+    let annotations = [
+        (TEMPLATE_HASH.to_owned(), record.template_hash.clone()),
+        (INITIAL_SCALE.to_owned(), record.initial_scale.to_string()),
+        (SCALING.to_owned(), scaling),
+    ];
     let mut deployment = Deployment {
         metadata: revision.metadata(owner, annotations.into()),
         spec: Some(DeploymentSpec {
@@ -162,15 +228,26 @@ fn stamp<S: serde::Serialize>(meta: &mut ObjectMeta, spec: &S) {
     meta.annotations.get_or_insert_with(BTreeMap::new).insert(APPLIED_HASH.into(), hash);
 }
 
-/// The pod: the user's pod-level fields, then the model server or the custom container.
-fn pod_spec(service: &str, predictor: &PredictorSpec, platform: &Platform) -> Result<PodSpec, String> {
+/// The pod: the user's pod-level fields, then the model server, or the custom container behind
+/// the queue-proxy; a restricted-profile security context unless the user gave one.
+fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platform) -> Result<PodSpec, String> {
     let mut pod: PodSpec = from_fields(&predictor.other, &POD_FIELDS, "spec.predictor")?;
     pod.enable_service_links.get_or_insert(false);
+    if pod.security_context.is_none() {
+        pod.security_context = serde_json::from_value(json!({
+            "runAsNonRoot": true, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }))
+        .ok();
+    }
     if let Some(model) = &predictor.model {
         pod.automount_service_account_token.get_or_insert(false);
-        model_server(service, model, predictor, platform, &mut pod)?;
+        model_server(&revision.service, model, predictor, platform, &mut pod)?;
     } else if let Some(containers) = &predictor.containers {
         custom_containers(containers, &mut pod)?;
+        let upstream =
+            pod.containers[0].ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
+        pod.containers.push(queue_proxy(upstream, revision.serving, platform));
     } else {
         let framework = skiff_api::validate::FRAMEWORKS.iter().find(|f| predictor.other.contains_key(**f));
         return Err(format!(
@@ -204,7 +281,7 @@ fn model_server(
     let mut container: Container = from_fields(&model.other, &MODEL_CONTAINER_FIELDS, "spec.predictor.model")?;
     container.name = CONTAINER_NAME.into();
     container.image = Some(platform.server_image.clone());
-    container.args = Some(server_args(service, &dir, predictor));
+    container.args = Some(server_args(service, &dir, SERVER_PORT as u16, predictor));
     container.ports = Some(vec![ContainerPort {
         name: Some("http1".into()),
         container_port: SERVER_PORT,
@@ -243,24 +320,47 @@ fn model_server(
     Ok(())
 }
 
-/// `skiff-server`'s arguments for this predictor.
-fn server_args(service: &str, model_dir: &str, predictor: &PredictorSpec) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["--model-dir", model_dir, "--model-name", service, "--http-port"].map(str::to_owned).into();
-    args.push(SERVER_PORT.to_string());
-    if let Some(n) = predictor.container_concurrency.filter(|n| *n > 0) {
-        args.extend(["--container-concurrency".into(), n.to_string()]);
+/// The queue-proxy sidecar in front of a custom container on `upstream`: it enforces
+/// `containerConcurrency`, exposes the in-flight gauge the autoscaler scrapes, and answers the
+/// revision's Service on [`QUEUE_PROXY_PORT`].
+fn queue_proxy(upstream: i32, serving: Serving, platform: &Platform) -> Container {
+    let args = [
+        "queue-proxy".to_owned(),
+        "--port".into(),
+        QUEUE_PROXY_PORT.to_string(),
+        "--upstream".into(),
+        format!("127.0.0.1:{upstream}"),
+        "--container-concurrency".into(),
+        serving.container_concurrency.to_string(),
+        "--timeout-secs".into(),
+        serving.timeout_secs.to_string(),
+    ];
+    Container {
+        name: QUEUE_PROXY.into(),
+        image: Some(platform.queue_proxy_image.clone()),
+        args: Some(args.into()),
+        ports: Some(vec![ContainerPort {
+            name: Some("queue-port".into()),
+            container_port: QUEUE_PROXY_PORT,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/healthz".into()),
+                port: IntOrString::Int(QUEUE_PROXY_PORT),
+                ..HTTPGetAction::default()
+            }),
+            period_seconds: Some(1),
+            failure_threshold: Some(3),
+            ..Probe::default()
+        }),
+        security_context: serde_json::from_value(json!({
+            "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]},
+        }))
+        .ok(),
+        ..Container::default()
     }
-    if let Some(batcher) = &predictor.batcher {
-        args.push("--enable-batching".into());
-        if let Some(n) = batcher.max_batch_size {
-            args.extend(["--max-batch-size".into(), n.to_string()]);
-        }
-        if let Some(ms) = batcher.max_latency {
-            args.extend(["--max-latency-ms".into(), ms.to_string()]);
-        }
-    }
-    args
 }
 
 /// The user's containers as written; the first one serves (named `kserve-container` when unnamed,

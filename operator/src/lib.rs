@@ -12,6 +12,7 @@
 //! [`admin`] and [`telemetry`] make it observable.
 
 pub mod admin;
+pub mod autoscaler;
 pub mod config;
 pub mod controller;
 pub mod desired;

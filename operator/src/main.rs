@@ -17,7 +17,8 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init(settings.log_format);
     let mut registry = Registry::with_prefix("skiff_controller");
     let metrics = Arc::new(Metrics::new(&mut registry));
-    let admin = admin::serve(settings.admin_addr, Arc::new(registry)).await?;
+    let gate = admin::AutoscalerGate::default();
+    let admin = admin::serve(settings.admin_addr, Arc::new(registry), gate.clone()).await?;
     tracing::info!(%admin, "admin listener (/metrics, /healthz, /readyz)");
     let client = kube::Client::try_default().await.context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
 
@@ -32,6 +33,6 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down");
         on_signal.cancel();
     });
-    controller::run(client, &settings, metrics, stop).await?;
+    controller::run(client, &settings, metrics, gate, stop).await?;
     Ok(())
 }

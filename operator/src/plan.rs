@@ -15,11 +15,12 @@ use skiff_api::InferenceServiceResource;
 use skiff_api::InferenceServiceStatus;
 use skiff_api::labels::FIELD_MANAGER;
 use skiff_api::revision::{RevisionTemplate, revision_name};
-use skiff_api::scaling::scaling_spec;
+use skiff_api::scaling::{ScalingInputs, scaling_spec};
+use skiff_api::serving::revision_ready;
+use skiff_api::status::Replicas;
 use skiff_api::traffic::{RolledOut, split};
-use skiff_autoscaler::ScalingSpec;
 
-use crate::desired::{self, RevisionRef};
+use crate::desired::{self, Record, RevisionRef, Serving};
 use crate::platform::Platform;
 use crate::revisions::{ObservedRevision, observe};
 use crate::status::{self, Observation, Urls, Verdict};
@@ -90,20 +91,21 @@ pub fn plan(input: Inputs) -> Plan {
         Some(r) if r.template_hash == template_hash => Latest {
             name: r.name.clone(),
             number: r.number,
-            ready: r.serving()
-                || r.ready_without_pods()
-                || old_predictor.latest_ready_revision.as_deref() == Some(r.name.as_str()),
+            ready: revision_ready(
+                r.serving() || old_predictor.latest_ready_revision.as_deref() == Some(r.name.as_str()),
+                r.initial_scale.unwrap_or_else(|| scaling.initial_pods()),
+            ),
             observed: Some(r.clone()),
-            initial_scale: r.initial_scale.unwrap_or_else(|| initial_scale(&scaling)),
+            initial_scale: r.initial_scale.unwrap_or_else(|| scaling.initial_pods()),
         },
         _ => {
             let seen = old_predictor.latest_created_revision.as_deref().and_then(revision_number);
             let number = revisions.last().map(|r| r.number).max(seen).unwrap_or(0) + 1;
-            let initial_scale = initial_scale(&scaling);
+            let initial_scale = scaling.initial_pods();
             Latest {
                 name: revision_name(&name, "predictor", number),
                 number,
-                ready: initial_scale == 0,
+                ready: revision_ready(false, initial_scale),
                 observed: None,
                 initial_scale,
             }
@@ -114,21 +116,19 @@ pub fn plan(input: Inputs) -> Plan {
         namespace: namespace.clone(),
         name: latest.name.clone(),
         number: latest.number,
+        serving: Serving::of(&manifest.spec.predictor),
     };
     let existing = input.deployments.iter().find(|d| d.name_any() == latest.name && latest.observed.is_some());
     let replicas = match existing {
         None => Some(i32::try_from(latest.initial_scale).unwrap_or(i32::MAX)),
         Some(d) => replicas_to_apply(d),
     };
-    let wanted = desired::deployment(
-        &latest_ref,
-        &owner,
-        &manifest.spec.predictor,
-        &template_hash,
-        latest.initial_scale,
-        replicas,
-        input.platform,
-    );
+    let record = Record {
+        template_hash: template_hash.clone(),
+        initial_scale: latest.initial_scale,
+        scaling: ScalingInputs::of(&manifest),
+    };
+    let wanted = desired::deployment(&latest_ref, &owner, &manifest.spec.predictor, &record, replicas, input.platform);
     let wanted = match wanted {
         Ok(d) => d,
         Err(message) => return refuse(message),
@@ -162,6 +162,7 @@ pub fn plan(input: Inputs) -> Plan {
                     namespace: namespace.clone(),
                     name: r.name.clone(),
                     number: r.number,
+                    serving: r.serving,
                 },
                 r.port,
             )
@@ -184,6 +185,18 @@ pub fn plan(input: Inputs) -> Plan {
     };
     let latest_ready =
         if latest.ready { Some(latest.name.clone()) } else { exists(&old_predictor.latest_ready_revision) };
+    // A revision created in this pass has its initial scale asked for and nothing ready yet.
+    let replicas = traffic
+        .iter()
+        .filter_map(|t| match revisions.iter().find(|r| r.name == t.revision_name) {
+            Some(r) => Some((r.name.clone(), Replicas { desired: r.replicas, ready: r.available })),
+            None if t.revision_name == latest.name => {
+                let desired = i32::try_from(latest.initial_scale).unwrap_or(i32::MAX);
+                Some((latest.name.clone(), Replicas { desired, ready: 0 }))
+            }
+            None => None,
+        })
+        .collect();
     let observation = Observation {
         old: &old,
         generation: isvc.metadata.generation,
@@ -194,6 +207,7 @@ pub fn plan(input: Inputs) -> Plan {
         traffic,
         predictor,
         ingress,
+        replicas,
     };
     let status = status::compute(&observation, input.now);
     plan.status = (isvc.status.as_ref() != Some(&status)).then_some(status);
@@ -220,12 +234,6 @@ fn predictor_verdict(rolled_out: Option<&str>, latest: &Latest, revisions: &[Obs
         None if stable == latest.name && latest.ready => Ok(()),
         None => Err(("RevisionMissing", format!("revision {stable} has no Deployment"))),
     }
-}
-
-/// Pods a new revision starts with: Knative's initial scale, at least the minimum, at most the maximum.
-fn initial_scale(scaling: &ScalingSpec) -> u32 {
-    let initial = scaling.initial_scale.max(scaling.min_scale);
-    if scaling.max_scale > 0 { initial.min(scaling.max_scale) } else { initial }
 }
 
 /// `spec.replicas` to put in an apply of an existing Deployment: its current value while this

@@ -3,8 +3,10 @@
 //!
 //! - `ingress`: `{"ingressDomain": "example.com", "urlScheme": "http"}` (the URL in the status),
 //! - `storageInitializer`: `{"image": "..."}` (downloads models that are not `file://` or `pvc://`),
-//! - `skiff`: `{"serverImage": "...", "modelDir": "/mnt/models"}` (the model server),
-//! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings.
+//! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "modelDir": "/mnt/models"}` (the
+//!   model server, the queue-proxy sidecar of custom containers),
+//! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings (read live by
+//!   the autoscaler, and for the initial scale of a new revision).
 //!
 //! A missing ConfigMap or key means the defaults below.
 
@@ -19,6 +21,8 @@ use crate::error::{Error, Result};
 pub const CONFIG_MAP: &str = "inferenceservice-config";
 /// The model server image when the ConfigMap names none.
 pub const DEFAULT_SERVER_IMAGE: &str = "ghcr.io/skiff-serving/skiff-server:0.1.0";
+/// The queue-proxy image when the ConfigMap names none.
+pub const DEFAULT_QUEUE_PROXY_IMAGE: &str = "ghcr.io/skiff-serving/skiff-activator:0.1.0";
 /// KServe's storage initializer image.
 pub const DEFAULT_STORAGE_INITIALIZER_IMAGE: &str = "kserve/storage-initializer:v0.15.2";
 /// KServe's default domain.
@@ -37,6 +41,8 @@ pub struct Platform {
     pub server_image: String,
     /// The storage initializer image.
     pub storage_initializer_image: String,
+    /// The queue-proxy sidecar's image (`skiff-activator`).
+    pub queue_proxy_image: String,
     /// Mount path of the model in the server's container.
     pub model_dir: String,
     /// Knative autoscaler defaults, for the initial scale of a revision.
@@ -50,6 +56,7 @@ impl Default for Platform {
             url_scheme: "http".to_owned(),
             server_image: DEFAULT_SERVER_IMAGE.to_owned(),
             storage_initializer_image: DEFAULT_STORAGE_INITIALIZER_IMAGE.to_owned(),
+            queue_proxy_image: DEFAULT_QUEUE_PROXY_IMAGE.to_owned(),
             model_dir: DEFAULT_MODEL_DIR.to_owned(),
             autoscaler: AutoscalerConfig::default(),
         }
@@ -72,6 +79,7 @@ struct Image {
 #[serde(rename_all = "camelCase")]
 struct Skiff {
     server_image: Option<String>,
+    queue_proxy_image: Option<String>,
     model_dir: Option<String>,
 }
 
@@ -89,6 +97,7 @@ impl Platform {
         }
         if let Some(skiff) = key::<Skiff>(data, "skiff")? {
             set(&mut platform.server_image, skiff.server_image);
+            set(&mut platform.queue_proxy_image, skiff.queue_proxy_image);
             set(&mut platform.model_dir, skiff.model_dir);
         }
         if let Some(autoscaler) = key::<BTreeMap<String, String>>(data, "autoscaler")? {

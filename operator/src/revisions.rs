@@ -25,6 +25,8 @@ pub struct ObservedRevision {
     pub available: i32,
     /// The container port its Service targets.
     pub port: i32,
+    /// Its concurrency and timeout, from its labels.
+    pub serving: crate::desired::Serving,
 }
 
 /// The revisions among `deployments` that `owner_uid` controls, oldest first; others are ignored
@@ -46,6 +48,7 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
                 replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
                 available: status.and_then(|s| s.available_replicas).unwrap_or(0),
                 port: spec.and_then(|s| container_port(&s.template.spec)).unwrap_or(crate::desired::SERVER_PORT),
+                serving: crate::desired::Serving::from_labels(d.labels()),
             })
         })
         .collect();
@@ -53,8 +56,10 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
     revisions
 }
 
+/// The port requests enter the pod on: the queue-proxy's when it has one, else the first container's.
 fn container_port(pod: &Option<k8s_openapi::api::core::v1::PodSpec>) -> Option<i32> {
-    let container = pod.as_ref()?.containers.first()?;
+    let containers = &pod.as_ref()?.containers;
+    let container = containers.iter().find(|c| c.name == crate::desired::QUEUE_PROXY).or_else(|| containers.first())?;
     Some(container.ports.as_ref()?.first()?.container_port)
 }
 
@@ -62,11 +67,6 @@ impl ObservedRevision {
     /// Whether it can serve now: a replica is available.
     pub fn serving(&self) -> bool {
         self.available > 0
-    }
-
-    /// Whether it counts as ready without a pod: created with initial scale 0.
-    pub fn ready_without_pods(&self) -> bool {
-        self.initial_scale == Some(0)
     }
 }
 

@@ -1,9 +1,11 @@
 //! The InferenceService's status from what the plan decided and what the cluster shows: conditions
 //! (`PredictorReady`, `IngressReady`, `Ready`), URLs, and the predictor's revisions and traffic.
 
+use std::collections::BTreeMap;
+
 use skiff_api::status::{
     Addressable, ComponentStatus, Condition, INGRESS_READY, InferenceServiceStatus, PREDICTOR, PREDICTOR_READY, READY,
-    set_condition,
+    Replicas, set_condition,
 };
 use skiff_api::traffic::{RolledOut, TrafficTarget};
 
@@ -57,6 +59,8 @@ pub struct Observation<'a> {
     pub predictor: Verdict,
     /// Whether every revision with a share is reachable (has its Service).
     pub ingress: Verdict,
+    /// The replicas of the revisions with a share.
+    pub replicas: BTreeMap<String, Replicas>,
 }
 
 /// The status for `o`; conditions keep their transition time unless their status changes, so an
@@ -75,6 +79,7 @@ pub fn compute(o: &Observation, now: &str) -> InferenceServiceStatus {
             latest_rolledout_revision: o.rolled_out.latest.clone(),
             traffic: o.traffic.clone(),
             url: Some(o.urls.predictor.clone()),
+            replicas: o.replicas.clone(),
         },
     );
     set_conditions(&mut status, &o.predictor, &o.ingress, now);
@@ -128,6 +133,7 @@ mod tests {
             traffic: vec![],
             predictor,
             ingress: Ok(()),
+            replicas: BTreeMap::new(),
         }
     }
 

@@ -18,8 +18,9 @@ pub struct RouterConfig {
     pub listen: SocketAddr,
     /// Domain of service hosts: `<name>.<namespace>.<domain>`; empty for `<name>.<namespace>`.
     pub domain: String,
-    /// The activator's HTTP address, for revisions without a replica that has room.
-    pub activator: SocketAddr,
+    /// The activator's HTTP address, for revisions without a replica that has room; `None` when
+    /// the activators are discovered (see [`crate::Router::activators`]).
+    pub activator: Option<SocketAddr>,
     /// Worker threads of the proxy runtime.
     pub threads: usize,
     /// On a graceful stop (or SIGTERM): how long in-flight requests may still finish after the
@@ -32,7 +33,7 @@ impl Default for RouterConfig {
         RouterConfig {
             listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 8080)),
             domain: "example.com".to_owned(),
-            activator: SocketAddr::from((Ipv4Addr::LOCALHOST, 8012)),
+            activator: Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 8012))),
             threads: 2,
             grace_period: Duration::from_secs(5),
         }
@@ -52,11 +53,10 @@ impl RouterConfig {
                 self.grace_period
             )));
         }
-        if self.activator.port() == 0 || self.activator.ip().is_unspecified() {
-            return Err(Error::Config(format!(
-                "activator must be a concrete address and port, got {}",
-                self.activator
-            )));
+        if let Some(activator) = self.activator
+            && (activator.port() == 0 || activator.ip().is_unspecified())
+        {
+            return Err(Error::Config(format!("activator must be a concrete address and port, got {activator}")));
         }
         let label_ok = |l: &str| {
             !l.is_empty()
@@ -95,8 +95,8 @@ mod tests {
         let bad = [
             (RouterConfig { threads: 0, ..RouterConfig::default() }, "between 1 and 256"),
             (RouterConfig { grace_period: Duration::from_secs(7200), ..RouterConfig::default() }, "at most 3600 s"),
-            (RouterConfig { activator: "127.0.0.1:0".parse().unwrap(), ..RouterConfig::default() }, "activator"),
-            (RouterConfig { activator: "0.0.0.0:80".parse().unwrap(), ..RouterConfig::default() }, "activator"),
+            (RouterConfig { activator: Some("127.0.0.1:0".parse().unwrap()), ..RouterConfig::default() }, "activator"),
+            (RouterConfig { activator: Some("0.0.0.0:80".parse().unwrap()), ..RouterConfig::default() }, "activator"),
             (RouterConfig { domain: ".example.com".to_owned(), ..RouterConfig::default() }, "domain"),
             (RouterConfig { domain: "ex ample.com".to_owned(), ..RouterConfig::default() }, "domain"),
         ];

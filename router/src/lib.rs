@@ -4,13 +4,14 @@
 //! with room, or to the activator (with `x-skiff-revision`) when the revision has none.
 //!
 //! Pure cores: [`table`] (routing) and [`split`] (weighted choice); the Pingora adapter and the
-//! server thread are thin shells around them. Routes are rebuilt by the caller and swapped in with
+//! server thread are thin shells around them. On Kubernetes ([`cluster`], the `skiff-router`
+//! binary) routes come from InferenceServices and endpoints from EndpointSlices. Routes are rebuilt by the caller and swapped in with
 //! [`Router::publish`] without blocking requests.
 //!
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use skiff_router::{Router, RouterConfig};
-//! let endpoints = Arc::new(skiff_api::endpoints::Endpoints::default());
+//! let endpoints = Arc::new(skiff_dataplane::endpoints::Endpoints::default());
 //! let router = Router::new(RouterConfig::default(), endpoints)?;
 //! let handle = router.start()?; // serves on its own threads
 //! router.publish(vec![]); // whenever the routes change
@@ -18,6 +19,7 @@
 //! # Ok::<(), skiff_router::Error>(())
 //! ```
 
+pub mod cluster;
 mod config;
 mod error;
 pub mod metrics;
@@ -31,7 +33,8 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use prometheus_client::registry::Registry;
-use skiff_api::endpoints::Endpoints;
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
 
 pub use config::RouterConfig;
 pub use error::{Error, Result};
@@ -41,7 +44,8 @@ pub use table::{Resolved, RouteTable, ServiceRoute};
 
 /// Upstream read timeout for services that set none (`predictor.timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Header naming the revision on requests sent to the activator.
+/// Header naming the revision: `namespace/name` on requests sent to the activator, the revision's
+/// name on answers to clients.
 pub const REVISION_HEADER: &str = "x-skiff-revision";
 /// The router's own liveness path, answered without proxying.
 pub const HEALTHZ_PATH: &str = "/healthz";
@@ -57,19 +61,25 @@ struct Inner {
     config: RouterConfig,
     table: Arc<ArcSwap<RouteTable>>,
     endpoints: Arc<Endpoints>,
+    activators: Arc<RevisionEndpoints>,
     metrics: RouterMetrics,
     registry: Registry,
 }
 
 impl Router {
-    /// A router with no routes yet, sending to the replicas registered in `endpoints`.
+    /// A router with no routes yet, sending to the replicas registered in `endpoints`, and to the
+    /// activator of the configuration (or, without one, to those published in [`Router::activators`]).
     pub fn new(config: RouterConfig, endpoints: Arc<Endpoints>) -> Result<Router> {
         config.validate()?;
+        let activators = RevisionEndpoints::new(RevisionKey::new("skiff-system", "skiff-activator"), 0);
+        if let Some(activator) = config.activator {
+            activators.set_addresses([activator]);
+        }
         let table = Arc::new(ArcSwap::from_pointee(RouteTable::new(config.domain.clone(), Vec::new())));
         let metrics = RouterMetrics::default();
         let mut registry = Registry::with_prefix("skiff_router");
         metrics.register(&mut registry);
-        Ok(Router { inner: Arc::new(Inner { config, table, endpoints, metrics, registry }) })
+        Ok(Router { inner: Arc::new(Inner { config, table, endpoints, activators, metrics, registry }) })
     }
 
     /// The configuration it was built with.
@@ -83,6 +93,17 @@ impl Router {
         let table = RouteTable::new(self.inner.config.domain.clone(), routes);
         tracing::debug!(services = table.len(), "router routes published");
         self.inner.table.store(Arc::new(table));
+    }
+
+    /// The activators requests for revisions without room go to (least loaded first); a
+    /// discovery watch publishes their addresses with [`RevisionEndpoints::set_addresses`].
+    pub fn activators(&self) -> &Arc<RevisionEndpoints> {
+        &self.inner.activators
+    }
+
+    /// The endpoint registry it sends with.
+    pub fn endpoints(&self) -> &Arc<Endpoints> {
+        &self.inner.endpoints
     }
 
     /// The table requests are routed with now.
@@ -110,7 +131,7 @@ impl Router {
         let proxy = proxy::Proxy {
             table: self.inner.table.clone(),
             endpoints: self.inner.endpoints.clone(),
-            activator: self.inner.config.activator,
+            activators: self.inner.activators.clone(),
             metrics: self.inner.metrics.clone(),
         };
         server::start(&self.inner.config, proxy)

@@ -14,7 +14,8 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType};
-use skiff_api::endpoints::{Endpoints, Slot};
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
 
 use crate::metrics::{RouterMetrics, Via};
 use crate::split;
@@ -31,7 +32,7 @@ const ACTIVATOR_MARGIN: Duration = Duration::from_secs(5);
 pub(crate) struct Proxy {
     pub(crate) table: Arc<ArcSwap<RouteTable>>,
     pub(crate) endpoints: Arc<Endpoints>,
-    pub(crate) activator: SocketAddr,
+    pub(crate) activators: Arc<RevisionEndpoints>,
     pub(crate) metrics: RouterMetrics,
 }
 
@@ -39,8 +40,9 @@ pub(crate) struct Proxy {
 enum Upstream {
     /// A replica, with the slot that counts this request against its containerConcurrency.
     Replica(Slot),
-    /// The activator, which holds the request until the revision has room.
-    Activator,
+    /// An activator (with the slot that counts this request against it), which holds the request
+    /// until the revision has room.
+    Activator(Slot),
 }
 
 /// What the router knows about one request.
@@ -48,7 +50,7 @@ pub(crate) struct RequestCtx {
     started: Instant,
     healthz: bool,
     service: String,
-    revision: String,
+    revision: Option<RevisionKey>,
     /// Upstream path and query when the route rewrites it.
     path: Option<String>,
     timeout: Duration,
@@ -57,22 +59,28 @@ pub(crate) struct RequestCtx {
 
 /// Requests the router answers itself; the only place such outcomes become HTTP statuses.
 enum Rejection {
-    NoRoute { host: String, path: String },
+    UnknownService { host: String, path: String },
     NoRevision { service: String },
+    NoActivator { revision: String },
 }
 
 impl Rejection {
     fn status(&self) -> u16 {
         match self {
-            Rejection::NoRoute { .. } => 404,
-            Rejection::NoRevision { .. } => 503,
+            Rejection::UnknownService { .. } => 404,
+            Rejection::NoRevision { .. } | Rejection::NoActivator { .. } => 503,
         }
     }
 
     fn message(&self) -> String {
         match self {
-            Rejection::NoRoute { host, path } => format!("no InferenceService matches host {host} and path {path}"),
+            Rejection::UnknownService { host, path } => {
+                format!("no InferenceService matches host {host} and path {path}")
+            }
             Rejection::NoRevision { service } => format!("InferenceService {service} has no revision taking traffic"),
+            Rejection::NoActivator { revision } => {
+                format!("revision {revision} has no ready replica with room and no activator is ready")
+            }
         }
     }
 }
@@ -82,35 +90,57 @@ impl Proxy {
     fn route(&self, host: &str, path: &str, ctx: &mut RequestCtx) -> Result<(), Rejection> {
         let table = self.table.load();
         let Some(resolved) = table.resolve(host, path) else {
-            return Err(Rejection::NoRoute { host: host.to_owned(), path: path.to_owned() });
+            return Err(Rejection::UnknownService { host: host.to_owned(), path: path.to_owned() });
         };
         ctx.service = resolved.service.key();
         ctx.timeout = resolved.service.timeout.unwrap_or(DEFAULT_TIMEOUT);
         ctx.path = (resolved.path != path).then_some(resolved.path);
         let target = split::choose(&resolved.service.targets, resolved.tag.as_deref(), &mut rand::rng());
         let Some(target) = target else { return Err(Rejection::NoRevision { service: ctx.service.clone() }) };
-        ctx.revision = target.revision_name.clone();
-        let slot = self.endpoints.get(&ctx.revision).and_then(|revision| {
+        let key = RevisionKey::new(resolved.service.namespace.as_str(), target.revision_name.as_str());
+        let slot = self.endpoints.get(&key).and_then(|revision| {
             revision.arrived();
             revision.try_acquire()
         });
-        ctx.upstream = Some(slot.map_or(Upstream::Activator, Upstream::Replica));
+        let upstream = match slot {
+            Some(slot) => Upstream::Replica(slot),
+            None => match self.activators.try_acquire() {
+                Some(slot) => Upstream::Activator(slot),
+                None => return Err(Rejection::NoActivator { revision: key.to_string() }),
+            },
+        };
+        ctx.revision = Some(key);
+        ctx.upstream = Some(upstream);
         Ok(())
     }
 
-    fn upstream_addr(&self, upstream: Option<&Upstream>) -> SocketAddr {
-        match upstream {
-            Some(Upstream::Replica(slot)) => slot.replica().addr,
-            Some(Upstream::Activator) | None => self.activator,
+    /// An activator other than `failed`'s, or the same when it is the only one.
+    fn another_activator(&self, failed: Option<SocketAddr>) -> Option<Slot> {
+        let slot = self.activators.try_acquire()?;
+        if Some(slot.replica().addr) != failed {
+            return Some(slot);
         }
+        let other = self.activators.try_acquire().filter(|s| Some(s.replica().addr) != failed);
+        other.or(Some(slot))
+    }
+}
+
+fn upstream_addr(upstream: &Upstream) -> SocketAddr {
+    match upstream {
+        Upstream::Replica(slot) | Upstream::Activator(slot) => slot.replica().addr,
     }
 }
 
 fn via(upstream: &Upstream) -> Via {
     match upstream {
         Upstream::Replica(_) => Via::Direct,
-        Upstream::Activator => Via::Activator,
+        Upstream::Activator(_) => Via::Activator,
     }
+}
+
+/// The name of the revision the request went to ("" before one is chosen).
+fn revision_name(ctx: &RequestCtx) -> &str {
+    ctx.revision.as_ref().map_or("", |key| key.name.as_str())
 }
 
 /// The request's host: the Host header, else the authority of an absolute URI.
@@ -139,7 +169,7 @@ impl ProxyHttp for Proxy {
             started: Instant::now(),
             healthz: false,
             service: String::new(),
-            revision: String::new(),
+            revision: None,
             path: None,
             timeout: DEFAULT_TIMEOUT,
             upstream: None,
@@ -161,9 +191,12 @@ impl ProxyHttp for Proxy {
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
-        let mut peer = HttpPeer::new(self.upstream_addr(ctx.upstream.as_ref()), false, String::new());
+        let Some(upstream) = ctx.upstream.as_ref() else {
+            return Err(Error::explain(ErrorType::ConnectNoRoute, "no activator is ready"));
+        };
+        let mut peer = HttpPeer::new(upstream_addr(upstream), false, String::new());
         peer.options.connection_timeout = Some(CONNECT_TIMEOUT);
-        let via_activator = matches!(ctx.upstream, Some(Upstream::Activator));
+        let via_activator = matches!(ctx.upstream, Some(Upstream::Activator(_)));
         peer.options.read_timeout = Some(if via_activator { ctx.timeout + ACTIVATOR_MARGIN } else { ctx.timeout });
         Ok(Box::new(peer))
     }
@@ -178,8 +211,10 @@ impl ProxyHttp for Proxy {
             let uri = path.parse().map_err(|e| Error::because(ErrorType::InternalError, "upstream path", e))?;
             upstream_request.set_uri(uri);
         }
-        match ctx.upstream {
-            Some(Upstream::Activator) => upstream_request.insert_header(REVISION_HEADER, ctx.revision.as_str())?,
+        match (&ctx.upstream, &ctx.revision) {
+            (Some(Upstream::Activator(_)), Some(key)) => {
+                upstream_request.insert_header(REVISION_HEADER, key.to_string())?
+            }
             _ => drop(upstream_request.remove_header(REVISION_HEADER)),
         }
         Ok(())
@@ -192,7 +227,7 @@ impl ProxyHttp for Proxy {
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
         // Tell the client which revision answered (canary checks, debugging); never trust the upstream's value.
-        upstream_response.insert_header(REVISION_HEADER, ctx.revision.as_str())?;
+        upstream_response.insert_header(REVISION_HEADER, revision_name(ctx))?;
         Ok(())
     }
 
@@ -204,12 +239,11 @@ impl ProxyHttp for Proxy {
         mut e: Box<Error>,
     ) -> Box<Error> {
         // A replica that refuses connections (gone between endpoint updates): give back its slot and let
-        // the activator hold the request instead. Nothing was sent yet, so retrying is safe.
-        let direct = matches!(ctx.upstream, Some(Upstream::Replica(_)));
-        if direct {
-            ctx.upstream = Some(Upstream::Activator);
-        }
-        e.set_retry(direct);
+        // an activator hold the request instead; an activator that refuses (killed, or not yet out of the
+        // endpoints): another one. Nothing was sent yet, so retrying is safe; Pingora bounds the retries.
+        let failed = ctx.upstream.take().map(|u| upstream_addr(&u));
+        ctx.upstream = self.another_activator(failed).map(Upstream::Activator);
+        e.set_retry(ctx.upstream.is_some());
         e
     }
 
@@ -222,13 +256,14 @@ impl ProxyHttp for Proxy {
         let elapsed = ctx.started.elapsed();
         // 499 (as nginx): the request failed before any response could be written, e.g. the client left.
         let status = session.response_written().map_or(if e.is_some() { 499 } else { 0 }, |r| r.status.as_u16());
-        self.metrics.answered(&ctx.service, &ctx.revision, status, elapsed);
+        let revision = revision_name(ctx);
+        self.metrics.answered(&ctx.service, revision, status, elapsed);
         if let Some(upstream) = &upstream {
-            self.metrics.sent(&ctx.service, &ctx.revision, via(upstream));
+            self.metrics.sent(&ctx.service, revision, via(upstream));
         }
         let req = session.req_header();
         if let Some(error) = e {
-            tracing::warn!(service = %ctx.service, revision = %ctx.revision, path = %req.uri, status, %error, "proxying failed");
+            tracing::warn!(service = %ctx.service, revision, path = %req.uri, status, %error, "proxying failed");
         }
         // The access log is off by default (a line per request costs throughput): RUST_LOG=skiff_router::access=debug.
         tracing::debug!(
@@ -237,8 +272,8 @@ impl ProxyHttp for Proxy {
             host = host_of(req),
             path = %req.uri,
             service = %ctx.service,
-            revision = %ctx.revision,
-            upstream = %upstream.as_ref().map_or_else(|| "-".to_owned(), |u| self.upstream_addr(Some(u)).to_string()),
+            revision,
+            upstream = %upstream.as_ref().map_or_else(|| "-".to_owned(), |u| upstream_addr(u).to_string()),
             via = upstream.as_ref().map_or("-", |u| via(u).as_str()),
             status,
             duration_ms = elapsed.as_secs_f64() * 1000.0,

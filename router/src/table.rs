@@ -22,6 +22,9 @@ pub struct ServiceRoute {
     pub targets: Vec<TrafficTarget>,
     /// Upstream read timeout (`predictor.timeout`); the router's default when `None`.
     pub timeout: Option<Duration>,
+    /// The host of the service's URL (`status.url`), when it is known; it routes to the service
+    /// (and `<tag>-<host>` to a tagged revision) whatever the router's domain.
+    pub host: Option<String>,
 }
 
 impl ServiceRoute {
@@ -52,6 +55,8 @@ pub struct RouteTable {
     domain: String,
     by_namespace: HashMap<String, HashMap<String, Arc<ServiceRoute>>>,
     by_name: HashMap<String, Vec<Arc<ServiceRoute>>>,
+    /// URL hosts and their tag hosts.
+    by_url_host: HashMap<String, (Arc<ServiceRoute>, Option<String>)>,
     len: usize,
 }
 
@@ -74,12 +79,20 @@ impl RouteTable {
             ns.insert(route.name.clone(), Arc::new(route));
         }
         let mut by_name: HashMap<String, Vec<Arc<ServiceRoute>>> = HashMap::new();
+        let mut by_url_host = HashMap::new();
         let mut len = 0;
         for route in by_namespace.values().flat_map(HashMap::values) {
             by_name.entry(route.name.clone()).or_default().push(route.clone());
+            if let Some(host) = &route.host {
+                let host = host.trim_end_matches('.').to_ascii_lowercase();
+                for tag in route.targets.iter().filter_map(|t| t.tag.as_deref()) {
+                    by_url_host.insert(format!("{tag}-{host}"), (route.clone(), Some(tag.to_owned())));
+                }
+                by_url_host.insert(host, (route.clone(), None));
+            }
             len += 1;
         }
-        RouteTable { domain, by_namespace, by_name, len }
+        RouteTable { domain, by_namespace, by_name, by_url_host, len }
     }
 
     /// The domain service hosts live under.
@@ -137,6 +150,9 @@ impl RouteTable {
 
     fn by_host(&self, host: &str) -> HostMatch {
         let host = strip_port(host).trim_end_matches('.').to_ascii_lowercase();
+        if let Some((service, tag)) = self.by_url_host.get(&host) {
+            return HostMatch::Found(service.clone(), tag.clone());
+        }
         let prefix = if self.domain.is_empty() {
             host.as_str()
         } else {

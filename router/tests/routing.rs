@@ -5,7 +5,8 @@ mod support;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use skiff_api::endpoints::Endpoints;
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::endpoints::Endpoints;
 use support::*;
 use tokio::sync::Semaphore;
 
@@ -17,7 +18,7 @@ fn id(body: &Value) -> &str {
 async fn hosts_paths_and_model_names_reach_the_service() {
     let (a, activator) = (upstream("iris-1").await, upstream("activator").await);
     let endpoints = Arc::new(Endpoints::default());
-    revision(&endpoints, "iris-predictor-00001", 0, &[a.addr]);
+    revision(&endpoints, "default/iris-predictor-00001", 0, &[a.addr]);
     let (router, handle) = router(endpoints, activator.addr);
     router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, Some("latest"))])]);
     let c = Caller::new(handle.listen_addr());
@@ -100,7 +101,7 @@ async fn a_20_80_split_holds_over_2000_requests() {
     // Binomial(2000, 0.2): mean 400, sd ~17.9; +-100 (5 points of the split) is ~5.6 sd.
     assert!((300..=500).contains(&to_new), "{to_new} of 2000 went to the 20% revision");
     assert_eq!(setup.new.seen().len() + setup.old.seen().len(), 2000);
-    let arrivals = |name: &str| endpoints.get(name).unwrap().arrivals();
+    let arrivals = |name: &str| endpoints.get(&RevisionKey::new("default", name)).unwrap().arrivals();
     assert_eq!(
         (arrivals("iris-predictor-00002"), arrivals("iris-predictor-00001")),
         (to_new as u64, 2000 - to_new as u64),
@@ -112,7 +113,7 @@ async fn a_20_80_split_holds_over_2000_requests() {
 async fn revisions_without_ready_replicas_go_to_the_activator() {
     let activator = upstream("activator").await;
     let endpoints = Arc::new(Endpoints::default());
-    revision(&endpoints, "iris-predictor-00001", 0, &[]); // scaled to zero
+    revision(&endpoints, "default/iris-predictor-00001", 0, &[]); // scaled to zero
     let (router, handle) = router(endpoints.clone(), activator.addr);
     router.publish(vec![
         service("default", "iris", vec![target("iris-predictor-00001", 100, None)]),
@@ -122,12 +123,16 @@ async fn revisions_without_ready_replicas_go_to_the_activator() {
 
     let (status, body) = c.post("localhost", "/serving/default/iris/v1/models/iris:predict").await;
     assert_eq!((status, id(&body)), (200, "activator"));
-    assert_eq!(body["revision"], "iris-predictor-00001");
+    assert_eq!(body["revision"], "default/iris-predictor-00001");
     assert_eq!(body["path"], "/v1/models/iris:predict", "the rewrite applies on the way to the activator too");
     let (_, body) = c.get("mnist.default.example.com", "/v2/models/mnist").await;
-    assert_eq!(body["revision"], "mnist-predictor-00001");
+    assert_eq!(body["revision"], "default/mnist-predictor-00001");
     assert_eq!(activator.seen().len(), 2);
-    assert_eq!(endpoints.get("iris-predictor-00001").unwrap().arrivals(), 1, "counted on the way to the activator");
+    assert_eq!(
+        endpoints.get(&RevisionKey::new("default", "iris-predictor-00001")).unwrap().arrivals(),
+        1,
+        "counted on the way to the activator"
+    );
     metrics_eventually_contain(&router, r#"via="activator"} 1"#).await;
 }
 
@@ -136,7 +141,7 @@ async fn a_replica_at_container_concurrency_sends_the_rest_to_the_activator() {
     let gate = Arc::new(Semaphore::new(0));
     let (replica, activator) = (upstream_gated("replica", Some(gate.clone())).await, upstream("activator").await);
     let endpoints = Arc::new(Endpoints::default());
-    let rev = revision(&endpoints, "iris-predictor-00001", 1, &[replica.addr]);
+    let rev = revision(&endpoints, "default/iris-predictor-00001", 1, &[replica.addr]);
     let (router, handle) = router(endpoints, activator.addr);
     router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, None)])]);
     let c = Arc::new(Caller::new(handle.listen_addr()));
@@ -151,7 +156,7 @@ async fn a_replica_at_container_concurrency_sends_the_rest_to_the_activator() {
     }
     let (status, body) = c.post("iris.default.example.com", "/v1/models/iris:predict").await;
     assert_eq!((status, id(&body)), (200, "activator"));
-    assert_eq!(body["revision"], "iris-predictor-00001");
+    assert_eq!(body["revision"], "default/iris-predictor-00001");
 
     gate.add_permits(1);
     assert_eq!(id(&first.await.unwrap().1), "replica");
@@ -168,8 +173,8 @@ async fn a_refusing_replica_falls_back_to_the_activator_and_clients_cannot_spoof
     let (live, activator) = (upstream("live").await, upstream("activator").await);
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // closed again
     let endpoints = Arc::new(Endpoints::default());
-    let gone = revision(&endpoints, "gone-predictor-00001", 0, &[dead]);
-    revision(&endpoints, "live-predictor-00001", 0, &[live.addr]);
+    let gone = revision(&endpoints, "default/gone-predictor-00001", 0, &[dead]);
+    revision(&endpoints, "default/live-predictor-00001", 0, &[live.addr]);
     let (router, handle) = router(endpoints, activator.addr);
     router.publish(vec![
         service("default", "gone", vec![target("gone-predictor-00001", 100, None)]),
@@ -178,7 +183,10 @@ async fn a_refusing_replica_falls_back_to_the_activator_and_clients_cannot_spoof
     let c = Caller::new(handle.listen_addr());
 
     let (status, body) = c.get("gone.default.example.com", "/v2/health/ready").await;
-    assert_eq!((status, id(&body), body["revision"].as_str()), (200, "activator", Some("gone-predictor-00001")));
+    assert_eq!(
+        (status, id(&body), body["revision"].as_str()),
+        (200, "activator", Some("default/gone-predictor-00001"))
+    );
     while gone.ready()[0].in_flight() != 0 {
         tokio::task::yield_now().await;
     }
@@ -191,8 +199,8 @@ async fn a_refusing_replica_falls_back_to_the_activator_and_clients_cannot_spoof
 async fn publish_swaps_routes_while_serving() {
     let (a, b, activator) = (upstream("a").await, upstream("b").await, upstream("activator").await);
     let endpoints = Arc::new(Endpoints::default());
-    revision(&endpoints, "iris-predictor-00001", 0, &[a.addr]);
-    revision(&endpoints, "iris-predictor-00002", 0, &[b.addr]);
+    revision(&endpoints, "default/iris-predictor-00001", 0, &[a.addr]);
+    revision(&endpoints, "default/iris-predictor-00002", 0, &[b.addr]);
     let (router, handle) = router(endpoints, activator.addr);
     let c = Arc::new(Caller::new(handle.listen_addr()));
     assert_eq!(c.get("iris.default.example.com", "/").await.0, 404, "no routes yet");

@@ -4,7 +4,7 @@ mod support;
 
 use std::sync::Arc;
 
-use skiff_api::endpoints::Endpoints;
+use skiff_dataplane::endpoints::Endpoints;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

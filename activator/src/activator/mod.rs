@@ -13,7 +13,8 @@ use bytes::Bytes;
 use http::Request;
 use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
-use skiff_api::endpoints::Endpoints;
+use skiff_dataplane::endpoints::Endpoints;
+use skiff_dataplane::{Holder, Poker, RevisionKey, RevisionSpec};
 use tokio::net::TcpListener;
 
 pub use revision::{DEFAULT_MAX_PENDING, DEFAULT_TIMEOUT, RevisionConfig, RevisionStats};
@@ -26,15 +27,23 @@ use crate::load::Load;
 use crate::response::{self, BoxError, HttpResponse};
 use metrics::Metrics;
 
-/// Tells the autoscaler that a request is waiting for a revision with no ready replica.
-pub trait Poker: Send + Sync {
-    /// A request for `revision` arrived while it has no ready replica; decide now.
-    fn poke(&self, revision: &str);
+/// Longest header value echoed back in an error.
+const ECHO_LIMIT: usize = 128;
+
+/// `text`, cut to [`ECHO_LIMIT`] bytes (on a character boundary) with an ellipsis.
+fn truncate(text: &str) -> String {
+    match text.char_indices().nth(ECHO_LIMIT) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// One registered revision: its settings and its live counts.
 struct Revision {
     config: RevisionConfig,
+    /// `namespace/name`, as metrics and errors give it.
+    name: String,
+    /// `revision namespace/name`.
     label: String,
     load: Arc<Load>,
     wait_seconds: Histogram,
@@ -44,57 +53,73 @@ struct Revision {
 pub struct Activator {
     endpoints: Arc<Endpoints>,
     poker: Arc<dyn Poker>,
-    revisions: RwLock<HashMap<String, Arc<Revision>>>,
+    max_pending: usize,
+    revisions: RwLock<HashMap<RevisionKey, Arc<Revision>>>,
     forwarder: Forwarder,
     metrics: Metrics,
 }
 
 impl Activator {
-    /// An activator over `endpoints` (published by the replica backend) that tells `poker` when a
-    /// request waits at zero; it serves no revision until [`Activator::upsert_revision`].
-    pub fn new(endpoints: Arc<Endpoints>, poker: Arc<dyn Poker>) -> Arc<Activator> {
+    /// An activator over `endpoints` (published by a replica backend or an EndpointSlice watch)
+    /// that tells `poker` when a request waits at zero; it serves no revision until
+    /// [`Activator::upsert_revision`] (or [`Holder::hold`], which holds up to `max_pending`
+    /// requests per revision).
+    pub fn new(endpoints: Arc<Endpoints>, poker: Arc<dyn Poker>, max_pending: usize) -> Arc<Activator> {
         Arc::new(Activator {
             endpoints,
             poker,
+            max_pending,
             revisions: RwLock::new(HashMap::new()),
             forwarder: Forwarder::default(),
             metrics: Metrics::default(),
         })
     }
 
-    /// Serves `config.name` with `config`, or updates its settings (requests already held keep
+    /// Serves `config.key` with `config`, or updates its settings (requests already held keep
     /// theirs; the counts carry over).
     pub fn upsert_revision(&self, config: RevisionConfig) -> Result<()> {
         config.validate()?;
         let mut revisions = self.revisions.write().expect("revisions lock");
-        let load = match revisions.get(&config.name) {
+        if revisions.get(&config.key).is_some_and(|existing| existing.config == config) {
+            return Ok(());
+        }
+        let name = config.key.to_string();
+        let load = match revisions.get(&config.key) {
             Some(existing) => existing.load.clone(),
-            None => Load::new(self.metrics.load_gauges(&config.name)),
+            None => Load::new(self.metrics.load_gauges(&name)),
         };
         let revision = Revision {
-            label: format!("revision {}", config.name),
-            wait_seconds: self.metrics.wait_seconds(&config.name),
+            wait_seconds: self.metrics.wait_seconds(&name),
+            label: format!("revision {name}"),
+            name,
             load,
             config,
         };
-        revisions.insert(revision.config.name.clone(), Arc::new(revision));
+        revisions.insert(revision.config.key.clone(), Arc::new(revision));
         Ok(())
     }
 
     /// Stops serving `revision`: new requests get 404, held ones run to their end. False when unknown.
-    pub fn remove_revision(&self, revision: &str) -> bool {
+    pub fn remove_revision(&self, revision: &RevisionKey) -> bool {
         let removed = self.revisions.write().expect("revisions lock").remove(revision).is_some();
         if removed {
-            self.metrics.forget(revision);
+            self.metrics.forget(&revision.to_string());
         }
         removed
     }
 
     /// What is held for `revision` now (zeros when it is unknown).
-    pub fn stats(&self, revision: &str) -> RevisionStats {
+    pub fn stats(&self, revision: &RevisionKey) -> RevisionStats {
         self.revision(revision)
             .map(|r| RevisionStats { queued: r.load.queued(), in_flight: r.load.forwarded() })
             .unwrap_or_default()
+    }
+
+    /// The requests waiting for a replica now, per revision: what the activator reports to the
+    /// autoscaler every second.
+    pub fn held(&self) -> Vec<(RevisionKey, usize)> {
+        let revisions = self.revisions.read().expect("revisions lock");
+        revisions.iter().map(|(key, r)| (key.clone(), r.load.queued())).collect()
     }
 
     /// The OpenMetrics text exposition of the activator's metrics.
@@ -117,7 +142,7 @@ impl Activator {
             }
         };
         let response = self.forward(&revision, request).await.unwrap_or_else(|e| response::error(&e));
-        self.metrics.answered(&revision.config.name, response.status().as_u16());
+        self.metrics.answered(&revision.name, response.status().as_u16());
         response
     }
 
@@ -133,14 +158,17 @@ impl Activator {
         Ok(())
     }
 
-    fn revision(&self, name: &str) -> Option<Arc<Revision>> {
-        self.revisions.read().expect("revisions lock").get(name).cloned()
+    fn revision(&self, key: &RevisionKey) -> Option<Arc<Revision>> {
+        self.revisions.read().expect("revisions lock").get(key).cloned()
     }
 
     fn revision_of<B>(&self, request: &Request<B>) -> Result<Arc<Revision>> {
-        let name = request.headers().get(REVISION_HEADER).ok_or(Error::MissingRevision)?;
-        let name = name.to_str().map_err(|_| Error::BadRequest(format!("{REVISION_HEADER} is not text")))?;
-        self.revision(name).ok_or_else(|| Error::UnknownRevision(name.to_owned()))
+        let value = request.headers().get(REVISION_HEADER).ok_or(Error::MissingRevision)?;
+        let text = value.to_str().map_err(|_| Error::BadRequest(format!("{REVISION_HEADER} is not text")))?;
+        let key = RevisionKey::parse(text).ok_or_else(|| {
+            Error::BadRequest(format!("{REVISION_HEADER} must be namespace/name, got {:?}", truncate(text)))
+        })?;
+        self.revision(&key).ok_or_else(|| Error::UnknownRevision(key.to_string()))
     }
 
     async fn forward<B>(&self, revision: &Revision, request: Request<B>) -> Result<HttpResponse>
@@ -148,20 +176,34 @@ impl Activator {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
-        let name = revision.config.name.as_str();
-        let endpoints = self.endpoints.get(name).ok_or_else(|| Error::UnknownRevision(name.to_owned()))?;
+        let key = &revision.config.key;
+        let endpoints = self.endpoints.get(key).ok_or_else(|| Error::UnknownRevision(revision.name.clone()))?;
         let target = Target {
-            name,
+            name: &revision.name,
             label: &revision.label,
             endpoints: &endpoints,
             load: &revision.load,
             max_pending: Some(revision.config.max_pending),
             max_queued: None,
             timeout: revision.config.timeout,
-            poker: Some(self.poker.as_ref()),
+            poker: Some((self.poker.as_ref(), key)),
             retry_connect: true,
             wait_seconds: &revision.wait_seconds,
         };
         dispatch(&self.forwarder, &target, request).await
+    }
+}
+
+impl Holder for Activator {
+    fn hold(&self, revision: &RevisionSpec) {
+        let config =
+            RevisionConfig { key: revision.key.clone(), timeout: revision.timeout, max_pending: self.max_pending };
+        if let Err(e) = self.upsert_revision(config) {
+            tracing::error!(revision = %revision.key, error = %e, "the activator refused the revision's settings");
+        }
+    }
+
+    fn release(&self, revision: &RevisionKey) {
+        self.remove_revision(revision);
     }
 }

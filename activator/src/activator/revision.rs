@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use skiff_dataplane::RevisionKey;
+
 use crate::error::{Error, Result};
 
 /// KServe's default request timeout (the InferenceService's `timeout`, in seconds).
@@ -13,8 +15,8 @@ pub const DEFAULT_MAX_PENDING: usize = 1000;
 /// How the activator treats one revision's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevisionConfig {
-    /// The revision's name, as the router sends it in `x-skiff-revision`.
-    pub name: String,
+    /// The revision's namespace and name, as the router sends them in `x-skiff-revision`.
+    pub key: RevisionKey,
     /// Bound on a whole request: waiting for a replica, forwarding and the answer.
     pub timeout: Duration,
     /// Requests held at once, waiting or forwarded; more get 503 with `Retry-After`.
@@ -22,9 +24,9 @@ pub struct RevisionConfig {
 }
 
 impl RevisionConfig {
-    /// `name` with the defaults: 300 s timeout, [`DEFAULT_MAX_PENDING`] pending requests.
-    pub fn new(name: impl Into<String>) -> RevisionConfig {
-        RevisionConfig { name: name.into(), timeout: DEFAULT_TIMEOUT, max_pending: DEFAULT_MAX_PENDING }
+    /// `key` with the defaults: 300 s timeout, [`DEFAULT_MAX_PENDING`] pending requests.
+    pub fn new(key: RevisionKey) -> RevisionConfig {
+        RevisionConfig { key, timeout: DEFAULT_TIMEOUT, max_pending: DEFAULT_MAX_PENDING }
     }
 
     /// The timeout from an InferenceService's `spec.predictor.timeout` (seconds); unset keeps 300 s.
@@ -37,12 +39,12 @@ impl RevisionConfig {
 
     /// Checks the values; each message states the allowed range.
     pub fn validate(&self) -> Result<()> {
-        let problem = if self.name.is_empty() {
-            "the revision name must not be empty".to_owned()
+        let problem = if self.key.name.is_empty() || self.key.namespace.is_empty() {
+            "the revision's namespace and name must not be empty".to_owned()
         } else if self.timeout.is_zero() {
-            format!("revision {}: timeout must be more than 0", self.name)
+            format!("revision {}: timeout must be more than 0", self.key)
         } else if self.max_pending == 0 {
-            format!("revision {}: max_pending must be at least 1", self.name)
+            format!("revision {}: max_pending must be at least 1", self.key)
         } else {
             return Ok(());
         };
@@ -65,7 +67,7 @@ mod tests {
 
     #[test]
     fn defaults_follow_kserve() {
-        let c = RevisionConfig::new("iris-predictor-00001");
+        let c = RevisionConfig::new(RevisionKey::new("default", "iris-predictor-00001"));
         assert_eq!(c.timeout, Duration::from_secs(300));
         assert_eq!(c.clone().with_timeout_secs(Some(60)).timeout, Duration::from_secs(60));
         assert_eq!(c.clone().with_timeout_secs(None).timeout, Duration::from_secs(300));
@@ -74,16 +76,16 @@ mod tests {
 
     #[test]
     fn out_of_range_values_are_refused() {
-        let mut c = RevisionConfig::new("r");
+        let mut c = RevisionConfig::new(RevisionKey::new("ns", "r"));
         assert!(c.validate().is_ok());
         c.max_pending = 0;
         assert_eq!(
             c.validate().unwrap_err().to_string(),
-            "invalid configuration: revision r: max_pending must be at least 1"
+            "invalid configuration: revision ns/r: max_pending must be at least 1"
         );
         c.max_pending = 1;
         c.timeout = Duration::ZERO;
         assert!(c.validate().is_err());
-        assert!(RevisionConfig::new("").validate().is_err());
+        assert!(RevisionConfig::new(RevisionKey::new("ns", "")).validate().is_err());
     }
 }

@@ -17,7 +17,8 @@ use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{Method, Request, StatusCode};
 use hyper::body::Body;
-use skiff_api::endpoints::RevisionEndpoints;
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::endpoints::RevisionEndpoints;
 use tokio::net::{TcpListener, TcpStream};
 
 pub use config::QueueProxyConfig;
@@ -48,7 +49,7 @@ impl QueueProxy {
     /// A queue-proxy in front of `config.upstream`.
     pub fn new(config: QueueProxyConfig) -> Result<Arc<QueueProxy>> {
         config.validate()?;
-        let upstream = RevisionEndpoints::new("upstream", config.container_concurrency);
+        let upstream = RevisionEndpoints::new(RevisionKey::new("local", "upstream"), config.container_concurrency);
         upstream.set_ready(vec![upstream.replica(config.upstream)]);
         let metrics = Metrics::default();
         Ok(Arc::new(QueueProxy {

@@ -11,23 +11,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use skiff_api::endpoints::{Replica, RevisionEndpoints};
-use skiff_autoscaler::runner::ReplicaBackend;
+use skiff_dataplane::endpoints::{Replica, RevisionEndpoints};
+use skiff_dataplane::{ReplicaBackend, RevisionKey};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
-/// How a revision's replicas run `skiff-server`.
+/// How a revision's replicas run `skiff-server`: its arguments for the predictor
+/// ([`skiff_api::serving::server_args`], the operator's too), to which the backend adds a loopback
+/// bind and JSON logs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServeSpec {
-    /// Folder holding `model.onnx`.
-    pub model_dir: PathBuf,
-    /// Model name (the InferenceService name).
-    pub model_name: String,
-    /// `--container-concurrency`.
-    pub container_concurrency: u32,
-    /// `(max batch size, max latency ms)` when the batcher is on.
-    pub batcher: Option<(u32, u32)>,
+    /// `skiff-server`'s arguments, with `--http-port 0`.
+    pub args: Vec<String>,
 }
 
 /// A revision's replica counts.
@@ -63,7 +59,7 @@ struct Counts {
 pub struct LocalProcesses {
     server_bin: PathBuf,
     ort_dylib: PathBuf,
-    revisions: Mutex<HashMap<String, Handle>>,
+    revisions: Mutex<HashMap<RevisionKey, Handle>>,
     draining: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -79,11 +75,11 @@ impl LocalProcesses {
     }
 
     /// Starts supervising `revision` at zero replicas.
-    pub fn add(&self, revision: &str, spec: ServeSpec, endpoints: Arc<RevisionEndpoints>) {
+    pub fn add(&self, revision: &RevisionKey, spec: ServeSpec, endpoints: Arc<RevisionEndpoints>) {
         let (desired, wanted) = watch::channel(0);
         let counts = Arc::new(Counts::default());
         let supervisor = Supervisor {
-            revision: revision.to_owned(),
+            revision: revision.to_string(),
             spec,
             server_bin: self.server_bin.clone(),
             ort_dylib: self.ort_dylib.clone(),
@@ -91,11 +87,11 @@ impl LocalProcesses {
             counts: counts.clone(),
         };
         let supervisor = tokio::spawn(supervisor.run(wanted));
-        self.lock().insert(revision.to_owned(), Handle { desired, counts, supervisor });
+        self.lock().insert(revision.clone(), Handle { desired, counts, supervisor });
     }
 
     /// Stops supervising `revision`; its replicas drain and exit in the background.
-    pub fn remove(&self, revision: &str) {
+    pub fn remove(&self, revision: &RevisionKey) {
         if let Some(handle) = self.lock().remove(revision) {
             self.draining.lock().expect("replica backend lock").push(handle.supervisor);
         }
@@ -110,7 +106,7 @@ impl LocalProcesses {
     }
 
     /// The counts of `revision`.
-    pub fn counts(&self, revision: &str) -> Option<ReplicaCounts> {
+    pub fn counts(&self, revision: &RevisionKey) -> Option<ReplicaCounts> {
         self.lock().get(revision).map(|h| ReplicaCounts {
             desired: *h.desired.borrow(),
             ready: h.counts.ready.load(Ordering::Acquire),
@@ -120,7 +116,7 @@ impl LocalProcesses {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Handle>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RevisionKey, Handle>> {
         self.revisions.lock().expect("replica backend lock")
     }
 }
@@ -133,13 +129,13 @@ fn millis(value: &AtomicU32) -> Option<u64> {
 }
 
 impl ReplicaBackend for LocalProcesses {
-    fn scale(&self, revision: &str, replicas: u32) {
+    fn scale(&self, revision: &RevisionKey, replicas: u32) {
         if let Some(handle) = self.lock().get(revision) {
             handle.desired.send_if_modified(|n| std::mem::replace(n, replicas) != replicas);
         }
     }
 
-    fn ready_replicas(&self, revision: &str) -> u32 {
+    fn ready_replicas(&self, revision: &RevisionKey) -> u32 {
         self.lock().get(revision).map_or(0, |h| h.counts.ready.load(Ordering::Acquire))
     }
 }
@@ -274,20 +270,13 @@ impl Supervisor {
         let started = Instant::now();
         let mut command = Command::new(&self.server_bin);
         command
-            .args(["--bind", "127.0.0.1", "--http-port", "0", "--log-format", "json", "--model-name"])
-            .arg(&self.spec.model_name)
-            .arg("--model-dir")
-            .arg(&self.spec.model_dir)
-            .args(["--container-concurrency", &self.spec.container_concurrency.to_string()])
+            .args(&self.spec.args)
+            .args(["--bind", "127.0.0.1", "--log-format", "json"])
             .env("ORT_DYLIB_PATH", &self.ort_dylib)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if let Some((size, latency)) = self.spec.batcher {
-            command.args(["--enable-batching", "--max-batch-size", &size.to_string()]);
-            command.args(["--max-latency-ms", &latency.to_string()]);
-        }
         let revision = self.revision.clone();
         let mut process = match command.spawn() {
             Ok(p) => p,

@@ -8,32 +8,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skiff_api::endpoints::{Endpoints, RevisionEndpoints};
+use skiff_activator::Activator;
 use skiff_api::revision::RevisionTemplate;
 use skiff_api::scaling::scaling_spec;
+use skiff_api::serving::{request_timeout, revision_ready, server_args};
 use skiff_api::traffic::{Rollout, TrafficTarget};
-use skiff_autoscaler::runner::{ReplicaBackend, Runner};
+use skiff_dataplane::{Plane, ReplicaBackend, RevisionKey, RevisionSpec};
 use skiff_router::{Router, ServiceRoute};
 
 use super::backend::{LocalProcesses, ServeSpec};
 use super::config::UpConfig;
 use super::manifests::{Manifest, read_folder};
-use super::signal::Signal;
 use super::status::{RevisionStatus, ServiceStatus, Status};
-use skiff_activator::{Activator, RevisionConfig};
-
-/// KServe's default request timeout.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The parts of the data plane the controller drives.
 pub struct DataPlane {
-    /// Ready replicas per revision.
-    pub endpoints: Arc<Endpoints>,
+    /// The endpoint registry, the activator's queues and the autoscaler, set up per revision.
+    pub plane: Plane,
     /// Child processes.
     pub backend: Arc<LocalProcesses>,
-    /// Deciders.
-    pub autoscaler: Arc<Runner<LocalProcesses, Signal>>,
-    /// Holds requests for revisions without capacity.
+    /// Holds requests for revisions without capacity (read for `skiff get`).
     pub activator: Arc<Activator>,
     /// The ingress.
     pub router: Arc<Router>,
@@ -51,7 +45,7 @@ pub struct Controller {
     config: UpConfig,
     plane: DataPlane,
     services: BTreeMap<String, Service>,
-    provisioned: BTreeSet<String>,
+    provisioned: BTreeSet<RevisionKey>,
     errors: Vec<String>,
     routes: Vec<ServiceRoute>,
 }
@@ -85,27 +79,33 @@ impl Controller {
             }
             self.errors = folder.errors;
         }
-        self.services.retain(|name, _| folder.manifests.contains_key(name));
-        for (name, manifest) in folder.manifests {
-            let service = self.services.entry(name.clone()).or_insert_with(|| Service {
+        self.services.retain(|key, _| folder.manifests.contains_key(key));
+        for (key, manifest) in folder.manifests {
+            let service = self.services.entry(key).or_insert_with(|| Service {
                 manifest: manifest.clone(),
                 rollout: Rollout::default(),
                 traffic: Vec::new(),
             });
             service.manifest = manifest;
+            let (name, namespace) =
+                (service.manifest.isvc.name().to_owned(), service.manifest.isvc.namespace().to_owned());
             if let Some(revision) = service.rollout.apply(&name, RevisionTemplate::of(&service.manifest.isvc)) {
-                tracing::info!(service = %name, %revision, "new revision");
-                let initial_scale = provision(&self.plane, &self.config, &revision, &service.manifest);
-                if initial_scale == 0 {
+                tracing::info!(%namespace, service = %name, %revision, "new revision");
+                let key = RevisionKey::new(namespace.as_str(), revision.as_str());
+                let initial_pods = provision(&self.plane, &self.config, &key, &service.manifest);
+                if revision_ready(false, initial_pods) {
                     service.rollout.mark_ready(&revision);
                 }
-                self.provisioned.insert(revision);
+                self.provisioned.insert(key);
             }
             let ready: Vec<String> = service
                 .rollout
                 .revisions()
                 .iter()
-                .filter(|r| !r.ready && self.plane.backend.ready_replicas(&r.name) > 0)
+                .filter(|r| {
+                    !r.ready
+                        && self.plane.backend.ready_replicas(&RevisionKey::new(namespace.as_str(), r.name.as_str())) > 0
+                })
                 .map(|r| r.name.clone())
                 .collect();
             for revision in ready {
@@ -115,8 +115,13 @@ impl Controller {
             service.traffic = service.rollout.traffic(canary);
         }
         self.publish_routes();
-        let live: BTreeSet<String> =
-            self.services.values().flat_map(|s| s.rollout.revisions().iter().map(|r| r.name.clone())).collect();
+        let live: BTreeSet<RevisionKey> = self
+            .services
+            .values()
+            .flat_map(|s| {
+                s.rollout.revisions().iter().map(|r| RevisionKey::new(s.manifest.isvc.namespace(), r.name.as_str()))
+            })
+            .collect();
         for revision in self.provisioned.difference(&live).cloned().collect::<Vec<_>>() {
             tracing::info!(%revision, "revision has no traffic any more; removing it");
             teardown(&self.plane, &revision);
@@ -133,6 +138,7 @@ impl Controller {
                 name: s.manifest.isvc.name().to_owned(),
                 targets: s.traffic.clone(),
                 timeout: Some(timeout_of(&s.manifest)),
+                host: None,
             })
             .collect();
         if routes != self.routes {
@@ -152,7 +158,8 @@ impl Controller {
                     .traffic
                     .iter()
                     .map(|t| {
-                        let counts = self.plane.backend.counts(&t.revision_name).unwrap_or_default();
+                        let key = RevisionKey::new(isvc.namespace(), t.revision_name.as_str());
+                        let counts = self.plane.backend.counts(&key).unwrap_or_default();
                         RevisionStatus {
                             name: t.revision_name.clone(),
                             percent: t.percent,
@@ -164,11 +171,12 @@ impl Controller {
                             last_spawn_ms: counts.last_spawn_ms,
                             replicas: self
                                 .plane
-                                .endpoints
-                                .get(&t.revision_name)
+                                .plane
+                                .endpoints()
+                                .get(&key)
                                 .map(|e| e.ready().iter().map(|r| r.addr.to_string()).collect())
                                 .unwrap_or_default(),
-                            queued: self.plane.activator.stats(&t.revision_name).queued as u64,
+                            queued: self.plane.activator.stats(&key).queued as u64,
                         }
                     })
                     .collect();
@@ -200,41 +208,29 @@ impl Controller {
 }
 
 fn timeout_of(manifest: &Manifest) -> Duration {
-    manifest.isvc.spec.predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.max(1) as u64))
+    request_timeout(&manifest.isvc.spec.predictor)
 }
 
-/// Creates a revision's endpoints, activator queue, replicas and autoscaler; returns its initial
-/// scale. A revision created at zero is reachable through the activator, so (as in Knative) it
-/// counts as ready at once; others count as ready once a replica is.
-fn provision(plane: &DataPlane, config: &UpConfig, revision: &str, manifest: &Manifest) -> u32 {
+/// Sets a revision up: its replicas' supervisor, then (through the shared [`Plane`]) its
+/// endpoints, activator queue and decider; returns the pods it starts with.
+fn provision(plane: &DataPlane, config: &UpConfig, key: &RevisionKey, manifest: &Manifest) -> u32 {
     let predictor = &manifest.isvc.spec.predictor;
-    let container_concurrency = predictor.container_concurrency.unwrap_or(0).max(0) as u32;
-    let spec = ServeSpec {
-        model_dir: manifest.model_dir.clone(),
-        model_name: manifest.isvc.name().to_owned(),
-        container_concurrency,
-        batcher: predictor
-            .batcher
-            .as_ref()
-            .map(|b| (b.max_batch_size.unwrap_or(32).max(1) as u32, b.max_latency.unwrap_or(500).max(1) as u32)),
+    let spec = RevisionSpec {
+        key: key.clone(),
+        container_concurrency: predictor.container_concurrency.unwrap_or(0).max(0) as usize,
+        timeout: timeout_of(manifest),
     };
-    let endpoints = RevisionEndpoints::new(revision, container_concurrency as usize);
-    plane.endpoints.insert(endpoints.clone());
-    let queue =
-        RevisionConfig { name: revision.to_owned(), timeout: timeout_of(manifest), max_pending: config.max_pending };
-    if let Err(e) = plane.activator.upsert_revision(queue) {
-        tracing::error!(%revision, error = %e, "activator refused the revision's settings");
-    }
-    plane.backend.add(revision, spec, endpoints);
+    let model_dir = manifest.model_dir.to_string_lossy();
+    let serve = ServeSpec { args: server_args(manifest.isvc.name(), &model_dir, 0, predictor) };
+    let endpoints = plane.plane.endpoints().get_or_insert(key, spec.container_concurrency);
+    plane.backend.add(key, serve, endpoints);
     let scaling = scaling_spec(&manifest.isvc, &config.autoscaler).expect("manifests are validated when read");
-    let initial_scale = scaling.initial_scale;
-    plane.autoscaler.add(revision, scaling);
-    initial_scale
+    let initial_pods = scaling.initial_pods();
+    plane.plane.provision(&spec, Some(scaling));
+    initial_pods
 }
 
-fn teardown(plane: &DataPlane, revision: &str) {
-    plane.autoscaler.remove(revision);
-    plane.activator.remove_revision(revision);
-    plane.backend.remove(revision);
-    plane.endpoints.remove(revision);
+fn teardown(plane: &DataPlane, key: &RevisionKey) {
+    plane.plane.teardown(key);
+    plane.backend.remove(key);
 }

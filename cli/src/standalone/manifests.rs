@@ -20,10 +20,10 @@ pub struct Manifest {
     pub model_dir: PathBuf,
 }
 
-/// What a folder holds: valid manifests by service name, and a message per rejected file.
+/// What a folder holds: valid manifests by `namespace/name`, and a message per rejected file.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Folder {
-    /// Valid manifests, by InferenceService name.
+    /// Valid manifests, by InferenceService `namespace/name`.
     pub manifests: BTreeMap<String, Manifest>,
     /// `file: field: message` for every file that was refused.
     pub errors: Vec<String>,
@@ -41,15 +41,15 @@ pub fn read_folder(dir: &Path, config: &AutoscalerConfig) -> std::io::Result<Fol
         let text = std::fs::read_to_string(&path)?;
         match parse(&path, &text, config) {
             Ok(manifest) => {
-                let name = manifest.isvc.name().to_owned();
-                if let Some(first) = folder.manifests.get(&name) {
+                let key = format!("{}/{}", manifest.isvc.namespace(), manifest.isvc.name());
+                if let Some(first) = folder.manifests.get(&key) {
                     folder.errors.push(format!(
-                        "{}: metadata.name: {name} is already defined in {}",
+                        "{}: metadata.name: {key} is already defined in {}",
                         path.display(),
                         first.path.display()
                     ));
                 } else {
-                    folder.manifests.insert(name, manifest);
+                    folder.manifests.insert(key, manifest);
                 }
             }
             Err(message) => folder.errors.push(format!("{}: {message}", path.display())),
@@ -98,8 +98,8 @@ mod tests {
     fn the_examples_are_valid() {
         let folder = read_folder(&examples(), &AutoscalerConfig::default()).unwrap();
         assert_eq!(folder.errors, Vec::<String>::new());
-        assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["adder", "iris", "mlp"]);
-        assert!(folder.manifests["iris"].model_dir.join(MODEL_FILE).is_file());
+        assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["default/adder", "default/iris", "default/mlp"]);
+        assert!(folder.manifests["default/iris"].model_dir.join(MODEL_FILE).is_file());
     }
 
     #[test]

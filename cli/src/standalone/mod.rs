@@ -12,14 +12,14 @@ mod status;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
-use skiff_activator::{Activator, Poker};
-use skiff_api::endpoints::Endpoints;
-use skiff_autoscaler::runner::Runner;
+use skiff_activator::Activator;
+use skiff_dataplane::endpoints::Endpoints;
+use skiff_dataplane::{Plane, Runner};
 use skiff_router::{Router, RouterConfig};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -75,19 +75,16 @@ pub enum Output {
     Json,
 }
 
-/// Pokes the autoscaler runner with the activator's held count; both are built after the
-/// activator that needs the poker (held weakly, as the activator owns the poker).
-#[derive(Default)]
-struct LatePoker(OnceLock<(Arc<Autoscaler>, Weak<Activator>)>);
+/// How often the activator's held requests are reported to the autoscaler (as in a cluster).
+const HELD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The standalone autoscaler: local processes, concurrency from the activator and replica gauges.
-type Autoscaler = Runner<LocalProcesses, Signal>;
-
-impl Poker for LatePoker {
-    fn poke(&self, revision: &str) {
-        if let Some((runner, activator)) = self.0.get() {
-            let held = activator.upgrade().map_or(1, |a| a.stats(revision).queued.max(1));
-            runner.poke(revision, held as f64);
+/// Reports the requests the activator holds to the autoscaler, every second, until dropped.
+async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProcesses, Signal>>) {
+    let mut interval = tokio::time::interval(HELD_REPORT_INTERVAL);
+    loop {
+        interval.tick().await;
+        for (revision, held) in activator.held() {
+            autoscaler.report_held(&revision, held);
         }
     }
 }
@@ -108,11 +105,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let backend = LocalProcesses::new(server_bin, args.ort_dylib);
-    let poker = Arc::new(LatePoker::default());
-    let activator = Activator::new(endpoints.clone(), poker.clone());
-    let concurrency = Arc::new(Signal::new(activator.clone(), endpoints.clone()));
-    let autoscaler = Runner::new(backend.clone(), concurrency, config.autoscaler.tick_interval);
-    let _ = poker.0.set((autoscaler.clone(), Arc::downgrade(&activator)));
+    let signal = Arc::new(Signal::new(endpoints.clone()));
+    let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
+    let activator = Activator::new(endpoints.clone(), autoscaler.clone(), config.max_pending);
+    let plane = Plane::new(endpoints.clone()).with_holder(activator.clone()).with_scaler(autoscaler.clone());
 
     let activator_listener = TcpListener::bind("127.0.0.1:0").await?;
     let activator_addr = activator_listener.local_addr()?;
@@ -131,11 +127,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let router_config = RouterConfig {
         listen: SocketAddr::new(args.bind, args.http_port),
         domain: config.domain.clone(),
-        activator: activator_addr,
+        activator: Some(activator_addr),
         threads: 2,
         grace_period: Duration::from_secs(1),
     };
-    let router = Arc::new(Router::new(router_config, endpoints.clone()).context("router configuration")?);
+    let router = Arc::new(Router::new(router_config, endpoints).context("router configuration")?);
     let router_handle = router.start().context("starting the router")?;
     let listen = router_handle.listen_addr();
 
@@ -152,8 +148,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let admin_addr = admin_listener.local_addr()?;
     tokio::spawn(admin::serve(admin_listener, admin.clone()));
     let autoscaler_task = tokio::spawn(autoscaler.clone().run());
+    let report_task = tokio::spawn(report_held(activator.clone(), autoscaler));
 
-    let plane = DataPlane { endpoints, backend: backend.clone(), autoscaler, activator, router };
+    let plane = DataPlane { plane, backend: backend.clone(), activator, router };
     let mut controller = Controller::new(args.dir.clone(), config.clone(), plane);
     println!(
         "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; status: skiff get --admin-port {})",
@@ -185,6 +182,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let _ = stop_activator.send(());
     let _ = activator_task.await;
     autoscaler_task.abort();
+    report_task.abort();
     controller.shutdown();
     if tokio::time::timeout(Duration::from_secs(35), backend.drained()).await.is_err() {
         tracing::warn!("replicas still draining after 35 s; stopping them");

@@ -11,7 +11,17 @@ fn predictor(yaml: &str) -> PredictorSpec {
 }
 
 fn revision() -> RevisionRef {
-    RevisionRef { service: "iris".into(), namespace: "ml".into(), name: "iris-predictor-00002".into(), number: 2 }
+    RevisionRef {
+        service: "iris".into(),
+        namespace: "ml".into(),
+        name: "iris-predictor-00002".into(),
+        number: 2,
+        serving: Serving::default(),
+    }
+}
+
+fn record() -> Record {
+    Record { template_hash: "hash".into(), initial_scale: 1, scaling: Default::default() }
 }
 
 fn owner() -> OwnerReference {
@@ -26,7 +36,7 @@ fn owner() -> OwnerReference {
 }
 
 fn build(yaml: &str) -> Result<Deployment, String> {
-    deployment(&revision(), &owner(), &predictor(yaml), "hash", 1, Some(1), &Platform::default())
+    deployment(&revision(), &owner(), &predictor(yaml), &record(), Some(1), &Platform::default())
 }
 
 fn pod_of(d: &Deployment) -> serde_json::Value {
@@ -145,10 +155,10 @@ fn what_cannot_be_served_is_refused_with_the_field_named() {
 #[test]
 fn the_applied_hash_ignores_replicas_and_follows_the_spec() {
     let one = build(MODEL).unwrap();
-    let none = deployment(&revision(), &owner(), &predictor(MODEL), "hash", 1, None, &Platform::default()).unwrap();
+    let none = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &Platform::default()).unwrap();
     assert_eq!(applied_hash(&one.metadata), applied_hash(&none.metadata));
     let other = Platform { server_image: "skiff-server:2".into(), ..Platform::default() };
-    let moved = deployment(&revision(), &owner(), &predictor(MODEL), "hash", 1, None, &other).unwrap();
+    let moved = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &other).unwrap();
     assert_ne!(applied_hash(&one.metadata), applied_hash(&moved.metadata));
 }
 
@@ -161,4 +171,58 @@ fn the_service_maps_port_80_to_the_container() {
     assert_eq!((port.port, port.target_port.clone()), (80, Some(IntOrString::Int(9000))));
     assert_eq!(s.metadata.labels.as_ref().unwrap()["skiff.dev/revision-name"], "iris-predictor-00002");
     assert!(applied_hash(&s.metadata).is_some());
+}
+
+#[test]
+fn a_custom_container_gets_the_queue_proxy_and_its_service_targets_it() {
+    let mut revision = revision();
+    revision.serving = Serving { container_concurrency: 4, timeout_secs: 60 };
+    let predictor = predictor("    containers:\n    - image: my/web\n      ports: [{containerPort: 9000}]\n");
+    let d = deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default()).unwrap();
+    let pod = pod_of(&d);
+    let sidecar = &pod["containers"][1];
+    assert_eq!(sidecar["name"], "queue-proxy");
+    assert_eq!(sidecar["image"], crate::platform::DEFAULT_QUEUE_PROXY_IMAGE);
+    let args: Vec<&str> = sidecar["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(
+        args,
+        [
+            "queue-proxy",
+            "--port",
+            "8012",
+            "--upstream",
+            "127.0.0.1:9000",
+            "--container-concurrency",
+            "4",
+            "--timeout-secs",
+            "60"
+        ]
+    );
+    assert_eq!(sidecar["readinessProbe"]["httpGet"]["path"], "/healthz");
+    let observed = crate::revisions::observe(std::slice::from_ref(&d), "uid-1");
+    assert_eq!(observed[0].port, QUEUE_PROXY_PORT, "the Service targets the queue-proxy");
+    assert_eq!(observed[0].serving, revision.serving, "the labels give the settings back");
+    let labels = &d.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["serving.kserve.io/inferenceservice"], "iris");
+    assert_eq!(labels["component"], "predictor");
+    assert_eq!(labels["skiff.dev/container-concurrency"], "4");
+}
+
+#[test]
+fn model_pods_run_restricted_unless_the_predictor_says_otherwise() {
+    let pod = pod_of(&build(MODEL).unwrap());
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let own = build(&format!("{MODEL}    securityContext: {{runAsUser: 1000}}\n")).unwrap();
+    assert_eq!(pod_of(&own)["securityContext"], json!({"runAsUser": 1000}));
+}
+
+#[test]
+fn the_deployment_records_the_scaling_inputs() {
+    let scaling = skiff_api::scaling::ScalingInputs { min_replicas: Some(0), ..Default::default() };
+    let record = Record { scaling, ..record() };
+    let d = deployment(&revision(), &owner(), &predictor(MODEL), &record, None, &Platform::default()).unwrap();
+    let text = &d.metadata.annotations.as_ref().unwrap()["skiff.dev/scaling"];
+    let back: skiff_api::scaling::ScalingInputs = serde_json::from_str(text).unwrap();
+    assert_eq!(back.min_replicas, Some(0));
 }

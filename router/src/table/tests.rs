@@ -18,6 +18,7 @@ fn route(namespace: &str, name: &str) -> ServiceRoute {
             target(&format!("{name}-predictor-00001"), 80, Some("prev")),
         ],
         timeout: None,
+        host: None,
     }
 }
 
@@ -138,4 +139,17 @@ fn a_later_route_replaces_an_earlier_one_with_the_same_name() {
     assert_eq!(t.len(), 1);
     assert_eq!(t.get("team", "mnist").unwrap().timeout, Some(Duration::from_secs(9)));
     assert!(RouteTable::default().is_empty());
+}
+
+#[test]
+fn the_url_host_routes_whatever_the_domain() {
+    let mut iris = route("ml", "iris");
+    iris.host = Some("iris.ml.models.internal".to_owned());
+    let table = RouteTable::new("example.com", vec![iris]);
+    let found = |host: &str| hit(&table, host, "/").map(|(key, tag, _)| (key, tag));
+    assert_eq!(found("iris.ml.models.internal:80"), Some(("ml/iris".to_owned(), None)));
+    assert_eq!(found("LATEST-iris.ml.models.internal"), Some(("ml/iris".to_owned(), Some("latest".to_owned()))));
+    assert_eq!(found("prev-iris.ml.models.internal"), Some(("ml/iris".to_owned(), Some("prev".to_owned()))));
+    assert_eq!(found("iris.ml.example.com"), Some(("ml/iris".to_owned(), None)), "the domain still works");
+    assert_eq!(found("canary-iris.ml.models.internal"), None);
 }

@@ -17,8 +17,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
-use skiff_api::endpoints::{Endpoints, RevisionEndpoints};
 use skiff_api::traffic::TrafficTarget;
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
 use skiff_router::{Router, RouterConfig, RouterHandle, ServiceRoute};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -92,17 +93,18 @@ pub fn target(revision: &str, percent: u32, tag: Option<&str>) -> TrafficTarget 
 }
 
 pub fn service(namespace: &str, name: &str, targets: Vec<TrafficTarget>) -> ServiceRoute {
-    ServiceRoute { namespace: namespace.to_owned(), name: name.to_owned(), targets, timeout: None }
+    ServiceRoute { namespace: namespace.to_owned(), name: name.to_owned(), targets, timeout: None, host: None }
 }
 
-/// Registers `revision` with the given ready replicas.
+/// Registers `revision` (`namespace/name`) with the given ready replicas.
 pub fn revision(
     endpoints: &Endpoints,
-    name: &str,
+    revision: &str,
     container_concurrency: usize,
     replicas: &[SocketAddr],
 ) -> Arc<RevisionEndpoints> {
-    let revision = RevisionEndpoints::new(name, container_concurrency);
+    let key = RevisionKey::parse(revision).expect("namespace/name");
+    let revision = RevisionEndpoints::new(key, container_concurrency);
     revision.set_ready(replicas.iter().map(|addr| revision.replica(*addr)).collect());
     endpoints.insert(revision.clone());
     revision
@@ -115,7 +117,7 @@ pub fn router(endpoints: Arc<Endpoints>, activator: SocketAddr) -> (Router, Rout
     let config = RouterConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         domain: "example.com".to_owned(),
-        activator,
+        activator: Some(activator),
         threads: 1,
         grace_period: Duration::ZERO,
     };
@@ -137,8 +139,8 @@ pub struct TwoRevisions {
 pub async fn two_revisions(namespace: &str, targets: Vec<TrafficTarget>) -> TwoRevisions {
     let (new, old, activator) = (upstream("new").await, upstream("old").await, upstream("activator").await);
     let endpoints = Arc::new(Endpoints::default());
-    revision(&endpoints, "iris-predictor-00002", 0, &[new.addr]);
-    revision(&endpoints, "iris-predictor-00001", 0, &[old.addr]);
+    revision(&endpoints, &format!("{namespace}/iris-predictor-00002"), 0, &[new.addr]);
+    revision(&endpoints, &format!("{namespace}/iris-predictor-00001"), 0, &[old.addr]);
     let (router, handle) = router(endpoints.clone(), activator.addr);
     router.publish(vec![service(namespace, "iris", targets)]);
     let caller = Caller::new(handle.listen_addr());

@@ -1,8 +1,9 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use skiff_autoscaler::{AutoscalerConfig, PredictorScaling};
+
 use super::*;
-use crate::{AutoscalerConfig, PredictorScaling};
 
 /// A backend whose replicas become ready the moment they are asked for.
 #[derive(Default)]
@@ -12,11 +13,11 @@ struct Immediate {
 }
 
 impl ReplicaBackend for Immediate {
-    fn scale(&self, _: &str, replicas: u32) {
+    fn scale(&self, _: &RevisionKey, replicas: u32) {
         self.replicas.store(replicas, Ordering::SeqCst);
         self.calls.lock().unwrap().push(replicas);
     }
-    fn ready_replicas(&self, _: &str) -> u32 {
+    fn ready_replicas(&self, _: &RevisionKey) -> u32 {
         self.replicas.load(Ordering::SeqCst)
     }
 }
@@ -26,11 +27,15 @@ impl ReplicaBackend for Immediate {
 struct Load(Mutex<f64>, Mutex<Vec<Metric>>);
 
 impl MetricSource for Load {
-    fn observe(&self, _: &str, metric: Metric) -> impl Future<Output = f64> + Send {
+    fn observe(&self, _: &RevisionKey, metric: Metric) -> impl Future<Output = f64> + Send {
         self.1.lock().unwrap().push(metric);
         let value = *self.0.lock().unwrap();
         async move { value }
     }
+}
+
+fn r() -> RevisionKey {
+    RevisionKey::new("default", "r")
 }
 
 fn spec_with(fields: PredictorScaling) -> ScalingSpec {
@@ -50,7 +55,7 @@ fn setup_with(spec: ScalingSpec) -> (Arc<Immediate>, Arc<Load>, Arc<Runner<Immed
     let backend = Arc::new(Immediate::default());
     let load = Arc::new(Load::default());
     let runner = Runner::new(backend.clone(), load.clone(), Duration::from_secs(2));
-    runner.add("r", spec);
+    runner.add(&r(), spec);
     (backend, load, runner)
 }
 
@@ -61,35 +66,35 @@ fn setup(min: u32) -> (Arc<Immediate>, Arc<Load>, Arc<Runner<Immediate, Load>>) 
 #[tokio::test(start_paused = true)]
 async fn load_scales_up_at_the_tick_and_idle_goes_to_zero() {
     let (backend, load, runner) = setup(0);
-    assert_eq!(backend.ready_replicas("r"), 1, "initial scale");
+    assert_eq!(backend.ready_replicas(&r()), 1, "initial scale");
     let task = tokio::spawn(runner.clone().run());
     *load.0.lock().unwrap() = 21.0;
     tokio::time::sleep(Duration::from_secs(7)).await;
-    assert_eq!(backend.ready_replicas("r"), 3, "21 in flight / (10 × 70%)");
+    assert_eq!(backend.ready_replicas(&r()), 3, "21 in flight / (10 × 70%)");
     *load.0.lock().unwrap() = 0.0;
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_eq!(backend.ready_replicas("r"), 0, "idle past the stable window and grace period");
-    assert_eq!(runner.decision("r").unwrap().desired_pods, 0);
+    assert_eq!(backend.ready_replicas(&r()), 0, "idle past the stable window and grace period");
+    assert_eq!(runner.decision(&r()).unwrap().desired_pods, 0);
     task.abort();
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_poke_at_zero_scales_up_without_waiting_for_the_tick() {
     let (backend, _load, runner) = setup(0);
-    backend.scale("r", 0);
-    runner.poke("r", 1.0);
-    assert_eq!(backend.ready_replicas("r"), 1);
+    backend.scale(&r(), 0);
+    runner.poke(&r(), 1);
+    assert_eq!(backend.ready_replicas(&r()), 1);
     let calls = backend.calls.lock().unwrap().len();
-    runner.poke("r", 1.0);
+    runner.poke(&r(), 1);
     assert_eq!(backend.calls.lock().unwrap().len(), calls, "no decision while a replica is ready");
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_first_step_is_sized_for_the_requests_already_held() {
     let (backend, _load, runner) = setup(0);
-    backend.scale("r", 0);
-    runner.poke("r", 20.0);
-    assert_eq!(backend.ready_replicas("r"), 3, "20 held / (10 × 70%) per replica");
+    backend.scale(&r(), 0);
+    runner.poke(&r(), 20);
+    assert_eq!(backend.ready_replicas(&r()), 3, "20 held / (10 × 70%) per replica");
 }
 
 #[tokio::test(start_paused = true)]
@@ -97,9 +102,9 @@ async fn min_replicas_hold_and_removed_revisions_are_forgotten() {
     let (backend, _load, runner) = setup(2);
     let task = tokio::spawn(runner.clone().run());
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(backend.ready_replicas("r"), 2);
-    runner.remove("r");
-    assert!(runner.decision("r").is_none());
+    assert_eq!(backend.ready_replicas(&r()), 2);
+    runner.remove(&r());
+    assert!(runner.decision(&r()).is_none());
     task.abort();
 }
 
@@ -118,6 +123,54 @@ async fn an_rps_revision_is_sampled_and_scaled_on_requests_per_second() {
     *load.0.lock().unwrap() = 20.0;
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert!(load.1.lock().unwrap().iter().all(|m| *m == Metric::Rps), "asked for rps only");
-    assert_eq!(backend.ready_replicas("r"), (20.0 / per_pod).ceil() as u32, "20 rps / ({per_pod} per pod)");
+    assert_eq!(backend.ready_replicas(&r()), (20.0 / per_pod).ceil() as u32, "20 rps / ({per_pod} per pod)");
     task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_requests_the_activator_reports_count_as_concurrency() {
+    let (backend, _load, runner) = setup(1);
+    let task = tokio::spawn(runner.clone().run());
+    runner.report_held(&r(), 21);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(backend.ready_replicas(&r()), 3, "21 held / (10 × 70%)");
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_revision_keeps_its_replicas() {
+    let backend = Arc::new(Immediate::default());
+    backend.scale(&r(), 4);
+    let load = Arc::new(Load::default());
+    *load.0.lock().unwrap() = 28.0;
+    let runner = Runner::new(backend.clone(), load, Duration::from_secs(2));
+    runner.resume(&r(), spec(0));
+    assert_eq!(backend.calls.lock().unwrap().as_slice(), [4], "resuming writes nothing");
+    let task = tokio::spawn(runner.clone().run());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(backend.ready_replicas(&r()), 4, "28 in flight / (10 × 70%): not back to the initial scale");
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_namespaces_scale_apart() {
+    let backend = Arc::new(PerKey::default());
+    let runner = Runner::new(backend.clone(), Arc::new(Load::default()), Duration::from_secs(2));
+    let (a, b) = (RevisionKey::new("a", "r"), RevisionKey::new("b", "r"));
+    runner.add(&a, spec(0));
+    runner.add(&b, spec(2));
+    assert_eq!((backend.ready_replicas(&a), backend.ready_replicas(&b)), (1, 2));
+}
+
+/// Replicas per revision, ready as soon as asked for.
+#[derive(Default)]
+struct PerKey(Mutex<HashMap<RevisionKey, u32>>);
+
+impl ReplicaBackend for PerKey {
+    fn scale(&self, revision: &RevisionKey, replicas: u32) {
+        self.0.lock().unwrap().insert(revision.clone(), replicas);
+    }
+    fn ready_replicas(&self, revision: &RevisionKey) -> u32 {
+        self.0.lock().unwrap().get(revision).copied().unwrap_or(0)
+    }
 }

@@ -1,14 +1,18 @@
 //! The in-process endpoint registry: each revision's ready replicas with their in-flight counts,
 //! shared by the router (which sends straight to a replica with room), the activator (which waits
-//! for one) and the replica backend (which publishes readiness).
+//! for one) and whatever publishes readiness: the standalone replica backend, or an EndpointSlice
+//! watch in a cluster ([`RevisionEndpoints::set_addresses`]).
 
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use arc_swap::ArcSwap;
 use tokio::sync::Notify;
+
+use crate::key::RevisionKey;
 
 /// One replica of a revision.
 #[derive(Debug)]
@@ -49,7 +53,7 @@ impl Drop for Slot {
 /// The ready replicas of one revision.
 #[derive(Debug)]
 pub struct RevisionEndpoints {
-    name: String,
+    key: RevisionKey,
     container_concurrency: usize,
     ready: ArcSwap<Vec<Arc<Replica>>>,
     changed: Notify,
@@ -59,9 +63,9 @@ pub struct RevisionEndpoints {
 
 impl RevisionEndpoints {
     /// A revision with no ready replica; `container_concurrency` 0 = unlimited per replica.
-    pub fn new(name: impl Into<String>, container_concurrency: usize) -> Arc<RevisionEndpoints> {
+    pub fn new(key: RevisionKey, container_concurrency: usize) -> Arc<RevisionEndpoints> {
         Arc::new(RevisionEndpoints {
-            name: name.into(),
+            key,
             container_concurrency,
             ready: ArcSwap::from_pointee(Vec::new()),
             changed: Notify::new(),
@@ -70,9 +74,9 @@ impl RevisionEndpoints {
         })
     }
 
-    /// The revision's name.
-    pub fn name(&self) -> &str {
-        &self.name
+    /// The revision's namespace and name.
+    pub fn key(&self) -> &RevisionKey {
+        &self.key
     }
 
     /// Requests one replica takes at once (0 = unlimited).
@@ -95,6 +99,24 @@ impl RevisionEndpoints {
         self.ready.store(Arc::new(replicas));
         self.changed.notify_waiters();
         self.released.notify_waiters();
+    }
+
+    /// Publishes the ready set given as addresses (what an EndpointSlice lists): a replica whose
+    /// address stays keeps its record, and so its in-flight count; new addresses get new records.
+    /// Returns whether the set changed.
+    pub fn set_addresses(&self, addrs: impl IntoIterator<Item = SocketAddr>) -> bool {
+        let current = self.ready.load();
+        let mut seen = HashSet::new();
+        let next: Vec<Arc<Replica>> = addrs
+            .into_iter()
+            .filter(|addr| seen.insert(*addr))
+            .map(|addr| current.iter().find(|r| r.addr == addr).cloned().unwrap_or_else(|| self.replica(addr)))
+            .collect();
+        let unchanged = next.len() == current.len() && next.iter().all(|r| current.iter().any(|c| Arc::ptr_eq(c, r)));
+        if !unchanged {
+            self.set_ready(next);
+        }
+        !unchanged
     }
 
     /// Takes a slot on the least-loaded ready replica that has room, if any.
@@ -146,26 +168,43 @@ impl RevisionEndpoints {
     }
 }
 
-/// Every revision's endpoints, by revision name.
+/// Every revision's endpoints, by namespace and revision name.
 #[derive(Debug, Default)]
 pub struct Endpoints {
-    revisions: RwLock<HashMap<String, Arc<RevisionEndpoints>>>,
+    revisions: RwLock<HashMap<RevisionKey, Arc<RevisionEndpoints>>>,
 }
 
 impl Endpoints {
     /// The endpoints of `revision`.
-    pub fn get(&self, revision: &str) -> Option<Arc<RevisionEndpoints>> {
+    pub fn get(&self, revision: &RevisionKey) -> Option<Arc<RevisionEndpoints>> {
         self.revisions.read().expect("endpoints lock").get(revision).cloned()
+    }
+
+    /// The endpoints of `revision`, created with `container_concurrency` when it has none yet.
+    pub fn get_or_insert(&self, revision: &RevisionKey, container_concurrency: usize) -> Arc<RevisionEndpoints> {
+        if let Some(found) = self.get(revision) {
+            return found;
+        }
+        let mut revisions = self.revisions.write().expect("endpoints lock");
+        revisions
+            .entry(revision.clone())
+            .or_insert_with(|| RevisionEndpoints::new(revision.clone(), container_concurrency))
+            .clone()
     }
 
     /// Adds (or replaces) a revision.
     pub fn insert(&self, endpoints: Arc<RevisionEndpoints>) {
-        self.revisions.write().expect("endpoints lock").insert(endpoints.name.clone(), endpoints);
+        self.revisions.write().expect("endpoints lock").insert(endpoints.key.clone(), endpoints);
     }
 
     /// Forgets a revision.
-    pub fn remove(&self, revision: &str) -> Option<Arc<RevisionEndpoints>> {
+    pub fn remove(&self, revision: &RevisionKey) -> Option<Arc<RevisionEndpoints>> {
         self.revisions.write().expect("endpoints lock").remove(revision)
+    }
+
+    /// The revisions registered now.
+    pub fn keys(&self) -> Vec<RevisionKey> {
+        self.revisions.read().expect("endpoints lock").keys().cloned().collect()
     }
 }
 
@@ -179,9 +218,13 @@ mod tests {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
+    fn key(name: &str) -> RevisionKey {
+        RevisionKey::new("default", name)
+    }
+
     #[test]
     fn slots_go_to_the_least_loaded_replica_within_concurrency() {
-        let rev = RevisionEndpoints::new("r", 2);
+        let rev = RevisionEndpoints::new(key("r"), 2);
         assert!(rev.try_acquire().is_none());
         rev.set_ready(vec![rev.replica(addr(1)), rev.replica(addr(2))]);
         let a = rev.try_acquire().unwrap();
@@ -199,7 +242,7 @@ mod tests {
 
     #[tokio::test]
     async fn acquire_waits_for_a_ready_replica_or_a_release() {
-        let rev = RevisionEndpoints::new("r", 1);
+        let rev = RevisionEndpoints::new(key("r"), 1);
         let waiter = tokio::spawn({
             let rev = rev.clone();
             async move { rev.acquire().await.replica().addr }
@@ -221,11 +264,36 @@ mod tests {
     }
 
     #[test]
-    fn the_registry_finds_revisions_by_name() {
+    fn the_registry_finds_revisions_by_namespace_and_name() {
         let endpoints = Endpoints::default();
-        endpoints.insert(RevisionEndpoints::new("a", 0));
-        assert!(endpoints.get("a").is_some());
-        assert!(endpoints.remove("a").is_some());
-        assert!(endpoints.get("a").is_none());
+        endpoints.insert(RevisionEndpoints::new(RevisionKey::new("a", "r"), 0));
+        let other = endpoints.get_or_insert(&RevisionKey::new("b", "r"), 3);
+        assert_eq!(other.container_concurrency(), 3);
+        assert_eq!(endpoints.get(&RevisionKey::new("a", "r")).unwrap().container_concurrency(), 0);
+        assert!(Arc::ptr_eq(&endpoints.get_or_insert(&RevisionKey::new("b", "r"), 9), &other));
+        assert!(endpoints.remove(&RevisionKey::new("a", "r")).is_some());
+        assert!(endpoints.get(&RevisionKey::new("a", "r")).is_none());
+        assert_eq!(endpoints.keys(), [RevisionKey::new("b", "r")]);
+    }
+
+    #[test]
+    fn address_updates_keep_the_in_flight_count_of_replicas_that_stay() {
+        let rev = RevisionEndpoints::new(key("r"), 0);
+        assert!(rev.set_addresses([addr(1), addr(2)]));
+        let held = rev.try_acquire().unwrap();
+        let busy = held.replica().addr;
+        let other = if busy == addr(1) { addr(2) } else { addr(1) };
+        assert!(!rev.set_addresses([addr(2), addr(1), addr(1)]), "same set, another order: no change");
+        assert!(rev.set_addresses([busy, addr(3)]));
+        let ready = rev.ready();
+        assert_eq!(ready.len(), 2);
+        let kept = ready.iter().find(|r| r.addr == busy).unwrap();
+        assert!(Arc::ptr_eq(kept, held.replica()), "the same record");
+        assert_eq!(kept.in_flight(), 1);
+        assert!(ready.iter().all(|r| r.addr != other));
+        drop(held);
+        assert_eq!(kept.in_flight(), 0);
+        assert!(rev.set_addresses([]));
+        assert!(rev.ready().is_empty());
     }
 }

@@ -1,0 +1,119 @@
+//! `skiff-activator serve`: the activator on Kubernetes. Revisions and their ready pods come from
+//! the EndpointSlices of revision Services (cluster-wide); requests for a revision are held until
+//! one of its pods has room, with the same bounds, 503 and 504 as in `skiff up`; the autoscaler
+//! in the controller's leader is poked at once when a request arrives for a revision at zero, and
+//! told every second what is held ([`autoscaler`]). On shutdown it stops accepting and drains.
+
+pub mod autoscaler;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::{Method, StatusCode};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use skiff_dataplane::Plane;
+use skiff_dataplane::discovery::sync_revisions;
+use skiff_dataplane::endpoints::Endpoints;
+use tokio::net::TcpListener;
+
+use crate::activator::{Activator, DEFAULT_MAX_PENDING};
+use crate::error::{Error, Result};
+use crate::response;
+use autoscaler::{AutoscalerLink, LinkPoker};
+
+/// Everything `skiff-activator serve` can be told.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Port for requests from the router.
+    #[arg(long, default_value_t = 8012)]
+    pub port: u16,
+    /// Admin listener: `/healthz`, `/readyz` (after the first list of EndpointSlices), `/metrics`.
+    #[arg(long, env = "SKIFF_ADMIN_ADDR", default_value = "0.0.0.0:9090")]
+    pub admin_addr: SocketAddr,
+    /// Namespace of the controller's Lease and Service.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "skiff-system")]
+    pub namespace: String,
+    /// The controller's Service (its leader runs the autoscaler).
+    #[arg(long, default_value = "skiff-controller")]
+    pub controller_service: String,
+    /// The controller's leader Lease.
+    #[arg(long, default_value = "skiff-controller")]
+    pub lease_name: String,
+    /// Requests held per revision before 503.
+    #[arg(long, default_value_t = DEFAULT_MAX_PENDING)]
+    pub max_pending: usize,
+    /// The ServiceAccount token the autoscaler authenticates the activator by.
+    #[arg(long, default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token")]
+    pub token_file: PathBuf,
+}
+
+/// Runs the activator until `shutdown` completes, then drains.
+pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
+    if args.max_pending == 0 {
+        return Err(Error::Config("--max-pending must be at least 1".into()));
+    }
+    let client =
+        kube::Client::try_default().await.map_err(|e| Error::Config(format!("connecting to Kubernetes: {e}")))?;
+    let link = AutoscalerLink::new(
+        Api::<Lease>::namespaced(client.clone(), &args.namespace),
+        Api::<EndpointSlice>::namespaced(client.clone(), &args.namespace),
+        args.lease_name.clone(),
+        args.controller_service.clone(),
+        args.token_file.clone(),
+    );
+    let endpoints = Arc::new(Endpoints::default());
+    let activator = Activator::new(endpoints.clone(), Arc::new(LinkPoker(link.clone())), args.max_pending);
+    let plane = Arc::new(Plane::new(endpoints).with_holder(activator.clone()));
+    let synced = Arc::new(AtomicBool::new(false));
+    let on_synced = {
+        let synced = synced.clone();
+        move || synced.store(true, Ordering::Release)
+    };
+    let watch = tokio::spawn(sync_revisions(Api::<EndpointSlice>::all(client), plane, on_synced));
+    let reports = tokio::spawn(link.report_every_second(activator.clone()));
+
+    let admin = TcpListener::bind(args.admin_addr).await?;
+    let draining = Arc::new(AtomicBool::new(false));
+    let admin_task = tokio::spawn(skiff_http::serve(
+        admin,
+        {
+            let (activator, synced, draining) = (activator.clone(), synced.clone(), draining.clone());
+            move |request: http::Request<hyper::body::Incoming>| {
+                let ready = synced.load(Ordering::Acquire) && !draining.load(Ordering::Acquire);
+                let activator = activator.clone();
+                async move {
+                    match (request.method(), request.uri().path()) {
+                        (&Method::GET, "/healthz") => response::bytes(StatusCode::OK, "text/plain", "ok\n"),
+                        (&Method::GET, "/readyz") if ready => response::bytes(StatusCode::OK, "text/plain", "ok\n"),
+                        (&Method::GET, "/readyz") => {
+                            response::bytes(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n")
+                        }
+                        (&Method::GET, "/metrics") => response::bytes(
+                            StatusCode::OK,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            activator.metrics_text(),
+                        ),
+                        _ => response::json(StatusCode::NOT_FOUND, &serde_json::json!({"error": "not found"})),
+                    }
+                }
+            }
+        },
+        std::future::pending::<()>(),
+        None,
+    ));
+    let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], args.port))).await?;
+    let shutdown = async move {
+        shutdown.await;
+        draining.store(true, Ordering::Release);
+    };
+    let served = activator.serve(listener, shutdown).await;
+    watch.abort();
+    reports.abort();
+    admin_task.abort();
+    served
+}

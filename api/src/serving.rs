@@ -1,0 +1,75 @@
+//! What `skiff up` and the operator must agree on about a revision's pods, decided once here:
+//! how `skiff-server` is started for a predictor, and when a revision counts as ready.
+
+use std::time::Duration;
+
+use crate::isvc::PredictorSpec;
+
+/// KServe's request timeout when `timeout` is unset.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The bound on one request to the predictor: its `timeout` in seconds (at least 1), else KServe's
+/// 300 s.
+pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
+    predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.max(1) as u64))
+}
+
+/// `skiff-server`'s arguments for `predictor`, serving the model in `model_dir` as `model_name`
+/// on `http_port` (0: a free port, as standalone replicas use). Unset fields keep the server's
+/// defaults, which are KServe's (batcher 32 rows / 500 ms, unlimited concurrency).
+pub fn server_args(model_name: &str, model_dir: &str, http_port: u16, predictor: &PredictorSpec) -> Vec<String> {
+    let mut args: Vec<String> =
+        ["--model-dir", model_dir, "--model-name", model_name, "--http-port"].map(str::to_owned).into();
+    args.push(http_port.to_string());
+    if let Some(n) = predictor.container_concurrency.filter(|n| *n > 0) {
+        args.extend(["--container-concurrency".into(), n.to_string()]);
+    }
+    if let Some(batcher) = &predictor.batcher {
+        args.push("--enable-batching".into());
+        if let Some(n) = batcher.max_batch_size {
+            args.extend(["--max-batch-size".into(), n.to_string()]);
+        }
+        if let Some(ms) = batcher.max_latency {
+            args.extend(["--max-latency-ms".into(), ms.to_string()]);
+        }
+    }
+    args
+}
+
+/// Whether a revision counts as ready (and may take traffic): once it has had a ready replica, or
+/// at once when it starts with no pod (initial pods 0), because the activator holds its first
+/// requests and the autoscaler starts it, as in Knative.
+pub fn revision_ready(has_had_ready_replica: bool, initial_pods: u32) -> bool {
+    has_had_ready_replica || initial_pods == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isvc::Batcher;
+
+    #[test]
+    fn arguments_carry_only_what_the_predictor_sets() {
+        let plain = PredictorSpec::default();
+        assert_eq!(
+            server_args("iris", "/m", 8080, &plain).join(" "),
+            "--model-dir /m --model-name iris --http-port 8080"
+        );
+        let tuned = PredictorSpec {
+            container_concurrency: Some(4),
+            batcher: Some(Batcher { max_batch_size: Some(8), max_latency: None }),
+            ..PredictorSpec::default()
+        };
+        assert_eq!(
+            server_args("iris", "/m", 0, &tuned).join(" "),
+            "--model-dir /m --model-name iris --http-port 0 --container-concurrency 4 --enable-batching --max-batch-size 8"
+        );
+    }
+
+    #[test]
+    fn a_revision_is_ready_with_a_replica_or_when_it_starts_at_zero() {
+        assert!(revision_ready(true, 1));
+        assert!(revision_ready(false, 0));
+        assert!(!revision_ready(false, 1));
+    }
+}

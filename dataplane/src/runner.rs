@@ -1,0 +1,199 @@
+//! The runner: the I/O shell around the autoscaler's deciders, one per revision (keyed by
+//! namespace and name, as Knative's multiscaler). Every second it samples each revision's metric
+//! (concurrency or requests per second) from a [`MetricSource`], adds the requests the activator
+//! reported holding ([`Runner::report_held`]) and records it; every tick it asks each decider for
+//! a decision and hands the desired count to a [`ReplicaBackend`]. A poke (a request waiting at
+//! zero replicas, carrying the activator's held count) gets a decision at once.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use skiff_autoscaler::{Decider, Decision, Metric, ScalingSpec};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::key::RevisionKey;
+
+/// Where replicas come from: Deployments' scale in Kubernetes, child processes in standalone mode.
+pub trait ReplicaBackend: Send + Sync + 'static {
+    /// Asks for `replicas` replicas of `revision`; returns at once, the backend converges in the background.
+    fn scale(&self, revision: &RevisionKey, replicas: u32);
+    /// Replicas of `revision` that are ready now.
+    fn ready_replicas(&self, revision: &RevisionKey) -> u32;
+}
+
+/// Where the scaling metric comes from: for concurrency, requests in flight at the revision's
+/// replicas (the activator's held requests are reported separately); for rps, requests arriving
+/// for the revision per second.
+pub trait MetricSource: Send + Sync + 'static {
+    /// `revision`'s value of `metric` now (rps: over the time since the previous observation).
+    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = f64> + Send;
+}
+
+/// Tells the autoscaler that requests wait for a revision: the activator calls it when a request
+/// arrives for a revision with no ready replica, with the number of requests it holds for it.
+pub trait Poker: Send + Sync {
+    /// `held` requests wait for `revision`, which has no ready replica; decide now.
+    fn poke(&self, revision: &RevisionKey, held: usize);
+}
+
+struct Tracked {
+    decider: Decider,
+    last: Option<Decision>,
+    /// Requests the activator last reported holding.
+    held: usize,
+}
+
+/// Drives one decider per revision.
+pub struct Runner<B, S> {
+    backend: Arc<B>,
+    source: Arc<S>,
+    tick: Duration,
+    revisions: Mutex<HashMap<RevisionKey, Tracked>>,
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
+    /// A runner that decides every `tick`.
+    pub fn new(backend: Arc<B>, source: Arc<S>, tick: Duration) -> Arc<Self> {
+        Arc::new(Runner { backend, source, tick, revisions: Mutex::new(HashMap::new()) })
+    }
+
+    /// Starts autoscaling a new `revision`; it is scaled to its initial scale at once.
+    pub fn add(&self, revision: &RevisionKey, spec: ScalingSpec) {
+        let mut decider = Decider::new(spec, now());
+        let decision = decider.decide(now(), self.backend.ready_replicas(revision));
+        self.backend.scale(revision, decision.desired_pods);
+        self.lock().insert(revision.clone(), Tracked { decider, last: Some(decision), held: 0 });
+    }
+
+    /// Takes over a `revision` that already runs (after this autoscaler restarted) from the
+    /// replicas ready now, without scaling it: a live revision keeps its replicas.
+    pub fn resume(&self, revision: &RevisionKey, spec: ScalingSpec) {
+        let decider = Decider::resume(spec, now(), self.backend.ready_replicas(revision));
+        self.lock().insert(revision.clone(), Tracked { decider, last: None, held: 0 });
+    }
+
+    /// The revisions autoscaled now.
+    pub fn revisions(&self) -> Vec<RevisionKey> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Whether `revision` is autoscaled.
+    pub fn contains(&self, revision: &RevisionKey) -> bool {
+        self.lock().contains_key(revision)
+    }
+
+    /// Replaces the settings of a tracked `revision` (a changed `config-autoscaler`), keeping its
+    /// windows' history: a decider resumed from the ready replicas.
+    pub fn update(&self, revision: &RevisionKey, spec: ScalingSpec) {
+        let ready = self.backend.ready_replicas(revision);
+        if let Some(tracked) = self.lock().get_mut(revision)
+            && *tracked.decider.spec() != spec
+        {
+            tracked.decider = Decider::resume(spec, now(), ready);
+        }
+    }
+
+    /// Stops autoscaling `revision` (the caller removes its replicas).
+    pub fn remove(&self, revision: &RevisionKey) {
+        self.lock().remove(revision);
+    }
+
+    /// The activator holds `held` requests for `revision` now (reported about once a second); they
+    /// count in its concurrency until the next report.
+    pub fn report_held(&self, revision: &RevisionKey, held: usize) {
+        if let Some(tracked) = self.lock().get_mut(revision) {
+            tracked.held = held;
+        }
+    }
+
+    /// `held` requests are waiting for `revision`: when it has no ready replica, decide now, and
+    /// size the first step for the requests already held (as Knative's activator reports them).
+    pub fn poke(&self, revision: &RevisionKey, held: usize) {
+        let ready = self.backend.ready_replicas(revision);
+        if ready > 0 {
+            return;
+        }
+        let desired = {
+            let mut revisions = self.lock();
+            let Some(tracked) = revisions.get_mut(revision) else { return };
+            tracked.held = tracked.held.max(held);
+            let mut decision = tracked.decider.poke(now(), ready);
+            let spec = tracked.decider.spec();
+            let for_held = (held.max(1) as f64 / spec.per_pod_target()).ceil() as u32;
+            let cap = if spec.max_scale > 0 { spec.max_scale } else { u32::MAX };
+            decision.desired_pods = decision.desired_pods.max(for_held.min(cap));
+            let desired = decision.desired_pods;
+            tracked.last = Some(decision);
+            desired
+        };
+        self.backend.scale(revision, desired);
+    }
+
+    /// The latest decision for `revision`.
+    pub fn decision(&self, revision: &RevisionKey) -> Option<Decision> {
+        self.lock().get(revision).and_then(|t| t.last.clone())
+    }
+
+    /// Samples every second and decides every tick, until the task is dropped.
+    pub async fn run(self: Arc<Self>) {
+        let sample = self.tick.min(Duration::from_secs(1));
+        let samples_per_tick = (self.tick.as_millis() / sample.as_millis().max(1)).max(1) as u64;
+        let mut interval = tokio::time::interval(sample);
+        interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        for count in 1u64.. {
+            interval.tick().await;
+            self.sample().await;
+            if count % samples_per_tick == 0 {
+                self.decide_all();
+            }
+        }
+    }
+
+    async fn sample(&self) {
+        let revisions: Vec<(RevisionKey, Metric)> =
+            self.lock().iter().map(|(key, tracked)| (key.clone(), tracked.decider.spec().metric)).collect();
+        let observed =
+            futures::future::join_all(revisions.iter().map(|(key, metric)| self.source.observe(key, *metric))).await;
+        let mut tracked = self.lock();
+        for ((key, metric), value) in revisions.into_iter().zip(observed) {
+            if let Some(tracked) = tracked.get_mut(&key) {
+                let held = if metric == Metric::Concurrency { tracked.held as f64 } else { 0.0 };
+                tracked.decider.record(now(), value + held);
+            }
+        }
+    }
+
+    fn decide_all(&self) {
+        let decisions: Vec<(RevisionKey, u32)> = {
+            let mut revisions = self.lock();
+            revisions
+                .iter_mut()
+                .map(|(name, tracked)| {
+                    let decision = tracked.decider.decide(now(), self.backend.ready_replicas(name));
+                    let desired = decision.desired_pods;
+                    tracked.last = Some(decision);
+                    (name.clone(), desired)
+                })
+                .collect()
+        };
+        for (name, desired) in decisions {
+            self.backend.scale(&name, desired);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RevisionKey, Tracked>> {
+        self.revisions.lock().expect("autoscaler runner lock")
+    }
+}
+
+impl<B: ReplicaBackend, S: MetricSource> Poker for Runner<B, S> {
+    fn poke(&self, revision: &RevisionKey, held: usize) {
+        Runner::poke(self, revision, held);
+    }
+}
