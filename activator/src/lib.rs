@@ -17,7 +17,7 @@ pub mod load;
 pub mod queue_proxy;
 pub mod response;
 
-pub use activator::{Activator, RevisionConfig, RevisionStats};
+pub use activator::{Activator, Limits, RevisionConfig, RevisionStats};
 pub use error::{Error, Result};
 pub use queue_proxy::{QueueProxy, QueueProxyConfig};
 pub use skiff_dataplane::Poker;

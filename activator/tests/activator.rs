@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{Upstream, dead_addr, get, post, send_with, wait_until};
 use http::{Method, StatusCode};
-use skiff_activator::{Activator, Poker, RevisionConfig, RevisionStats};
+use skiff_activator::{Activator, Limits, Poker, RevisionConfig, RevisionStats};
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
 use tokio::net::TcpListener;
@@ -52,7 +52,7 @@ impl Setup {
         let revision = RevisionEndpoints::new(config.key.clone(), cc);
         endpoints.insert(revision.clone());
         let pokes = Arc::new(Pokes::default());
-        let activator = Activator::new(endpoints, pokes.clone(), 1000);
+        let activator = Activator::new(endpoints, pokes.clone(), Limits::default());
         activator.upsert_revision(config).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -244,4 +244,27 @@ async fn h2c_requests_are_forwarded_to_http1_replicas() {
         .unwrap();
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     assert_eq!(reply.json()["body"], "{}");
+}
+
+#[tokio::test]
+async fn a_request_for_a_revision_not_yet_registered_waits_for_it() {
+    let endpoints = Arc::new(Endpoints::default());
+    let limits = Limits { unknown_revision_wait: Duration::from_secs(30), ..Limits::default() };
+    let activator = Activator::new(endpoints.clone(), Arc::new(Pokes::default()), limits);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(activator.clone().serve(listener, std::future::pending()));
+    let url = format!("http://{addr}/v2/models/m/infer");
+    let waiting = tokio::spawn(async move { post(&url, Some(R), "{}").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "held while the revision's endpoints have not arrived");
+
+    let upstream = Upstream::start("late").await;
+    let revision = RevisionEndpoints::new(key(), 0);
+    revision.set_ready(vec![revision.replica(upstream.addr)]);
+    endpoints.insert(revision);
+    activator.upsert_revision(RevisionConfig::new(key())).unwrap();
+    let reply = waiting.await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json()["id"], "late");
 }

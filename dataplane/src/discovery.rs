@@ -35,12 +35,18 @@ pub fn service_of(slice: &EndpointSlice) -> Option<ServiceKey> {
     Some(RevisionKey::new(slice.namespace()?, slice.labels().get(SERVICE_NAME)?.as_str()))
 }
 
-/// The ready addresses (IP and the slice's first port) that `slices` list, in a stable order;
-/// endpoints without a ready condition count as ready, as the API defines it.
+/// The name of the port requests go to, on revision Services and the activator's alike (the
+/// activator's Service also has an `admin` port).
+pub const HTTP_PORT: &str = "http";
+
+/// The ready addresses (IP and the slice's `http` port, else its first) that `slices` list, in a
+/// stable order; endpoints without a ready condition count as ready, as the API defines it.
 pub fn ready_addresses<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<SocketAddr> {
     let mut addrs = BTreeSet::new();
     for slice in slices {
-        let Some(port) = slice.ports.as_ref().and_then(|p| p.first()).and_then(|p| p.port) else { continue };
+        let ports = slice.ports.as_deref().unwrap_or_default();
+        let port = ports.iter().find(|p| p.name.as_deref() == Some(HTTP_PORT)).or(ports.first());
+        let Some(port) = port.and_then(|p| p.port) else { continue };
         let Ok(port) = u16::try_from(port) else { continue };
         for endpoint in &slice.endpoints {
             if endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
@@ -203,7 +209,9 @@ mod tests {
                 {"addresses": ["10.0.0.4"]},
             ]),
         );
-        let b = slice("r", 8080, json!([{"addresses": ["10.0.0.1"], "conditions": {"ready": true}}]));
+        let mut b = slice("r", 8080, json!([{"addresses": ["10.0.0.1"], "conditions": {"ready": true}}]));
+        b.ports =
+            serde_json::from_value(json!([{"name": "admin", "port": 9090}, {"name": "http", "port": 8080}])).unwrap();
         let addrs: Vec<String> = ready_addresses([&a, &b]).iter().map(ToString::to_string).collect();
         assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.4:8080"]);
         assert!(ready_addresses([&slice("r", 8080, json!([]))]).is_empty(), "a placeholder slice lists none");

@@ -88,14 +88,16 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         self.lock().contains_key(revision)
     }
 
-    /// Replaces the settings of a tracked `revision` (a changed `config-autoscaler`), keeping its
-    /// windows' history: a decider resumed from the ready replicas.
+    /// Replaces the settings of a tracked `revision` (a changed `config-autoscaler`): a decider
+    /// resumed from the replicas it has or was last asked to have, so a new setting never drops
+    /// replicas before its windows have data.
     pub fn update(&self, revision: &RevisionKey, spec: ScalingSpec) {
         let ready = self.backend.ready_replicas(revision);
         if let Some(tracked) = self.lock().get_mut(revision)
             && *tracked.decider.spec() != spec
         {
-            tracked.decider = Decider::resume(spec, now(), ready);
+            let asked = tracked.last.as_ref().map_or(0, |d| d.desired_pods);
+            tracked.decider = Decider::resume(spec, now(), ready.max(asked));
         }
     }
 
@@ -197,3 +199,6 @@ impl<B: ReplicaBackend, S: MetricSource> Poker for Runner<B, S> {
         Runner::poke(self, revision, held);
     }
 }
+
+#[cfg(test)]
+mod tests;

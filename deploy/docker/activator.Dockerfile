@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1.7
-# skiff-activator: holds requests while a revision scales from zero; also the queue-proxy sidecar.
+# skiff-activator: `serve` holds requests while a revision scales from zero (8012, admin 9090);
+# `queue-proxy` is the sidecar in front of custom containers (the operator injects it).
 #   docker build -f deploy/docker/activator.Dockerfile -t ghcr.io/skiff-serving/skiff-activator:0.1.0 .
 FROM rust:1.95-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*

@@ -42,6 +42,10 @@ pub struct Settings {
     /// from its Deployment then make one reconcile).
     #[arg(long, default_value_t = 0)]
     pub debounce_ms: u64,
+    /// Seconds a revision that lost its traffic is kept before it is collected (every router must
+    /// have seen the new routes first).
+    #[arg(long, default_value_t = 30)]
+    pub revision_retention_secs: u64,
     /// The activator's ServiceAccount (in `--namespace`): the only caller of the autoscaler's API.
     #[arg(long, default_value = "skiff-activator")]
     pub activator_service_account: String,
@@ -78,6 +82,11 @@ impl Settings {
                 .unwrap_or_else(|| "skiff-controller".into());
             format!("{host}_{}", std::process::id())
         })
+    }
+
+    /// How long a revision without traffic is kept.
+    pub fn revision_retention(&self) -> Duration {
+        Duration::from_secs(self.revision_retention_secs)
     }
 
     /// The reconcile debounce.

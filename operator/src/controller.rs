@@ -50,6 +50,39 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Versions our status writes replaced, to skip reconciling stale cached copies.
     pub replaced: Replaced,
+    /// Revisions that lost their traffic, kept for the retention period.
+    pub retiring: Retiring,
+    /// How long a revision without traffic is kept before it is collected.
+    pub retention: Duration,
+}
+
+/// Revisions that lost their traffic and since when. One is collected only after the retention
+/// period, so that every router and activator has seen the new routes before its pods go (a
+/// request routed by a router that has not yet seen them still finds the revision). Kept in memory:
+/// a restarted controller only waits one period more.
+#[derive(Debug, Default)]
+pub struct Retiring(std::sync::Mutex<std::collections::HashMap<(String, String), std::time::Instant>>);
+
+impl Retiring {
+    /// Of `candidates` (revisions of the InferenceService `uid` without traffic), those retired for
+    /// `retention` already, and how long until the next one is; forgets revisions that are no
+    /// longer candidates (they took traffic again).
+    pub fn due(&self, uid: &str, candidates: &[String], retention: Duration) -> (Vec<String>, Option<Duration>) {
+        let now = std::time::Instant::now();
+        let mut since = self.0.lock().expect("retiring lock");
+        since.retain(|(owner, revision), _| owner != uid || candidates.contains(revision));
+        let mut due = Vec::new();
+        let mut next: Option<Duration> = None;
+        for revision in candidates {
+            let at = *since.entry((uid.to_owned(), revision.clone())).or_insert(now);
+            match retention.checked_sub(now.duration_since(at)) {
+                Some(left) if !left.is_zero() => next = Some(next.map_or(left, |n| n.min(left))),
+                _ => due.push(revision.clone()),
+            }
+        }
+        since.retain(|(owner, revision), _| owner != uid || !due.contains(revision));
+        (due, next)
+    }
 }
 
 impl Context {
@@ -89,13 +122,18 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         now: &now,
     });
 
-    write_children(&plan, &deployments, &services, &ctx.metrics).await?;
+    // New children first, then the status that routes to them, and only then (after the retention
+    // period) the revisions that lost their traffic.
+    apply_children(&plan, &deployments, &services, &ctx.metrics).await?;
     if let Some(status) = &plan.status
         && !write_status(&ctx, &isvc, status).await?
     {
         return Ok(Action::requeue(CONFLICT_RETRY));
     }
-    Ok(Action::requeue(RESYNC))
+    let (due, next) = ctx.retiring.due(&uid, &plan.delete, ctx.retention);
+    let collections = due.iter().map(|revision| collect(&deployments, &services, revision, &ctx.metrics));
+    futures::future::try_join_all(collections).await?;
+    Ok(Action::requeue(next.map_or(RESYNC, |n| n.min(RESYNC))))
 }
 
 /// Writes the status by server-side apply on the status subresource, on the condition that the
@@ -124,8 +162,8 @@ async fn write_status(ctx: &Context, isvc: &InferenceServiceResource, status: &I
     }
 }
 
-/// Applies and deletes the children the plan names, all at once: they do not depend on each other.
-async fn write_children(
+/// Applies the children the plan names, all at once: they do not depend on each other.
+async fn apply_children(
     plan: &Plan,
     deployments: &Api<Deployment>,
     services: &Api<Service>,
@@ -136,8 +174,7 @@ async fn write_children(
         .deployments
         .iter()
         .map(|d| apply_child(deployments, d, &apply, metrics).boxed())
-        .chain(plan.services.iter().map(|s| apply_child(services, s, &apply, metrics).boxed()))
-        .chain(plan.delete.iter().map(|revision| collect(deployments, services, revision, metrics).boxed()));
+        .chain(plan.services.iter().map(|s| apply_child(services, s, &apply, metrics).boxed()));
     futures::future::try_join_all(writes).await?;
     Ok(())
 }
@@ -248,7 +285,14 @@ async fn reconcile_all(client: Client, settings: &Settings, metrics: Arc<Metrics
     }
 
     let children = watcher::Config::default().labels(INFERENCE_SERVICE);
-    let context = Arc::new(Context { client: client.clone(), config: store, metrics, replaced: Replaced::default() });
+    let context = Arc::new(Context {
+        client: client.clone(),
+        config: store,
+        metrics,
+        replaced: Replaced::default(),
+        retiring: Retiring::default(),
+        retention: settings.revision_retention(),
+    });
     tracing::info!(concurrency = settings.concurrency, "controller started");
     Controller::new(Api::<InferenceServiceResource>::all(client.clone()), watcher::Config::default())
         .owns(Api::<Deployment>::all(client.clone()), children.clone())
@@ -265,4 +309,25 @@ async fn reconcile_all(client: Client, settings: &Settings, metrics: Arc<Metrics
         })
         .await;
     tracing::info!("controller stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_revision_without_traffic_is_collected_after_the_retention_period() {
+        let retiring = Retiring::default();
+        let candidates = vec!["r-00001".to_owned()];
+        let (due, next) = retiring.due("uid", &candidates, Duration::from_secs(30));
+        assert!(due.is_empty(), "kept at first");
+        assert!(next.is_some_and(|n| n > Duration::from_secs(29)));
+        let (due, next) = retiring.due("uid", &candidates, Duration::ZERO);
+        assert_eq!((due, next), (candidates.clone(), None), "collected once the period is over");
+        let (due, _) = retiring.due("uid", &candidates, Duration::from_secs(30));
+        assert!(due.is_empty(), "a collected revision starts over if it shows up again");
+        let (due, _) = retiring.due("uid", &[], Duration::ZERO);
+        assert!(due.is_empty());
+        assert!(retiring.0.lock().unwrap().is_empty(), "a revision that took traffic again is forgotten");
+    }
 }

@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::header;
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::proxy::{ProxyHttp, Session};
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
-use pingora::{Error, ErrorType};
+use pingora::{Error, ErrorSource, ErrorType};
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
 
@@ -138,6 +138,28 @@ fn via(upstream: &Upstream) -> Via {
     }
 }
 
+/// The status and message a failed request is answered with (status 0: the client is gone, nothing
+/// can be written): 504 when the upstream timed out, 502 for other upstream failures, 400 for a
+/// broken request, 500 otherwise.
+fn failure(e: &Error) -> (u16, String) {
+    let what = || match e.context.as_ref() {
+        Some(context) => format!("{} ({context})", e.etype().as_str()),
+        None => e.etype().as_str().to_owned(),
+    };
+    match (e.etype(), e.esource()) {
+        (ErrorType::HTTPStatus(code), _) => (*code, what()),
+        (ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout, ErrorSource::Upstream) => {
+            (504, format!("the upstream did not answer in time: {}", what()))
+        }
+        (_, ErrorSource::Upstream) => (502, format!("the upstream failed: {}", what())),
+        (ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed, ErrorSource::Downstream) => {
+            (0, String::new())
+        }
+        (_, ErrorSource::Downstream) => (400, format!("bad request: {}", what())),
+        (_, ErrorSource::Internal | ErrorSource::Unset) => (500, format!("router error: {}", what())),
+    }
+}
+
 /// The name of the revision the request went to ("" before one is chosen).
 fn revision_name(ctx: &RequestCtx) -> &str {
     ctx.revision.as_ref().map_or("", |key| key.name.as_str())
@@ -245,6 +267,43 @@ impl ProxyHttp for Proxy {
         ctx.upstream = self.another_activator(failed).map(Upstream::Activator);
         e.set_retry(ctx.upstream.is_some());
         e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        // A kept-alive connection the replica closed just before this request (a replica draining on
+        // scale-down) failed before anything was answered: safe to send again while the body is still
+        // buffered, as inference has no side effects. Pingora marks such errors "reused only"; the retry
+        // goes through an activator, which picks a replica that is still there.
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if session.as_ref().retry_buffer_truncated() {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        if e.retry() {
+            let failed = ctx.upstream.take().map(|u| upstream_addr(&u));
+            ctx.upstream = self.another_activator(failed).map(Upstream::Activator);
+            e.set_retry(ctx.upstream.is_some());
+        }
+        e
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, _ctx: &mut RequestCtx) -> FailToProxy {
+        let (code, message) = failure(e);
+        if code > 0 {
+            let body = serde_json::json!({ "error": message }).to_string();
+            if let Err(write) = respond(session, code, "application/json", Bytes::from(body)).await {
+                tracing::debug!(error = %write, "cannot answer the client with the failure");
+            }
+        }
+        FailToProxy { error_code: code, can_reuse_downstream: false }
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {

@@ -245,3 +245,28 @@ async fn shutdown_stops_the_listener() {
     tokio::task::spawn_blocking(move || handle.shutdown()).await.unwrap();
     assert!(std::net::TcpStream::connect(addr).is_err(), "nothing listens after shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_fails_mid_request_is_a_json_502() {
+    // Accepts, reads the request, and closes without answering.
+    let closer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closer_addr = closer.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = closer.accept().await else { return };
+            let mut buffer = [0u8; 4096];
+            let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut buffer).await;
+        }
+    });
+    let activator = upstream("activator").await;
+    let endpoints = Arc::new(Endpoints::default());
+    revision(&endpoints, "default/iris-predictor-00001", 0, &[closer_addr]);
+    let (router, handle) = router(endpoints, activator.addr);
+    router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, None)])]);
+    let (status, body) =
+        Caller::new(handle.listen_addr()).post("iris.default.example.com", "/v2/models/iris/infer").await;
+    assert_eq!(status, 502, "{body}");
+    let message = body["error"].as_str().unwrap_or_default();
+    assert!(message.starts_with("the upstream failed"), "a JSON error, not Pingora's page: {body}");
+    assert!(activator.seen().is_empty(), "a fresh connection that failed after sending is not replayed");
+}

@@ -150,7 +150,7 @@ k -n skiff-system patch configmap inferenceservice-config --type merge -p \
 pass "CRD established; namespace, RBAC and inferenceservice-config applied from deploy/"
 
 # --- controllers ----------------------------------------------------------------------------------
-controller_args=(--namespace skiff-system --lease-duration-secs 6 --lease-renew-secs 2)
+controller_args=(--namespace skiff-system --lease-duration-secs 6 --lease-renew-secs 2 --revision-retention-secs 2)
 started_pid=""
 start_controller() { # name kubeconfig admin-port; sets started_pid
   KUBECONFIG="$2" RUST_LOG=info,kube=warn "$root/target/debug/skiff-controller" "${controller_args[@]}" \

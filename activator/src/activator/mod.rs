@@ -7,7 +7,9 @@ mod revision;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Request;
@@ -16,6 +18,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_dataplane::{Holder, Poker, RevisionKey, RevisionSpec};
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 pub use revision::{DEFAULT_MAX_PENDING, DEFAULT_TIMEOUT, RevisionConfig, RevisionStats};
 
@@ -49,12 +52,35 @@ struct Revision {
     wait_seconds: Histogram,
 }
 
+/// The activator's process-wide settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests held per revision (and waiting for unknown revisions) before 503.
+    pub max_pending: usize,
+    /// How long a request for a revision not registered yet waits for it (0: 404 at once). In a
+    /// cluster the router may see a new revision in the routes before the activator sees its
+    /// EndpointSlices; `skiff up` registers revisions before it routes to them.
+    pub unknown_revision_wait: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_pending: DEFAULT_MAX_PENDING, unknown_revision_wait: Duration::ZERO }
+    }
+}
+
 /// Holds and forwards requests for every registered revision.
 pub struct Activator {
     endpoints: Arc<Endpoints>,
     poker: Arc<dyn Poker>,
     max_pending: usize,
     revisions: RwLock<HashMap<RevisionKey, Arc<Revision>>>,
+    /// Woken when a revision is registered.
+    registered: Notify,
+    /// How long a request for a revision not registered yet waits for it (0: answered 404 at once).
+    unknown_wait: Duration,
+    /// Requests waiting for their revision to be registered, bounded by `max_pending`.
+    waiting_unknown: AtomicUsize,
     forwarder: Forwarder,
     metrics: Metrics,
 }
@@ -62,14 +88,16 @@ pub struct Activator {
 impl Activator {
     /// An activator over `endpoints` (published by a replica backend or an EndpointSlice watch)
     /// that tells `poker` when a request waits at zero; it serves no revision until
-    /// [`Activator::upsert_revision`] (or [`Holder::hold`], which holds up to `max_pending`
-    /// requests per revision).
-    pub fn new(endpoints: Arc<Endpoints>, poker: Arc<dyn Poker>, max_pending: usize) -> Arc<Activator> {
+    /// [`Activator::upsert_revision`] (or [`Holder::hold`], with `limits.max_pending`).
+    pub fn new(endpoints: Arc<Endpoints>, poker: Arc<dyn Poker>, limits: Limits) -> Arc<Activator> {
         Arc::new(Activator {
             endpoints,
             poker,
-            max_pending,
+            max_pending: limits.max_pending,
             revisions: RwLock::new(HashMap::new()),
+            registered: Notify::new(),
+            unknown_wait: limits.unknown_revision_wait,
+            waiting_unknown: AtomicUsize::new(0),
             forwarder: Forwarder::default(),
             metrics: Metrics::default(),
         })
@@ -96,6 +124,7 @@ impl Activator {
             config,
         };
         revisions.insert(revision.config.key.clone(), Arc::new(revision));
+        self.registered.notify_waiters();
         Ok(())
     }
 
@@ -133,7 +162,7 @@ impl Activator {
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
-        let revision = match self.revision_of(&request) {
+        let revision = match self.revision_of(&request).await {
             Ok(revision) => revision,
             Err(e) => {
                 let response = response::error(&e);
@@ -162,13 +191,43 @@ impl Activator {
         self.revisions.read().expect("revisions lock").get(key).cloned()
     }
 
-    fn revision_of<B>(&self, request: &Request<B>) -> Result<Arc<Revision>> {
+    async fn revision_of<B>(&self, request: &Request<B>) -> Result<Arc<Revision>> {
         let value = request.headers().get(REVISION_HEADER).ok_or(Error::MissingRevision)?;
         let text = value.to_str().map_err(|_| Error::BadRequest(format!("{REVISION_HEADER} is not text")))?;
         let key = RevisionKey::parse(text).ok_or_else(|| {
             Error::BadRequest(format!("{REVISION_HEADER} must be namespace/name, got {:?}", truncate(text)))
         })?;
-        self.revision(&key).ok_or_else(|| Error::UnknownRevision(key.to_string()))
+        match self.revision(&key) {
+            Some(revision) => Ok(revision),
+            None => self.wait_for(&key).await,
+        }
+    }
+
+    /// Waits up to `unknown_wait` for `key` to be registered (bounded in number by `max_pending`).
+    async fn wait_for(&self, key: &RevisionKey) -> Result<Arc<Revision>> {
+        let unknown = || Error::UnknownRevision(key.to_string());
+        if self.unknown_wait.is_zero() {
+            return Err(unknown());
+        }
+        if self.waiting_unknown.fetch_add(1, Ordering::AcqRel) >= self.max_pending {
+            self.waiting_unknown.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Overloaded(format!(
+                "{} requests already wait for revisions to appear",
+                self.max_pending
+            )));
+        }
+        let deadline = tokio::time::Instant::now() + self.unknown_wait;
+        let found = loop {
+            let registered = self.registered.notified();
+            if let Some(revision) = self.revision(key) {
+                break Some(revision);
+            }
+            if tokio::time::timeout_at(deadline, registered).await.is_err() {
+                break self.revision(key);
+            }
+        };
+        self.waiting_unknown.fetch_sub(1, Ordering::AcqRel);
+        found.ok_or_else(unknown)
     }
 
     async fn forward<B>(&self, revision: &Revision, request: Request<B>) -> Result<HttpResponse>

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use http::{Method, StatusCode};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -21,10 +22,14 @@ use skiff_dataplane::discovery::sync_revisions;
 use skiff_dataplane::endpoints::Endpoints;
 use tokio::net::TcpListener;
 
-use crate::activator::{Activator, DEFAULT_MAX_PENDING};
+use crate::activator::{Activator, DEFAULT_MAX_PENDING, Limits};
 use crate::error::{Error, Result};
 use crate::response;
 use autoscaler::{AutoscalerLink, LinkPoker};
+
+/// How long a request for a revision whose EndpointSlices have not arrived yet waits for them (the
+/// router may see a new revision in an InferenceService's status first).
+const UNKNOWN_REVISION_WAIT: Duration = Duration::from_secs(10);
 
 /// Everything `skiff-activator serve` can be told.
 #[derive(Debug, Clone, clap::Args)]
@@ -67,7 +72,8 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
         args.token_file.clone(),
     );
     let endpoints = Arc::new(Endpoints::default());
-    let activator = Activator::new(endpoints.clone(), Arc::new(LinkPoker(link.clone())), args.max_pending);
+    let limits = Limits { max_pending: args.max_pending, unknown_revision_wait: UNKNOWN_REVISION_WAIT };
+    let activator = Activator::new(endpoints.clone(), Arc::new(LinkPoker(link.clone())), limits);
     let plane = Arc::new(Plane::new(endpoints).with_holder(activator.clone()));
     let synced = Arc::new(AtomicBool::new(false));
     let on_synced = {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
-use skiff_activator::Activator;
+use skiff_activator::{Activator, Limits};
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_dataplane::{Plane, Runner};
 use skiff_router::{Router, RouterConfig};
@@ -107,7 +107,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let backend = LocalProcesses::new(server_bin, args.ort_dylib);
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
-    let activator = Activator::new(endpoints.clone(), autoscaler.clone(), config.max_pending);
+    let limits = Limits { max_pending: config.max_pending, ..Limits::default() };
+    let activator = Activator::new(endpoints.clone(), autoscaler.clone(), limits);
     let plane = Plane::new(endpoints.clone()).with_holder(activator.clone()).with_scaler(autoscaler.clone());
 
     let activator_listener = TcpListener::bind("127.0.0.1:0").await?;

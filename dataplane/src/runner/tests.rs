@@ -174,3 +174,17 @@ impl ReplicaBackend for PerKey {
         self.0.lock().unwrap().get(revision).copied().unwrap_or(0)
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn new_settings_never_drop_replicas_before_the_windows_have_data() {
+    let (backend, _load, runner) = setup(0);
+    assert_eq!(backend.ready_replicas(&r()), 1, "initial scale");
+    let task = tokio::spawn(runner.clone().run());
+    let calls = backend.calls.lock().unwrap().len();
+    runner.update(&r(), spec(1));
+    runner.update(&r(), spec(0));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(backend.ready_replicas(&r()), 1, "still one replica after the settings changed");
+    assert!(backend.calls.lock().unwrap()[calls..].iter().all(|n| *n == 1), "never asked for fewer");
+    task.abort();
+}

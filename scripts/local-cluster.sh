@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# A local Kubernetes cluster with Skiff installed, for trying Skiff and for the serverless
+# end-to-end test (tests/cluster/e2e-serverless.sh).
+#
+#   scripts/local-cluster.sh up       # control plane + node agent, kubectl apply -k deploy/base, wait
+#   scripts/local-cluster.sh status   # the pods of skiff-system and the router's address
+#   scripts/local-cluster.sh down     # stop everything (safe to run twice)
+#
+# `up` builds no Rust (run `cargo build --workspace` first; `cargo build --release --bins` for
+# release binaries, which are used when all four Skiff binaries are there). It starts the real
+# control plane of tests/cluster (its Go build is cached in ~/.cache/skiff-cluster: about 15
+# minutes the first time) with the node agent of tests/node-agent, which runs every pod's containers
+# as local processes in a network namespace of their own (bridge $SKIFF_LOCAL_BRIDGE). Its image map
+# sends Skiff's images to this checkout's binaries:
+#   ghcr.io/skiff-serving/skiff-controller:* -> target/<profile>/skiff-controller
+#   ghcr.io/skiff-serving/skiff-router:*     -> target/<profile>/skiff-router
+#   ghcr.io/skiff-serving/skiff-activator:*  -> target/<profile>/skiff-activator (activator and queue-proxy)
+#   ghcr.io/skiff-serving/skiff-server:*     -> target/<profile>/skiff-server
+# (the map is $SKIFF_CLUSTER_DIR/image-map.json; the agent rereads it at each container start, so
+# more images can be added while the cluster runs). Pods reach the API server at the `kubernetes`
+# Service address (10.96.0.1:443), which the agent forwards, so the Skiff pods use their in-cluster
+# config and ServiceAccount tokens as on a real cluster. deploy/base is applied as it is: the agent
+# does not enforce securityContext (runAsUser 65532, readOnlyRootFilesystem), so nothing needs
+# patching; processes run as root on the host's file system, with the pod's volumes bind-mounted.
+# There is no kube-proxy and no DNS: the host reaches pods at their IPs through the bridge, so the
+# router's address is a router pod's IP:8080.
+#
+# Needs root (network namespaces), kubectl, go (the first time), ip, curl, and ONNX Runtime
+# (scripts/setup.sh; .ort/env is sourced). It cannot run beside another node agent that forwards
+# 10.96.0.1 (tests/node-agent/e2e.sh); tests/cluster/e2e-operator.sh (--no-api-proxy) is fine.
+#
+# Environment (all optional):
+#   SKIFF_CLUSTER_DIR          state, logs (logs/, pods/<ns>_<pod>_<container>.log)  (/tmp/skiff-local-cluster)
+#   SKIFF_APISERVER_PORT, SKIFF_ETCD_PORT (and +1), SKIFF_KCM_PORT, SKIFF_SCHEDULER_PORT
+#                              control plane ports                                   (6743, 2679, 10557, 10559)
+#   SKIFF_LOCAL_BRIDGE         pod bridge (also the prefix of the pods' netns names) (skloc0)
+#   SKIFF_LOCAL_POD_CIDR       pod addresses                                         (10.244.8.0/22)
+#   SKIFF_LOCAL_PROFILE        release or debug                                      (release if built, else debug)
+#   SKIFF_LOCAL_READY_TIMEOUT  seconds to wait for every skiff-system pod to be Ready (180)
+#   SKIFF_STOP_GRACE           seconds down waits before SIGKILL                     (30)
+#   KEEP_STATE=1               down keeps the state dir (logs)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-local-cluster}"
+export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6743}"
+export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2679}"
+export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10557}"
+export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10559}"
+export SKIFF_STOP_GRACE="${SKIFF_STOP_GRACE:-30}"
+dir="$SKIFF_CLUSTER_DIR"
+bridge="${SKIFF_LOCAL_BRIDGE:-skloc0}"
+pod_cidr="${SKIFF_LOCAL_POD_CIDR:-10.244.8.0/22}"
+ready_timeout="${SKIFF_LOCAL_READY_TIMEOUT:-180}"
+api_service_ip=10.96.0.1
+system_ns=skiff-system
+skiff_bins=(skiff-controller skiff-router skiff-activator skiff-server)
+
+t0=$SECONDS
+log() { printf '[local-cluster %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
+die() {
+  echo "local-cluster: error: $*" >&2
+  exit 1
+}
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+
+k() { kubectl --kubeconfig "$dir/admin.kubeconfig" --request-timeout=20s "$@"; }
+
+# True while a process started by tests/cluster/up.sh from $dir is alive.
+running() {
+  local f
+  compgen -G "$dir/pids/*.pid" >/dev/null || return 1
+  for f in "$dir"/pids/*.pid; do
+    kill -0 "$(cat "$f")" 2>/dev/null && return 0
+  done
+  return 1
+}
+
+# "ip:port" of every Ready router pod, one a line.
+router_addresses() {
+  k -n "$system_ns" get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk '$2 == "True" && $1 != "" {print $1 ":8080"}'
+}
+
+# Kills what still runs in our pods' network namespaces and removes them, their veths and the
+# bridge (what the agent does on SIGTERM; needed when it could not: SIGKILLed, crashed).
+sweep_network() {
+  local ns pid pids port left=0
+  command -v ip >/dev/null || return 0
+  for ns in $(ip netns list 2>/dev/null | awk -v p="$bridge-" 'index($1, p) == 1 {print $1}'); do
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      pids="$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
+      [[ -n "${pids// /}" ]] || break
+      for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+      sleep 0.2
+    done
+    ip netns del "$ns" 2>/dev/null || true
+    left=$((left + 1))
+  done
+  if ip link show dev "$bridge" >/dev/null 2>&1; then
+    for port in $(ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{split($2, a, "@"); print a[1]}'); do
+      ip link del dev "$port" 2>/dev/null || true
+    done
+    ip link del dev "$bridge" 2>/dev/null || true
+    left=$((left + 1))
+  fi
+  ((left == 0)) || log "removed $left network namespace(s)/bridge left behind by the node agent"
+}
+
+cmd_down() {
+  if [[ -d "$dir" ]]; then
+    log "stopping the cluster in $dir"
+    "$root/tests/cluster/down.sh"
+  else
+    log "no cluster state in $dir: nothing to stop"
+  fi
+  sweep_network
+  # Check that nothing is left: no namespace, veth or bridge of ours.
+  local ns_left
+  ns_left="$(ip netns list 2>/dev/null | awk -v p="$bridge-" 'index($1, p) == 1' | wc -l)"
+  ((ns_left == 0)) || die "$ns_left network namespace(s) $bridge-* still exist"
+  ! ip link show dev "$bridge" >/dev/null 2>&1 || die "bridge $bridge still exists"
+  log "down: no process, network namespace, veth or bridge left"
+}
+
+# Prints the pods of skiff-system that are not Ready, with their state and log tails.
+explain_not_ready() {
+  local pod c f
+  k -n "$system_ns" get pods -o wide 2>&1 | sed 's/^/    /' >&2
+  for pod in $(k -n "$system_ns" get pods -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk '$2 != "True" {print $1}'); do
+    echo "---- pod $pod is not Ready:" >&2
+    k -n "$system_ns" get pod "$pod" -o jsonpath='{range .status.containerStatuses[*]}    {.name}: ready={.ready} restarts={.restartCount} state={.state} last={.lastState.terminated.reason}/{.lastState.terminated.exitCode}{"\n"}{end}' >&2 || true
+    for c in $(k -n "$system_ns" get pod "$pod" -o jsonpath='{.spec.containers[*].name}'); do
+      f="$dir/pods/${system_ns}_${pod}_$c.log"
+      echo "---- $f (last 20 lines)" >&2
+      tail -n 20 "$f" 2>/dev/null >&2 || echo "    (no log yet)" >&2
+    done
+  done
+  echo "---- events (last 15)" >&2
+  k -n "$system_ns" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 15 >&2 || true
+}
+
+cmd_status() {
+  if [[ ! -f "$dir/admin.kubeconfig" ]] || ! running; then
+    die "no cluster running from $dir (scripts/local-cluster.sh up)"
+  fi
+  k get nodes
+  k -n "$system_ns" get deployments,pods -o wide
+  echo "export KUBECONFIG=$dir/admin.kubeconfig"
+  echo "router: $(router_addresses | tr '\n' ' ')"
+}
+
+cmd_up() {
+  [[ "$(id -u)" == 0 ]] || die "the node agent needs root (network namespaces, veths, mounts)"
+  local tool
+  for tool in kubectl ip curl; do
+    command -v "$tool" >/dev/null || die "$tool not found on PATH"
+  done
+  if running; then
+    die "a cluster from $dir is already running (scripts/local-cluster.sh down first, or set SKIFF_CLUSTER_DIR)"
+  fi
+
+  # --- binaries: this checkout's, release if all four are built, else debug ------------------------
+  local profile="${SKIFF_LOCAL_PROFILE:-}" b missing=()
+  if [[ -z "$profile" ]]; then
+    profile=release
+    for b in "${skiff_bins[@]}"; do
+      [[ -x "$root/target/release/$b" ]] || profile=debug
+    done
+  fi
+  [[ "$profile" == release || "$profile" == debug ]] || die "SKIFF_LOCAL_PROFILE must be release or debug"
+  for b in "${skiff_bins[@]}"; do
+    [[ -x "$root/target/$profile/$b" ]] || missing+=("target/$profile/$b")
+  done
+  ((${#missing[@]} == 0)) || die "missing ${missing[*]}: run \`cargo build --workspace\` first (or \`cargo build --release --bins\`)"
+  local agent="$root/target/release/skiff-node-agent"
+  [[ -x "$agent" ]] || agent="$root/target/debug/skiff-node-agent"
+  [[ -x "$agent" ]] || die "no node agent (target/{release,debug}/skiff-node-agent): run \`cargo build --workspace\` first"
+  if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
+    # shellcheck source=/dev/null
+    source "$root/.ort/env"
+  fi
+  [[ -f "${ORT_DYLIB_PATH:-}" ]] || die "ORT_DYLIB_PATH is not set to ONNX Runtime's library (run scripts/setup.sh)"
+  export ORT_DYLIB_PATH
+
+  # --- the pod network: the kubernetes Service address must be ours to forward ---------------------
+  local holder
+  holder="$(ip -o addr show to "$api_service_ip/32" 2>/dev/null | awk '{print $2}' | grep -vx "$bridge" || true)"
+  [[ -z "$holder" ]] || die "$api_service_ip is already on $holder (another node agent forwards the API: stop that cluster first)"
+
+  # A state dir kept by a failed run would make up.sh a restart: start from nothing.
+  if [[ -d "$dir" ]]; then
+    log "removing the state left in $dir"
+    KEEP_STATE=0 "$root/tests/cluster/down.sh" >/dev/null
+  fi
+  sweep_network
+  mkdir -p "$dir"
+  local python map="$dir/image-map.json"
+  # The interpreter itself, not a pyenv shim (a shim needs variables the pods do not get).
+  python="$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || true)"
+  {
+    printf '{\n'
+    for b in "${skiff_bins[@]}"; do
+      printf '  "%s": "%s",\n' "$b" "$root/target/$profile/$b"
+    done
+    # Custom-container examples and tests use image python-http (args: -m http.server ...).
+    printf '  "python-http": "%s"\n}\n' "${python:-/usr/bin/python3}"
+  } >"$map"
+  log "binaries: target/$profile ($(
+    IFS=,
+    echo "${skiff_bins[*]}"
+  )), node agent ${agent#"$root"/}; image map $map"
+
+  export SKIFF_NODE_AGENT="$agent --image-map $map --bridge $bridge --pod-cidr $pod_cidr \
+--api-service-ip $api_service_ip --backoff-max-secs 10 --pass-env PATH,HOME,LANG,ORT_DYLIB_PATH"
+  log "starting the control plane and the node agent (tests/cluster/up.sh)"
+  if ! "$root/tests/cluster/up.sh" 2>&1 | sed 's/^/    /'; then
+    die "tests/cluster/up.sh failed (it stopped what it started; state and logs kept in $dir)"
+  fi
+  grep -q "forwarding the kubernetes Service address" "$dir/logs/node-agent.log" ||
+    die "the node agent does not forward $api_service_ip to the API server (see $dir/logs/node-agent.log): pods would have no API access"
+
+  # --- Skiff: deploy/base as it is ---------------------------------------------------------------------
+  log "kubectl apply -k deploy/base"
+  k apply -k "$root/deploy/base" 2>&1 | sed 's/^/    /' ||
+    die "kubectl apply -k deploy/base failed (the cluster is left running: scripts/local-cluster.sh down)"
+  k wait --for=condition=Established crd/inferenceservices.serving.kserve.io --timeout=60s >/dev/null ||
+    die "the InferenceService CRD is not Established"
+
+  log "waiting up to ${ready_timeout}s for every pod in $system_ns to be Ready"
+  local deadline=$((SECONDS + ready_timeout)) want have line
+  while :; do
+    # Every Deployment has as many Ready replicas as it asks for, and no pod is left over.
+    want="$(k -n "$system_ns" get deployments -o jsonpath='{range .items[*]}{.spec.replicas}{"\n"}{end}' 2>/dev/null | awk '{s += $1} END {print s + 0}')"
+    have="$(k -n "$system_ns" get pods -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True || true)"
+    line="$(k -n "$system_ns" get pods --no-headers 2>/dev/null | wc -l)"
+    if ((want > 0 && have == want && line == want)); then
+      break
+    fi
+    if ((SECONDS >= deadline)); then
+      explain_not_ready
+      die "only $have of $want pods in $system_ns are Ready after ${ready_timeout}s (above: the pods that are not, with their logs; the cluster is left running: scripts/local-cluster.sh down)"
+    fi
+    sleep 1
+  done
+  k -n "$system_ns" get pods -o wide | sed 's/^/    /'
+
+  local routers
+  routers="$(router_addresses | tr '\n' ' ')"
+  {
+    echo "export KUBECONFIG=$dir/admin.kubeconfig"
+    echo "export SKIFF_ROUTER=${routers%% *}"
+  } >"$dir/env"
+  log "Skiff is up in $((SECONDS - t0)) s: every pod in $system_ns is Ready"
+  cat <<EOF
+
+  export KUBECONFIG=$dir/admin.kubeconfig       # (or: source $dir/env)
+  router: ${routers% }        (pod IP:8080; no kube-proxy: pods are reached through bridge $bridge)
+
+  Try it (minReplicas 0: one pod first, none after about 90 s idle, and a request brings one back):
+    kubectl create namespace demo
+    kubectl apply -f - <<'YAML'
+    apiVersion: serving.kserve.io/v1beta1
+    kind: InferenceService
+    metadata: {name: iris, namespace: demo}
+    spec:
+      predictor:
+        minReplicas: 0
+        model:
+          modelFormat: {name: onnx}
+          storageUri: file://$root/examples/models/iris
+    YAML
+    kubectl -n demo wait --for=condition=Ready isvc/iris
+    curl -H "Host: iris.demo.example.com" http://${routers%% *}/v2/models/iris/infer \\
+      -d '{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}'
+
+  Logs: $dir/logs/ (control plane, node agent), $dir/pods/<namespace>_<pod>_<container>.log
+  Stop: scripts/local-cluster.sh down
+EOF
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  -h | --help | help) usage 0 ;;
+  *) usage 1 >&2 ;;
+esac

@@ -1,0 +1,465 @@
+#!/usr/bin/env bash
+# End-to-end test of Skiff's serverless behaviour on a local cluster (scripts/local-cluster.sh up:
+# the real control plane of tests/cluster, the node agent of tests/node-agent, deploy/base applied
+# as it is, every Skiff component running as a pod with its in-cluster config).
+#
+#   tests/cluster/e2e-serverless.sh     # build, local-cluster up, checks, figures, local-cluster down
+#
+# Every request goes through a router pod (IP:8080; no kube-proxy) with the Host of the
+# InferenceService's status.url. The autoscaler settings are short ({"stable-window": "6s",
+# "scale-to-zero-grace-period": "2s", initial scale 0}, set live in inferenceservice-config).
+#   a. scale from zero: iris (minReplicas 0, maxReplicas 6, containerConcurrency 4) is Ready with no
+#      pod; the first V2 infer answers label 1 (cold-start time printed); its Deployment then has >= 1
+#   b. scale to zero: idle, the Deployment goes to 0 replicas and 0 pods within window + grace + margin
+#   c. scale out: 300 requests at once from zero all answer 200 with their own id; the replicas rise
+#      to the decider's answer, ceil(300 / (4 x 0.7)) capped at maxReplicas = 6
+#   d. canary: a new storageUri with canaryTrafficPercent 25 -> traffic 75/25 in the status, and
+#      25 +- 5 % of 1000 requests answered by the new revision (x-skiff-revision); then roll back
+#      (canaryTrafficPercent 0 -> 100 % previous) and promote (no canaryTrafficPercent -> 100 % new),
+#      each checked in the status and on a sample of requests. (Rollback comes before promotion: a
+#      promotion collects the previous revision, as the operator collects revisions without traffic.)
+#   e. custom container: predictor `containers: [{image: python-http, ...}]` at minReplicas 0 gets the
+#      queue-proxy sidecar, and its first request through the router answers 200 from zero
+#   f. no loss: load.py soak (8 workers over both router pods, retrying only refused connections)
+#      while iris scales out from zero, rolls a new revision, loses an activator pod's process to
+#      SIGKILL and a router pod's process to SIGKILL; every failed request is listed with its reason
+#   g. deletion: `kubectl delete isvc` removes every child and the router answers 404 for the host
+# Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
+# logs kept on failure, with the tails of the Skiff pods' logs printed).
+#
+# Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
+# wait, 120); SKIFF_LOCAL_PROFILE (debug: what the build makes); the local-cluster variables
+# (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-serverless, ports to 6843/2779/10657/10659, bridge
+# skser0, pods 10.244.12.0/22).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-serverless}"
+export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6843}"
+export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2779}"
+export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10657}"
+export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10659}"
+export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skser0}"
+export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.12.0/22}"
+export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
+dir="$SKIFF_CLUSTER_DIR"
+bridge="$SKIFF_LOCAL_BRIDGE"
+timeout="${SKIFF_E2E_TIMEOUT:-120}"
+ns=e2e
+stable_window_s=6
+grace_s=2
+max_replicas=6
+cc=4
+t0=$SECONDS
+
+log() { printf '[e2e-serverless %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
+pass() { log "ok   $*"; }
+fail() {
+  log "FAIL $*"
+  exit 1
+}
+now_ms() { local t="${EPOCHREALTIME/./}"; echo "${t:0:-3}"; }
+secs() { printf '%d.%03d' "$(($1 / 1000))" "$(($1 % 1000))"; }
+
+# Polls "$@" every 0.25 s until it succeeds or $2 seconds pass.
+wait_for() { # description seconds command...
+  local what="$1" deadline=$((SECONDS + $2))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out waiting for $what"
+    sleep 0.25
+  done
+}
+wait_until() { # description command...
+  local what="$1"
+  shift
+  wait_for "$what (${timeout}s)" "$timeout" "$@"
+}
+
+# --- build ---------------------------------------------------------------------------------------
+if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
+  log "building the workspace (debug)"
+  (cd "$root" && cargo build --workspace --quiet)
+fi
+command -v python3 >/dev/null || fail "python3 is needed (the load client, tests/cluster/load.py)"
+[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+
+work="$(mktemp -d /tmp/skiff-e2e-serverless.XXXXXX)"
+cluster_started=0
+passed=0
+bg_pids=()
+cleanup() {
+  local rc=$?
+  set +e
+  for pid in "${bg_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  if ((cluster_started)); then
+    if ((passed)); then
+      "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
+    else
+      for f in "$dir"/pods/skiff-system_*.log "$dir"/pods/"$ns"_*.log "$dir/logs/node-agent.log"; do
+        [[ -f "$f" ]] || continue
+        echo "---- $f (tail) ----"
+        tail -n 25 "$f"
+      done
+      KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
+      echo "state and logs kept in $dir"
+    fi
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- cluster -------------------------------------------------------------------------------------
+log "scripts/local-cluster.sh up"
+cluster_started=1
+"$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+export KUBECONFIG="$dir/admin.kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+
+routers=()
+ready_routers() {
+  mapfile -t routers < <(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk '$2 == "True" && $1 != "" {print $1 ":8080"}' | sort)
+  ((${#routers[@]} >= 2))
+}
+wait_until "two Ready router pods" ready_routers
+router="${routers[0]}"
+pass "Skiff is up: router pods ${routers[*]}"
+
+# Short autoscaler windows, read live by the autoscaler; initial scale 0 for new revisions.
+autoscaler_json="{\"stable-window\":\"${stable_window_s}s\",\"scale-to-zero-grace-period\":\"${grace_s}s\",\"allow-zero-initial-scale\":\"true\",\"initial-scale\":\"0\"}"
+k -n skiff-system patch configmap inferenceservice-config --type merge \
+  -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": sys.argv[1]}}))' "$autoscaler_json")" >/dev/null
+# The autoscaler picks a ConfigMap change up through its watch, a moment later than the API write:
+# give it that moment before the first revision, whose initial scale comes from it.
+sleep 3
+pass "inferenceservice-config autoscaler = $autoscaler_json"
+k create namespace "$ns" >/dev/null
+
+model="$root/examples/models/iris"
+body='{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}'
+
+iris() { # storage-uri [extra predictor lines]
+  cat <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: iris
+  namespace: $ns
+  annotations:
+    autoscaling.knative.dev/window: "${stable_window_s}s"
+spec:
+  predictor:
+    minReplicas: 0
+    maxReplicas: $max_replicas
+    containerConcurrency: $cc
+    model:
+      modelFormat: {name: onnx}
+      protocolVersion: v2
+      storageUri: $1
+${2:-}
+EOF
+}
+isvc_get() { k -n "$ns" get isvc "$1" -o jsonpath="$2"; }
+isvc_ready() { [[ "$(isvc_get "$1" '{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+url_host() { local u; u="$(isvc_get "$1" '{.status.url}')"; u="${u#*://}"; echo "${u%%/*}"; }
+traffic() { isvc_get iris '{range .status.components.predictor.traffic[*]}{.revisionName}={.percent}/{.tag}{" "}{end}'; }
+traffic_is() { [[ "$(traffic)" == "$1" ]]; }
+# "<spec.replicas> <ready pods>" of a revision's Deployment.
+replicas() { k -n "$ns" get deployment "$1" -o jsonpath='{.spec.replicas} {.status.readyReplicas}'; }
+spec_replicas() { k -n "$ns" get deployment "$1" -o jsonpath='{.spec.replicas}'; }
+pod_count() { # label selector -> number of pods (any phase)
+  k -n "$ns" get pods -l "$1" --no-headers 2>/dev/null | wc -l
+}
+at_zero() { # revision
+  [[ "$(spec_replicas "$1")" == 0 && "$(pod_count "skiff.dev/revision-name=$1")" == 0 ]]
+}
+label_of() { python3 -c 'import json,sys; r=json.load(sys.stdin); print([o for o in r["outputs"] if o["name"]=="label"][0]["data"][0])'; }
+# curl through a router (POST with a body, else GET) -> "code time_total_s"; the body goes to $work/answer.
+through() { # router host path [body]
+  if [[ -n "${4:-}" ]]; then
+    curl -sS -m 120 -o "$work/answer" -w '%{http_code} %{time_total}' -H "Host: $2" -H 'Content-Type: application/json' \
+      "http://$1$3" -d "$4"
+  else
+    curl -sS -m 120 -o "$work/answer" -w '%{http_code} %{time_total}' -H "Host: $2" "http://$1$3"
+  fi
+}
+ms_of() { awk -v s="$1" 'BEGIN {printf "%d", s * 1000}'; }
+# One line about a load.py summary (JSON).
+describe() {
+  python3 - "$1" <<'PY'
+import json, sys
+s = json.loads(sys.argv[1])
+lat = s["latency_ms"]
+print(f'{s["ok"]} ok, {s["failed"]} failed, {s["distinct_ids"]} distinct ids echoed; latency p50 {lat["p50"]} ms, '
+      f'p99 {lat["p99"]} ms, max {lat["max"]} ms; {s["wall_s"]} s; x-skiff-revision {s["revisions"]}')
+PY
+}
+
+# Samples "<ms> <spec.replicas> <ready>" of a Deployment every 0.5 s into a file until killed.
+start_sampler() { # deployment file; sets sampler_pid
+  (
+    while :; do
+      echo "$(now_ms) $(replicas "$1" 2>/dev/null || echo '- -')" >>"$2"
+      sleep 0.5
+    done
+  ) &
+  sampler_pid=$!
+  bg_pids+=("$sampler_pid")
+}
+stop_sampler() {
+  kill "$sampler_pid" 2>/dev/null
+  wait "$sampler_pid" 2>/dev/null || true
+}
+max_of() { awk -v c="$2" '$c ~ /^[0-9]+$/ && $c > m {m = $c} END {print m + 0}' "$1"; }
+
+# --- a. scale from zero ----------------------------------------------------------------------------
+part_scale_from_zero() {
+  local start_ms out code t
+  start_ms="$(now_ms)"
+  iris "file://$model" | k apply -f - >/dev/null
+  wait_until "iris Ready" isvc_ready iris
+  host="$(url_host iris)"
+  [[ "$host" == "iris.$ns.example.com" ]] || fail "a. status.url host is '$host'"
+  rev1=iris-predictor-00001
+  [[ "$(spec_replicas "$rev1")" == 0 ]] || fail "a. $rev1 has spec.replicas $(spec_replicas "$rev1"), not 0 (initial scale 0)"
+  [[ "$(pod_count serving.kserve.io/inferenceservice=iris)" == 0 ]] || fail "a. iris has pods before any request"
+  pass "a. iris Ready in $(secs $(($(now_ms) - start_ms))) s with 0 replicas and 0 pods (host $host)"
+
+  out="$(through "$router" "$host" /v2/models/iris/infer "$body")" || fail "a. the first request through $router failed: $out"
+  read -r code t <<<"$out"
+  [[ "$code" == 200 ]] || fail "a. the first request answered $code: $(head -c 300 "$work/answer")"
+  [[ "$(label_of <"$work/answer")" == 1 ]] || fail "a. the first request answered $(head -c 300 "$work/answer"), not label 1"
+  local n
+  n="$(spec_replicas "$rev1")"
+  ((n >= 1)) || fail "a. after the first request $rev1 has spec.replicas $n"
+  pass "a. scale from zero: the first V2 infer through the router answered label 1 in $(ms_of "$t") ms (cold start); $rev1 now has $n replica(s)"
+}
+
+# --- b. scale to zero --------------------------------------------------------------------------------
+part_scale_to_zero() { # revision
+  local bound=$((stable_window_s + grace_s + 40)) start_ms
+  start_ms="$(now_ms)"
+  wait_for "$1 to scale to zero (0 replicas, 0 pods) within ${bound}s of idleness" "$bound" at_zero "$1"
+  pass "b. scale to zero: $1 idle -> 0 replicas and 0 pods in $(secs $(($(now_ms) - start_ms))) s (window ${stable_window_s}s + grace ${grace_s}s; bound ${bound}s)"
+}
+
+# --- c. scale out from zero ------------------------------------------------------------------------------
+part_scale_out() { # revision (at zero)
+  local rev="$1" n=300 samples="$work/replicas-scale-out" summary expected
+  expected="$(python3 -c "import math; print(min($max_replicas, math.ceil($n / ($cc * 0.7))))")"
+  at_zero "$rev" || fail "$rev is not at zero before the burst"
+  : >"$samples"
+  start_sampler "$rev" "$samples"
+  summary="$(python3 "$root/tests/cluster/load.py" burst --router "$router" --host "$host" -n "$n" --id-prefix burst)" ||
+    { stop_sampler; fail "c. $n requests at once from zero: $(describe "$summary"); failures: $summary"; }
+  sleep 3
+  stop_sampler
+  python3 - "$summary" "$n" <<'PY' || fail "c. $n requests at once from zero: $summary"
+import json, sys
+s, n = json.loads(sys.argv[1]), int(sys.argv[2])
+assert s["ok"] == n and s["failed"] == 0, f'{s["ok"]} ok, {s["failed"]} failed: {s["failures"][:5]}'
+assert s["distinct_ids"] == n, f'{s["distinct_ids"]} distinct ids echoed for {n} requests'
+PY
+  local max_spec max_ready now_spec
+  max_spec="$(max_of "$samples" 2)"
+  max_ready="$(max_of "$samples" 3)"
+  now_spec="$(spec_replicas "$rev")"
+  log "     $(describe "$summary")"
+  log "     replicas of $rev: max spec.replicas seen $max_spec, max ready $max_ready, spec.replicas now $now_spec (decider: ceil($n/($cc x 0.7)) capped at $max_replicas = $expected)"
+  ((max_spec == expected)) || fail "c. $rev rose to $max_spec replicas at most, not the decider's $expected"
+  pass "c. scale out: $n requests at once from zero all answered label 1 with their own id; replicas rose to $max_spec"
+}
+
+# --- d. canary, rollback, promotion ------------------------------------------------------------------------
+revision_share() { # summary revision -> count of answers from it
+  python3 -c 'import json,sys; s=json.loads(sys.argv[1]); print(sum(c for r, c in s["revisions"].items() if r == sys.argv[2] or r.endswith("/" + sys.argv[2])))' "$1" "$2"
+}
+sample() { # n id-prefix -> sets summary (fails on any failed request)
+  summary="$(python3 "$root/tests/cluster/load.py" burst --router "$router" --host "$host" -n "$1" --concurrency 8 --id-prefix "$2")" ||
+    fail "d. $1 requests ($2): some failed: $(describe "$summary"); failures: $summary"
+}
+part_canary() {
+  local v2="$work/iris-v2" rev2=iris-predictor-00002 summary new share
+  cp -r "$model" "$v2"
+  iris "file://$v2" "    canaryTrafficPercent: 25" | k apply -f - >/dev/null
+  wait_until "the 75/25 canary split in the status" traffic_is "$rev2=25/latest $rev1=75/prev "
+  pass "d. canaryTrafficPercent 25: status traffic $(traffic)"
+  sample 1000 canary
+  new="$(revision_share "$summary" "$rev2")"
+  share=$((new * 100 / 1000))
+  log "     1000 requests: $new answered by $rev2 ($share %), $(revision_share "$summary" "$rev1") by $rev1; $(describe "$summary")"
+  ((new >= 200 && new <= 300)) || fail "d. the canary got $new of 1000 requests, not 25 +- 5 %"
+  pass "d. canary: $share % of 1000 requests on the new revision (25 +- 5 % expected)"
+
+  iris "file://$v2" "    canaryTrafficPercent: 0" | k apply -f - >/dev/null
+  wait_until "rollback: 100 % to $rev1" traffic_is "$rev2=0/latest $rev1=100/prev "
+  sample 100 rollback
+  [[ "$(revision_share "$summary" "$rev1")" == 100 ]] || fail "d. after rollback: $(describe "$summary")"
+  pass "d. rollback (canaryTrafficPercent 0): status $(traffic); 100 of 100 requests on $rev1"
+
+  iris "file://$v2" | k apply -f - >/dev/null
+  wait_until "promotion: 100 % to $rev2" traffic_is "$rev2=100/latest "
+  sample 100 promote
+  [[ "$(revision_share "$summary" "$rev2")" == 100 ]] || fail "d. after promotion: $(describe "$summary")"
+  pass "d. promotion (canaryTrafficPercent removed): status $(traffic); 100 of 100 requests on $rev2"
+  current_rev="$rev2"
+}
+
+# --- e. custom container with the queue-proxy sidecar -------------------------------------------------------
+part_custom_container() {
+  local web_host out code t images
+  k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: web
+  namespace: $ns
+spec:
+  predictor:
+    minReplicas: 0
+    containers:
+      - name: kserve-container
+        image: python-http
+        args: ["-m", "http.server", "8080", "--bind", "0.0.0.0"]
+EOF
+  wait_until "web Ready" isvc_ready web
+  web_host="$(url_host web)"
+  [[ "$(pod_count serving.kserve.io/inferenceservice=web)" == 0 ]] || fail "e. web has pods before any request"
+  out="$(through "$router" "$web_host" /)" || fail "e. the first request to web failed: $out"
+  read -r code t <<<"$out"
+  [[ "$code" == 200 ]] || fail "e. the first request to web answered $code: $(head -c 300 "$work/answer")"
+  images="$(k -n "$ns" get pods -l serving.kserve.io/inferenceservice=web \
+    -o jsonpath='{range .items[0].spec.initContainers[*]}{.name}={.image} {.args}{"\n"}{end}{range .items[0].spec.containers[*]}{.name}={.image} {.args}{"\n"}{end}')"
+  grep -q 'skiff-activator.*queue-proxy' <<<"$images" || fail "e. web's pod has no queue-proxy sidecar: $images"
+  pass "e. custom container: web (python-http, minReplicas 0) answered 200 from zero in $(ms_of "$t") ms; its pod runs $(grep -c . <<<"$images") containers: $(awk '{print $1}' <<<"$images" | tr '\n' ' ')"
+}
+
+# --- f. no loss under scale-out, rollout, SIGKILLed activator and router -------------------------------------
+# The pids of a pod's processes: the node agent runs each pod in network namespace <bridge>-<uid>.
+pod_pids() { # namespace pod
+  local uid
+  uid="$(k -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}')"
+  ip netns pids "$bridge-$uid" 2>/dev/null | tr '\n' ' '
+}
+restarts() { k -n "$1" get pod "$2" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
+pod_ready() { [[ "$(k -n "$1" get pod "$2" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+restarted() { # namespace pod restarts-before
+  [[ "$(restarts "$1" "$2")" -gt "$3" ]] && pod_ready "$1" "$2"
+}
+sigkill_pod() { # namespace pod -> kills its processes, waits for the restart; prints the kill time
+  local pids before
+  pids="$(pod_pids "$1" "$2")"
+  [[ -n "${pids// /}" ]] || fail "f. no process in the network namespace of pod $1/$2"
+  before="$(restarts "$1" "$2")"
+  # shellcheck disable=SC2086 # one word per pid
+  kill -KILL $pids
+  echo "$(now_ms) $1/$2 pids $pids" >>"$work/kills"
+  wait_until "pod $1/$2 to be restarted and Ready after SIGKILL" restarted "$1" "$2" "$before"
+}
+part_no_loss() {
+  local stop="$work/soak.stop" out="$work/soak.json" soak_pid samples="$work/replicas-soak" rev3=iris-predictor-00003
+  local activator router_pod router_ip summary
+  wait_for "$current_rev to be at zero before the soak" $((stable_window_s + grace_s + 40)) at_zero "$current_rev"
+  : >"$samples"
+  : >"$work/kills"
+  start_sampler "$current_rev" "$samples"
+  python3 "$root/tests/cluster/load.py" soak --router "$(
+    IFS=,
+    echo "${routers[*]}"
+  )" --host "$host" --workers 8 --stop-file "$stop" --max-seconds 400 --id-prefix soak >"$out" &
+  soak_pid=$!
+  bg_pids+=("$soak_pid")
+  log "     soak: 8 workers over ${routers[*]} (pid $soak_pid)"
+
+  # Scale-out from zero under the load.
+  more_than_one() { (($(max_of "$samples" 3) >= 2)); }
+  wait_until "$current_rev to scale out under the soak (>= 2 ready)" more_than_one
+  pass "f. under load $current_rev scaled out from zero to $(max_of "$samples" 3) ready replicas"
+  stop_sampler
+
+  # A rollout: revision 3 takes all traffic (from zero, through the activator).
+  cp -r "$model" "$work/iris-v3"
+  iris "file://$work/iris-v3" | k apply -f - >/dev/null
+  wait_until "the rollout to $rev3" traffic_is "$rev3=100/latest "
+  rev3_ready() { [[ "$(k -n "$ns" get deployment "$rev3" -o jsonpath='{.status.readyReplicas}')" -ge 1 ]]; }
+  wait_until "$rev3 to have a ready pod" rev3_ready
+  sleep 3
+  pass "f. under load: rolled out $rev3 ($(traffic))"
+
+  # SIGKILL one activator pod's process (the node agent restarts it in the same pod).
+  activator="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-activator -o jsonpath='{.items[0].metadata.name}')"
+  sigkill_pod skiff-system "$activator"
+  sleep 2
+  pass "f. under load: SIGKILLed the process of activator pod $activator; it was restarted and is Ready"
+
+  # SIGKILL the process of the router pod that half the workers use; they move to the other one.
+  router_ip="${routers[0]%:*}"
+  router_pod="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath="{.items[?(@.status.podIP==\"$router_ip\")].metadata.name}")"
+  [[ -n "$router_pod" ]] || fail "f. no router pod with IP $router_ip"
+  echo "$router_ip:8080" >"$work/killed-router"
+  sigkill_pod skiff-system "$router_pod"
+  sleep 3
+  pass "f. under load: SIGKILLed the process of router pod $router_pod ($router_ip); it was restarted and is Ready"
+
+  touch "$stop"
+  wait "$soak_pid" || true
+  summary="$(cat "$out")"
+  [[ -n "$summary" ]] || fail "f. the soak client printed no summary"
+  python3 - "$summary" "$work/kills" "$work/killed-router" <<'PY' || fail "f. requests failed under the soak (above)"
+import json, sys
+s = json.loads(sys.argv[1])
+kills = [l.split() for l in open(sys.argv[2]) if l.strip()]
+killed_router = open(sys.argv[3]).read().strip()
+router_kill_t = [int(k[0]) / 1000 for k in kills if '/skiff-router-' in k[1]]
+print(f'     soak: {s["ok"]} ok, {s["failed"]} failed, {s["distinct_ids"]} distinct ids, {s["refused_retries"]} refused connections retried on the other router')
+print(f'     answers per revision {s["revisions"]}, per router {s["routers"]}; latency p50 {s["latency_ms"]["p50"]} ms, p99 {s["latency_ms"]["p99"]} ms, max {s["latency_ms"]["max"]} ms; {s["wall_s"]} s')
+for k in kills:
+    print(f'     SIGKILL at {int(k[0]) / 1000:.3f}: {k[1]} ({" ".join(k[3:])})')
+# A request in flight on the router whose process was SIGKILLed dies with its TCP connection: the
+# client sent it and cannot know whether it ran, so it does not retry it (only refused connections).
+def in_flight_on_killed_router(f):
+    return (f["router"] == killed_router and f["reason"].startswith("no response")
+            and any(t - 0.5 <= f["t"] <= t + 2.0 for t in router_kill_t))
+explained = [f for f in s["failures"] if in_flight_on_killed_router(f)]
+unexplained = [f for f in s["failures"] if not in_flight_on_killed_router(f)]
+for f in explained:
+    print(f'     lost with the killed router: t={f["t"]:.3f} router={f["router"]} id={f["id"]}: {f["reason"]}')
+for f in unexplained:
+    print(f'     FAILED: t={f["t"]:.3f} router={f["router"]} id={f["id"]}: {f["reason"]}')
+others = s["failed"] - len(explained)  # the client lists at most 50 failures
+print(f'     {others} failed otherwise; {len(explained)} were in flight on the router process that was SIGKILLed')
+sys.exit(1 if others else 0)
+PY
+  pass "f. no loss: through scale-out, rollout, an activator SIGKILL and a router SIGKILL, no request failed except those in flight on the killed router process (listed above)"
+}
+
+# --- g. deletion ---------------------------------------------------------------------------------------------
+part_deletion() {
+  local out code
+  k -n "$ns" delete isvc iris web --wait=true --timeout="${timeout}s" >/dev/null
+  no_children() {
+    [[ -z "$(k -n "$ns" get deployments,replicasets,services,pods -l 'serving.kserve.io/inferenceservice in (iris,web)' -o name)" ]]
+  }
+  wait_until "every child of iris and web to go" no_children
+  answers_404() {
+    out="$(through "$router" "$host" /v2/models/iris/infer "$body")" && [[ "${out%% *}" == 404 ]]
+  }
+  wait_for "the router to answer 404 for $host" 30 answers_404
+  pass "g. kubectl delete isvc: Deployments, ReplicaSets, Services and pods gone; the router answers 404 for $host"
+}
+
+part_scale_from_zero
+part_scale_to_zero "$rev1"
+part_scale_out "$rev1"
+part_canary
+part_custom_container
+part_no_loss
+part_deletion
+
+passed=1
+log "PASS in $((SECONDS - t0)) s"
