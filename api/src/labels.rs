@@ -14,6 +14,9 @@ pub const REVISION_NAME: &str = "skiff.dev/revision-name";
 pub const CONTAINER_CONCURRENCY: &str = "skiff.dev/container-concurrency";
 /// Label on a revision's Service (copied to its EndpointSlices): the request timeout in seconds.
 pub const TIMEOUT_SECONDS: &str = "skiff.dev/timeout-seconds";
+/// Label on a revision's Service (copied to its EndpointSlices): `true` when its pods take
+/// requests through the queue-proxy sidecar (a custom container).
+pub const QUEUE_PROXY: &str = "skiff.dev/queue-proxy";
 /// Annotation on a revision's Deployment: its autoscaling settings (the predictor's fields and
 /// `autoscaling.knative.dev/*` annotations), which the autoscaler resolves against the live
 /// `config-autoscaler` settings.

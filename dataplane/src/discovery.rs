@@ -18,11 +18,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use skiff_api::labels::{CONTAINER_CONCURRENCY, REVISION_NAME, TIMEOUT_SECONDS};
+use skiff_api::labels::{CONTAINER_CONCURRENCY, QUEUE_PROXY, REVISION_NAME, TIMEOUT_SECONDS};
 
 use crate::endpoints::RevisionEndpoints;
 use crate::key::RevisionKey;
 use crate::plane::{Plane, RevisionSpec};
+use crate::probe::Prober;
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -42,6 +43,19 @@ pub const HTTP_PORT: &str = "http";
 /// The ready addresses (IP and the slice's `http` port, else its first) that `slices` list, in a
 /// stable order; endpoints without a ready condition count as ready, as the API defines it.
 pub fn ready_addresses<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<SocketAddr> {
+    addresses(slices, |ready, _| ready != Some(false))
+}
+
+/// The addresses of pods that are starting: not ready yet, and not terminating. The activator
+/// probes them itself, so that it need not wait for the kubelet's next readiness probe.
+pub fn starting_addresses<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<SocketAddr> {
+    addresses(slices, |ready, terminating| ready == Some(false) && terminating != Some(true))
+}
+
+fn addresses<'a>(
+    slices: impl IntoIterator<Item = &'a EndpointSlice>,
+    wanted: impl Fn(Option<bool>, Option<bool>) -> bool,
+) -> Vec<SocketAddr> {
     let mut addrs = BTreeSet::new();
     for slice in slices {
         let ports = slice.ports.as_deref().unwrap_or_default();
@@ -49,12 +63,12 @@ pub fn ready_addresses<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) 
         let Some(port) = port.and_then(|p| p.port) else { continue };
         let Ok(port) = u16::try_from(port) else { continue };
         for endpoint in &slice.endpoints {
-            if endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+            let conditions = endpoint.conditions.as_ref();
+            if !wanted(conditions.and_then(|c| c.ready), conditions.and_then(|c| c.terminating)) {
                 continue;
             }
-            addrs.extend(
-                endpoint.addresses.iter().filter_map(|a| a.parse::<IpAddr>().ok()).map(|ip| SocketAddr::new(ip, port)),
-            );
+            let ips = endpoint.addresses.iter().filter_map(|a| a.parse::<IpAddr>().ok());
+            addrs.extend(ips.map(|ip| SocketAddr::new(ip, port)));
         }
     }
     addrs.into_iter().collect()
@@ -83,6 +97,8 @@ pub enum Change<'a> {
         labels: &'a BTreeMap<String, String>,
         /// Their ready addresses.
         addresses: Vec<SocketAddr>,
+        /// The addresses of their pods that are starting.
+        starting: Vec<SocketAddr>,
     },
     /// The Service has no slice any more.
     Gone,
@@ -139,28 +155,48 @@ fn report(
         Some(first) => {
             known.insert(service.clone());
             let addresses = ready_addresses(slices.iter().map(|s| s.as_ref()));
-            update(service, Change::Listed { labels: first.labels(), addresses });
+            let starting = starting_addresses(slices.iter().map(|s| s.as_ref()));
+            update(service, Change::Listed { labels: first.labels(), addresses, starting });
         }
     }
 }
 
 /// Keeps `plane` in step with every revision's EndpointSlices, cluster-wide: a revision is
 /// provisioned (registry, activator queue) when its slices appear, its ready addresses follow
-/// them, and it is torn down when they go.
-pub async fn sync_revisions(slices: Api<EndpointSlice>, plane: Arc<Plane>, synced: impl FnMut()) {
+/// them, and it is torn down when they go. With a `prober` (the activator's), starting pods are
+/// probed and published as soon as they answer.
+pub async fn sync_revisions(
+    slices: Api<EndpointSlice>,
+    plane: Arc<Plane>,
+    prober: Option<Arc<Prober>>,
+    synced: impl FnMut(),
+) {
     follow(slices, REVISION_NAME, synced, |service, change| match change {
-        Change::Listed { labels, addresses } => match revision_spec(&service.namespace, labels) {
+        Change::Listed { labels, addresses, starting } => match revision_spec(&service.namespace, labels) {
             Some(spec) => {
-                if plane.provision(&spec, None).set_addresses(addresses) {
-                    tracing::debug!(revision = %spec.key, "revision endpoints changed");
+                let endpoints = plane.provision(&spec, None);
+                match &prober {
+                    Some(prober) => prober.update(endpoints, probe_path(labels), addresses, starting),
+                    None => drop(endpoints.set_addresses(addresses)),
                 }
             }
             None => tracing::warn!(%service, "EndpointSlice without a revision label"),
         },
         // A revision's Service is named after the revision.
-        Change::Gone => plane.teardown(service),
+        Change::Gone => {
+            if let Some(prober) = &prober {
+                prober.forget(service);
+            }
+            plane.teardown(service);
+        }
     })
     .await
+}
+
+/// The path that says a revision's pod can serve: the queue-proxy's `/healthz` (which checks the
+/// custom container) or `skiff-server`'s `/v2/health/ready` (every model loaded).
+pub fn probe_path(labels: &BTreeMap<String, String>) -> &'static str {
+    if labels.get(QUEUE_PROXY).is_some_and(|v| v == "true") { "/healthz" } else { "/v2/health/ready" }
 }
 
 /// Keeps `endpoints` in step with the ready pods of one Service (the activator's, for the router).
@@ -215,6 +251,9 @@ mod tests {
         let addrs: Vec<String> = ready_addresses([&a, &b]).iter().map(ToString::to_string).collect();
         assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.4:8080"]);
         assert!(ready_addresses([&slice("r", 8080, json!([]))]).is_empty(), "a placeholder slice lists none");
+        let starting = slice("r", 8080, json!([{"addresses": ["10.0.0.9"], "conditions": {"ready": false}}]));
+        let starting: Vec<String> = starting_addresses([&a, &starting]).iter().map(ToString::to_string).collect();
+        assert_eq!(starting, ["10.0.0.9:8080"], "not ready and not terminating");
         assert_eq!(service_of(&a), Some(RevisionKey::new("ns", "r")));
     }
 
@@ -228,5 +267,8 @@ mod tests {
         let spec = revision_spec("ns", &bare).unwrap();
         assert_eq!((spec.container_concurrency, spec.timeout), (0, Duration::from_secs(300)));
         assert!(revision_spec("ns", &BTreeMap::new()).is_none());
+        assert_eq!(probe_path(&bare), "/v2/health/ready");
+        let sidecar = BTreeMap::from([(QUEUE_PROXY.to_owned(), "true".to_owned())]);
+        assert_eq!(probe_path(&sidecar), "/healthz");
     }
 }

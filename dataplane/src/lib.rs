@@ -7,6 +7,7 @@
 //! - [`runner`]: one KPA decider per revision, fed a metric and the activator's held requests,
 //!   driving a [`runner::ReplicaBackend`] (child processes, or a Deployment's `scale`);
 //! - [`discovery`]: endpoints from EndpointSlices, for the cluster binaries;
+//! - [`probe`]: the activator's own readiness checks of starting pods;
 //! - [`scrape`]: replicas' in-flight gauge and request counters, the autoscaler's view of pods;
 //! - [`report`]: the activator's pokes and held counts on the wire, for the cluster;
 //! - [`plane`]: what a revision needs from each part present in a process, set up and torn down
@@ -16,6 +17,7 @@ pub mod discovery;
 pub mod endpoints;
 mod key;
 pub mod plane;
+pub mod probe;
 pub mod report;
 pub mod runner;
 pub mod scrape;

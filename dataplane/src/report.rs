@@ -11,9 +11,11 @@ pub const POKE_PATH: &str = "/autoscaler/poke";
 /// Path of the periodic report (body: [`HeldReport`]).
 pub const REPORT_PATH: &str = "/autoscaler/stats";
 
-/// Requests the activator holds for one revision.
+/// Requests an activator holds for one revision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Held {
+    /// Which activator (its pod's name): the counts of several activators add up.
+    pub from: String,
     /// The revision's namespace.
     pub namespace: String,
     /// The revision's name.
@@ -23,9 +25,9 @@ pub struct Held {
 }
 
 impl Held {
-    /// `held` requests for `key`.
-    pub fn new(key: &RevisionKey, held: usize) -> Held {
-        Held { namespace: key.namespace.clone(), name: key.name.clone(), held }
+    /// `held` requests for `key`, held by activator `from`.
+    pub fn new(from: &str, key: &RevisionKey, held: usize) -> Held {
+        Held { from: from.to_owned(), namespace: key.namespace.clone(), name: key.name.clone(), held }
     }
 
     /// The revision's key.

@@ -38,11 +38,33 @@ pub trait Poker: Send + Sync {
     fn poke(&self, revision: &RevisionKey, held: usize);
 }
 
+/// The source name of the activator that runs in the same process (`skiff up`).
+pub const LOCAL_ACTIVATOR: &str = "local";
+/// How long an activator's report counts: one that stops reporting (gone) stops counting.
+const HELD_TTL: Duration = Duration::from_secs(3);
+
 struct Tracked {
     decider: Decider,
     last: Option<Decision>,
-    /// Requests the activator last reported holding.
-    held: usize,
+    held: Held,
+}
+
+/// The requests each activator last reported holding for one revision (several activators hold
+/// requests for the same revision; their counts add up).
+#[derive(Default)]
+struct Held(HashMap<String, (usize, std::time::Instant)>);
+
+impl Held {
+    fn set(&mut self, source: &str, held: usize) {
+        self.0.insert(source.to_owned(), (held, now()));
+    }
+
+    /// The sum of the reports that are recent enough.
+    fn total(&mut self) -> usize {
+        let now = now();
+        self.0.retain(|_, (_, at)| now.saturating_duration_since(*at) < HELD_TTL);
+        self.0.values().map(|(held, _)| held).sum()
+    }
 }
 
 /// Drives one decider per revision.
@@ -68,14 +90,14 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         let mut decider = Decider::new(spec, now());
         let decision = decider.decide(now(), self.backend.ready_replicas(revision));
         self.backend.scale(revision, decision.desired_pods);
-        self.lock().insert(revision.clone(), Tracked { decider, last: Some(decision), held: 0 });
+        self.lock().insert(revision.clone(), Tracked { decider, last: Some(decision), held: Held::default() });
     }
 
     /// Takes over a `revision` that already runs (after this autoscaler restarted) from the
     /// replicas ready now, without scaling it: a live revision keeps its replicas.
     pub fn resume(&self, revision: &RevisionKey, spec: ScalingSpec) {
         let decider = Decider::resume(spec, now(), self.backend.ready_replicas(revision));
-        self.lock().insert(revision.clone(), Tracked { decider, last: None, held: 0 });
+        self.lock().insert(revision.clone(), Tracked { decider, last: None, held: Held::default() });
     }
 
     /// The revisions autoscaled now.
@@ -106,17 +128,19 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         self.lock().remove(revision);
     }
 
-    /// The activator holds `held` requests for `revision` now (reported about once a second); they
-    /// count in its concurrency until the next report.
-    pub fn report_held(&self, revision: &RevisionKey, held: usize) {
+    /// The activator `source` holds `held` requests for `revision` now (reported about once a
+    /// second); with what other activators report, they count in its concurrency.
+    pub fn report_held(&self, revision: &RevisionKey, source: &str, held: usize) {
         if let Some(tracked) = self.lock().get_mut(revision) {
-            tracked.held = held;
+            tracked.held.set(source, held);
         }
     }
 
-    /// `held` requests are waiting for `revision`: when it has no ready replica, decide now, and
-    /// size the first step for the requests already held (as Knative's activator reports them).
-    pub fn poke(&self, revision: &RevisionKey, held: usize) {
+    /// The activator `source` holds `held` requests for `revision`: when it has no ready replica,
+    /// decide now, and size the step for the requests every activator holds (as Knative's activator
+    /// reports them). While nothing is ready, a later poke never asks for fewer pods than an
+    /// earlier one.
+    pub fn poke(&self, revision: &RevisionKey, source: &str, held: usize) {
         let ready = self.backend.ready_replicas(revision);
         if ready > 0 {
             return;
@@ -124,12 +148,14 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         let desired = {
             let mut revisions = self.lock();
             let Some(tracked) = revisions.get_mut(revision) else { return };
-            tracked.held = tracked.held.max(held);
+            tracked.held.set(source, held);
+            let total = tracked.held.total();
+            let asked = tracked.last.as_ref().map_or(0, |d| d.desired_pods);
             let mut decision = tracked.decider.poke(now(), ready);
             let spec = tracked.decider.spec();
-            let for_held = (held.max(1) as f64 / spec.per_pod_target()).ceil() as u32;
+            let for_held = (total.max(1) as f64 / spec.per_pod_target()).ceil() as u32;
             let cap = if spec.max_scale > 0 { spec.max_scale } else { u32::MAX };
-            decision.desired_pods = decision.desired_pods.max(for_held.min(cap));
+            decision.desired_pods = decision.desired_pods.max(for_held.min(cap)).max(asked);
             let desired = decision.desired_pods;
             tracked.last = Some(decision);
             desired
@@ -165,7 +191,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         let mut tracked = self.lock();
         for ((key, metric), value) in revisions.into_iter().zip(observed) {
             if let Some(tracked) = tracked.get_mut(&key) {
-                let held = if metric == Metric::Concurrency { tracked.held as f64 } else { 0.0 };
+                let held = if metric == Metric::Concurrency { tracked.held.total() as f64 } else { 0.0 };
                 tracked.decider.record(now(), value + held);
             }
         }
@@ -196,7 +222,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
 
 impl<B: ReplicaBackend, S: MetricSource> Poker for Runner<B, S> {
     fn poke(&self, revision: &RevisionKey, held: usize) {
-        Runner::poke(self, revision, held);
+        Runner::poke(self, revision, LOCAL_ACTIVATOR, held);
     }
 }
 

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value, json};
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::labels::{
-    APPLIED_HASH, COMPONENT, CONTAINER_CONCURRENCY, FIELD_MANAGER, INFERENCE_SERVICE, INITIAL_SCALE, REVISION,
-    REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
+    APPLIED_HASH, COMPONENT, CONTAINER_CONCURRENCY, FIELD_MANAGER, INFERENCE_SERVICE, INITIAL_SCALE,
+    QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION, REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
 };
 use skiff_api::scaling::ScalingInputs;
 use skiff_api::serving::server_args;
@@ -31,6 +31,9 @@ pub const SERVICE_PORT: i32 = 80;
 pub const QUEUE_PROXY_PORT: i32 = 8012;
 /// The queue-proxy sidecar's container name (Knative's).
 pub const QUEUE_PROXY: &str = "queue-proxy";
+/// Seconds a model pod keeps serving after SIGTERM, readiness off, so that routers and activators
+/// see it leave its EndpointSlice before it closes its listener.
+const SHUTDOWN_DELAY_SECS: u32 = 3;
 /// The non-root user model pods run as by default.
 const RUN_AS_USER: i64 = 65532;
 /// KServe's name for the serving container.
@@ -72,11 +75,17 @@ pub struct Serving {
     pub container_concurrency: u32,
     /// The request timeout in seconds.
     pub timeout_secs: u64,
+    /// Whether requests enter through the queue-proxy sidecar (a custom container).
+    pub queue_proxy: bool,
 }
 
 impl Default for Serving {
     fn default() -> Self {
-        Serving { container_concurrency: 0, timeout_secs: skiff_api::serving::DEFAULT_TIMEOUT.as_secs() }
+        Serving {
+            container_concurrency: 0,
+            timeout_secs: skiff_api::serving::DEFAULT_TIMEOUT.as_secs(),
+            queue_proxy: false,
+        }
     }
 }
 
@@ -86,6 +95,7 @@ impl Serving {
         Serving {
             container_concurrency: predictor.container_concurrency.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
             timeout_secs: skiff_api::serving::request_timeout(predictor).as_secs(),
+            queue_proxy: predictor.model.is_none() && predictor.containers.is_some(),
         }
     }
 
@@ -98,6 +108,7 @@ impl Serving {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(defaults.container_concurrency),
             timeout_secs: labels.get(TIMEOUT_SECONDS).and_then(|v| v.parse().ok()).unwrap_or(defaults.timeout_secs),
+            queue_proxy: labels.get(QUEUE_PROXY_LABEL).is_some_and(|v| v == "true"),
         }
     }
 }
@@ -137,6 +148,9 @@ impl RevisionRef {
         labels.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
         labels.insert(CONTAINER_CONCURRENCY.into(), self.serving.container_concurrency.to_string());
         labels.insert(TIMEOUT_SECONDS.into(), self.serving.timeout_secs.to_string());
+        if self.serving.queue_proxy {
+            labels.insert(QUEUE_PROXY_LABEL.into(), "true".into());
+        }
         labels
     }
 
@@ -281,7 +295,9 @@ fn model_server(
     let mut container: Container = from_fields(&model.other, &MODEL_CONTAINER_FIELDS, "spec.predictor.model")?;
     container.name = CONTAINER_NAME.into();
     container.image = Some(platform.server_image.clone());
-    container.args = Some(server_args(service, &dir, SERVER_PORT as u16, predictor));
+    let mut args = server_args(service, &dir, SERVER_PORT as u16, predictor);
+    args.extend(["--shutdown-delay-secs".to_owned(), SHUTDOWN_DELAY_SECS.to_string()]);
+    container.args = Some(args);
     container.ports = Some(vec![ContainerPort {
         name: Some("http1".into()),
         container_port: SERVER_PORT,

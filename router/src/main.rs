@@ -7,14 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use http::{Method, StatusCode};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use skiff_api::InferenceServiceResource;
 use skiff_dataplane::Plane;
 use skiff_dataplane::discovery::{sync_revisions, sync_service};
 use skiff_dataplane::endpoints::Endpoints;
-use skiff_http::response;
 use skiff_router::cluster::follow_routes;
 use skiff_router::{Router, RouterConfig};
 use tokio::net::TcpListener;
@@ -85,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
     };
     tokio::spawn(follow_routes(Api::<InferenceServiceResource>::all(client.clone()), router.clone(), count(&synced)));
     let plane = Arc::new(Plane::new(endpoints));
-    tokio::spawn(sync_revisions(Api::<EndpointSlice>::all(client.clone()), plane, count(&synced)));
+    tokio::spawn(sync_revisions(Api::<EndpointSlice>::all(client.clone()), plane, None, count(&synced)));
     let activators = router.activators().clone();
     let slices = Api::<EndpointSlice>::namespaced(client, &args.namespace);
     let (service, activators_synced) = (args.activator_service.clone(), count(&synced));
@@ -100,21 +98,10 @@ async fn main() -> anyhow::Result<()> {
         move |request: http::Request<hyper::body::Incoming>| {
             let (router, synced) = (router.clone(), synced.clone());
             async move {
-                match (request.method(), request.uri().path()) {
-                    (&Method::GET, "/healthz") => response::bytes(StatusCode::OK, "text/plain", "ok\n"),
-                    (&Method::GET, "/readyz") if synced.load(Ordering::Acquire) >= WATCHES => {
-                        response::bytes(StatusCode::OK, "text/plain", "ok\n")
-                    }
-                    (&Method::GET, "/readyz") => {
-                        response::bytes(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "waiting for the first lists\n")
-                    }
-                    (&Method::GET, "/metrics") => response::bytes(
-                        StatusCode::OK,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        router.metrics_text(),
-                    ),
-                    _ => response::json_value(StatusCode::NOT_FOUND, &serde_json::json!({"error": "not found"})),
-                }
+                let ready = synced.load(Ordering::Acquire) >= WATCHES;
+                let not_ready =
+                    (!ready).then_some("waiting for the first lists of InferenceServices and EndpointSlices");
+                skiff_http::admin::respond(&request, not_ready, || router.metrics_text())
             }
         },
         async move {

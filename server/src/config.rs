@@ -64,6 +64,10 @@ pub struct ServerConfig {
     /// Seconds to let in-flight requests finish after SIGTERM.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
+    /// Seconds to keep accepting requests after SIGTERM, with readiness off, before closing: time
+    /// for routers and activators to see the pod leave its EndpointSlice (Knative's drain sleep).
+    #[arg(long, default_value_t = 0)]
+    pub shutdown_delay_secs: u64,
     /// Path of ONNX Runtime's shared library (`scripts/setup.sh` installs it).
     #[arg(long, env = "ORT_DYLIB_PATH")]
     pub ort_dylib: Option<PathBuf>,
@@ -134,6 +138,11 @@ impl ServerConfig {
     /// Time allowed for draining on shutdown.
     pub fn drain_timeout(&self) -> Duration {
         Duration::from_secs(self.drain_timeout_secs)
+    }
+
+    /// Time serving on after SIGTERM, before the listener closes.
+    pub fn shutdown_delay(&self) -> Duration {
+        Duration::from_secs(self.shutdown_delay_secs)
     }
 }
 

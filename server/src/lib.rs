@@ -68,7 +68,7 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         tracing::info!("shutting down: no new connections, draining in-flight requests");
     };
     tokio::select! {
-        () = http::serve(listener, app, shutdown, config.drain_timeout()) => Ok(()),
+        () = http::serve(listener, app, shutdown, config.shutdown_delay(), config.drain_timeout()) => Ok(()),
         failed = loaded => failed,
     }
 }

@@ -145,6 +145,21 @@ async fn sigterm_drains_the_request_in_flight_then_exits_zero() {
 }
 
 #[tokio::test]
+async fn with_a_shutdown_delay_it_serves_on_unready_before_it_closes() {
+    let dir = iris_dir();
+    let mut server = Server::start_ready(&["--model-dir", dir.as_str(), "--shutdown-delay-secs", "2"]).await;
+    server.terminate();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (ready, _) = get(&server.url("/v2/health/ready")).await;
+    assert_eq!(ready, StatusCode::SERVICE_UNAVAILABLE, "readiness is off at once");
+    let (status, body) =
+        post(&server.url("/v2/models/iris/infer"), &one_row(&[json!(6.8), json!(2.8), json!(4.8), json!(1.4)])).await;
+    assert_eq!(status, StatusCode::OK, "a request sent during the delay is served: {body}");
+    let exit = server.wait_exit(Duration::from_secs(10));
+    assert!(exit.success(), "exit status {exit}");
+}
+
+#[tokio::test]
 async fn a_model_that_cannot_load_ends_the_process_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("broken");

@@ -38,19 +38,22 @@ pub struct AutoscalerLink {
     lease: String,
     service: String,
     token_file: PathBuf,
+    identity: String,
     client: Client<HttpConnector, Full<Bytes>>,
     leader: Mutex<Option<(SocketAddr, Instant)>>,
 }
 
 impl AutoscalerLink {
-    /// The link to the leader of the Lease `lease`, among the pods of Service `service` (both in
-    /// the namespace of `leases` and `slices`), authenticated with the token in `token_file`.
+    /// The link of the activator `identity` to the leader of the Lease `lease`, among the pods of
+    /// Service `service` (both in the namespace of `leases` and `slices`), authenticated with the
+    /// token in `token_file`.
     pub fn new(
         leases: Api<Lease>,
         slices: Api<EndpointSlice>,
         lease: String,
         service: String,
         token_file: PathBuf,
+        identity: String,
     ) -> Arc<AutoscalerLink> {
         Arc::new(AutoscalerLink {
             leases,
@@ -58,6 +61,7 @@ impl AutoscalerLink {
             lease,
             service,
             token_file,
+            identity,
             client: Client::builder(TokioExecutor::new()).build_http(),
             leader: Mutex::new(None),
         })
@@ -114,7 +118,8 @@ impl AutoscalerLink {
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             interval.tick().await;
-            let revisions: Vec<Held> = activator.held().iter().map(|(key, held)| Held::new(key, *held)).collect();
+            let revisions: Vec<Held> =
+                activator.held().iter().map(|(key, held)| Held::new(&self.identity, key, *held)).collect();
             if revisions.is_empty() {
                 continue;
             }
@@ -131,7 +136,10 @@ pub struct LinkPoker(pub Arc<AutoscalerLink>);
 
 impl Poker for LinkPoker {
     fn poke(&self, revision: &RevisionKey, held: usize) {
-        let (link, body) = (self.0.clone(), serde_json::to_vec(&Held::new(revision, held)).expect("a poke serializes"));
+        let (link, body) = (
+            self.0.clone(),
+            serde_json::to_vec(&Held::new(&self.0.identity, revision, held)).expect("a poke serializes"),
+        );
         let revision = revision.clone();
         tokio::spawn(async move {
             if let Err(e) = link.post(POKE_PATH, body).await {

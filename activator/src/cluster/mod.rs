@@ -13,18 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use http::{Method, StatusCode};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use skiff_dataplane::Plane;
 use skiff_dataplane::discovery::sync_revisions;
 use skiff_dataplane::endpoints::Endpoints;
+use skiff_dataplane::probe::Prober;
 use tokio::net::TcpListener;
 
 use crate::activator::{Activator, DEFAULT_MAX_PENDING, Limits};
 use crate::error::{Error, Result};
-use crate::response;
 use autoscaler::{AutoscalerLink, LinkPoker};
 
 /// How long a request for a revision whose EndpointSlices have not arrived yet waits for them (the
@@ -52,9 +51,22 @@ pub struct ServeArgs {
     /// Requests held per revision before 503.
     #[arg(long, default_value_t = DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
+    /// This activator's name in its reports (default: `$POD_NAME`, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
     /// The ServiceAccount token the autoscaler authenticates the activator by.
     #[arg(long, default_value = "/var/run/secrets/kubernetes.io/serviceaccount/token")]
     pub token_file: PathBuf,
+}
+
+impl ServeArgs {
+    /// The name this activator reports under.
+    pub fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map_or_else(|_| "activator".into(), |h| h.trim().to_owned())
+        })
+    }
 }
 
 /// Runs the activator until `shutdown` completes, then drains.
@@ -70,6 +82,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
         args.lease_name.clone(),
         args.controller_service.clone(),
         args.token_file.clone(),
+        args.identity(),
     );
     let endpoints = Arc::new(Endpoints::default());
     let limits = Limits { max_pending: args.max_pending, unknown_revision_wait: UNKNOWN_REVISION_WAIT };
@@ -80,7 +93,8 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
         let synced = synced.clone();
         move || synced.store(true, Ordering::Release)
     };
-    let watch = tokio::spawn(sync_revisions(Api::<EndpointSlice>::all(client), plane, on_synced));
+    let prober = Some(Arc::new(Prober::default()));
+    let watch = tokio::spawn(sync_revisions(Api::<EndpointSlice>::all(client), plane, prober, on_synced));
     let reports = tokio::spawn(link.report_every_second(activator.clone()));
 
     let admin = TcpListener::bind(args.admin_addr).await?;
@@ -93,19 +107,8 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
                 let ready = synced.load(Ordering::Acquire) && !draining.load(Ordering::Acquire);
                 let activator = activator.clone();
                 async move {
-                    match (request.method(), request.uri().path()) {
-                        (&Method::GET, "/healthz") => response::bytes(StatusCode::OK, "text/plain", "ok\n"),
-                        (&Method::GET, "/readyz") if ready => response::bytes(StatusCode::OK, "text/plain", "ok\n"),
-                        (&Method::GET, "/readyz") => {
-                            response::bytes(StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n")
-                        }
-                        (&Method::GET, "/metrics") => response::bytes(
-                            StatusCode::OK,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            activator.metrics_text(),
-                        ),
-                        _ => response::json(StatusCode::NOT_FOUND, &serde_json::json!({"error": "not found"})),
-                    }
+                    let not_ready = (!ready).then_some("not ready: EndpointSlices not listed yet, or draining");
+                    skiff_http::admin::respond(&request, not_ready, || activator.metrics_text())
                 }
             }
         },

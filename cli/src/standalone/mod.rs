@@ -19,6 +19,7 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 use skiff_activator::{Activator, Limits};
 use skiff_dataplane::endpoints::Endpoints;
+use skiff_dataplane::runner::LOCAL_ACTIVATOR;
 use skiff_dataplane::{Plane, Runner};
 use skiff_router::{Router, RouterConfig};
 use tokio::net::TcpListener;
@@ -84,7 +85,7 @@ async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProc
     loop {
         interval.tick().await;
         for (revision, held) in activator.held() {
-            autoscaler.report_held(&revision, held);
+            autoscaler.report_held(&revision, LOCAL_ACTIVATOR, held);
         }
     }
 }

@@ -82,10 +82,10 @@ async fn load_scales_up_at_the_tick_and_idle_goes_to_zero() {
 async fn a_poke_at_zero_scales_up_without_waiting_for_the_tick() {
     let (backend, _load, runner) = setup(0);
     backend.scale(&r(), 0);
-    runner.poke(&r(), 1);
+    runner.poke(&r(), LOCAL_ACTIVATOR, 1);
     assert_eq!(backend.ready_replicas(&r()), 1);
     let calls = backend.calls.lock().unwrap().len();
-    runner.poke(&r(), 1);
+    runner.poke(&r(), LOCAL_ACTIVATOR, 1);
     assert_eq!(backend.calls.lock().unwrap().len(), calls, "no decision while a replica is ready");
 }
 
@@ -93,7 +93,7 @@ async fn a_poke_at_zero_scales_up_without_waiting_for_the_tick() {
 async fn the_first_step_is_sized_for_the_requests_already_held() {
     let (backend, _load, runner) = setup(0);
     backend.scale(&r(), 0);
-    runner.poke(&r(), 20);
+    runner.poke(&r(), LOCAL_ACTIVATOR, 20);
     assert_eq!(backend.ready_replicas(&r()), 3, "20 held / (10 × 70%) per replica");
 }
 
@@ -131,9 +131,10 @@ async fn an_rps_revision_is_sampled_and_scaled_on_requests_per_second() {
 async fn held_requests_the_activator_reports_count_as_concurrency() {
     let (backend, _load, runner) = setup(1);
     let task = tokio::spawn(runner.clone().run());
-    runner.report_held(&r(), 21);
+    runner.report_held(&r(), "a", 14);
+    runner.report_held(&r(), "b", 7);
     tokio::time::sleep(Duration::from_secs(7)).await;
-    assert_eq!(backend.ready_replicas(&r()), 3, "21 held / (10 × 70%)");
+    assert_eq!(backend.ready_replicas(&r()), 3, "14 + 7 held by two activators / (10 × 70%)");
     task.abort();
 }
 
@@ -187,4 +188,22 @@ async fn new_settings_never_drop_replicas_before_the_windows_have_data() {
     assert_eq!(backend.ready_replicas(&r()), 1, "still one replica after the settings changed");
     assert!(backend.calls.lock().unwrap()[calls..].iter().all(|n| *n == 1), "never asked for fewer");
     task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn pokes_from_two_activators_add_up_and_never_ask_for_less() {
+    let (backend, _load, runner) = setup(0);
+    backend.scale(&r(), 0);
+    runner.poke(&r(), "a", 14);
+    assert_eq!(backend.ready_replicas(&r()), 2, "14 / 7 per replica");
+    backend.scale(&r(), 0); // nothing ready yet
+    runner.poke(&r(), "b", 14);
+    assert_eq!(backend.ready_replicas(&r()), 4, "28 held by both / 7");
+    backend.scale(&r(), 0);
+    runner.poke(&r(), "b", 1);
+    assert_eq!(backend.ready_replicas(&r()), 4, "a smaller poke while nothing is ready asks for no fewer");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    backend.scale(&r(), 0);
+    runner.poke(&r(), "a", 1);
+    assert!(runner.decision(&r()).unwrap().desired_pods >= 4, "the earlier answer still stands at zero");
 }

@@ -51,12 +51,12 @@ impl AutoscalerApi {
         match path {
             POKE_PATH => {
                 let held: Held = serde_json::from_slice(body).map_err(bad)?;
-                self.runner.poke(&held.key(), held.held);
+                self.runner.poke(&held.key(), &held.from, held.held);
             }
             _ => {
                 let report: HeldReport = serde_json::from_slice(body).map_err(bad)?;
                 for held in report.revisions {
-                    self.runner.report_held(&held.key(), held.held);
+                    self.runner.report_held(&held.key(), &held.from, held.held);
                 }
             }
         }

@@ -14,24 +14,38 @@ use serde_json::json;
 use skiff_api::labels::AUTOSCALER_FIELD_MANAGER;
 use skiff_dataplane::{ReplicaBackend, RevisionKey};
 
-/// How long a write of the same count is not repeated while the watch has not shown it yet.
-const REWRITE_AFTER: Duration = Duration::from_secs(2);
-
-/// Deployments as the autoscaler's replica backend.
+/// Deployments as the autoscaler's replica backend. Writes of one revision's scale are made one
+/// at a time, each with the latest count asked for, so a slow write never overtakes a newer one.
 pub struct Deployments {
     client: Client,
     store: Store<Deployment>,
-    asked: Mutex<HashMap<RevisionKey, (u32, Instant)>>,
+    writers: Mutex<HashMap<RevisionKey, Arc<Writer>>>,
 }
+
+/// One revision's latest asked count (and when), and its writes, in order.
+#[derive(Default)]
+struct Writer {
+    asked: Mutex<Option<(u32, Instant)>>,
+    written: tokio::sync::Mutex<Option<u32>>,
+}
+
+/// How long the same count is not asked for again while the watch has not shown it yet.
+const REWRITE_AFTER: Duration = Duration::from_secs(2);
 
 impl Deployments {
     /// Scales through `client`; reads the Deployments `store` holds.
     pub fn new(client: Client, store: Store<Deployment>) -> Arc<Deployments> {
-        Arc::new(Deployments { client, store, asked: Mutex::new(HashMap::new()) })
+        Arc::new(Deployments { client, store, writers: Mutex::new(HashMap::new()) })
     }
 
     fn get(&self, revision: &RevisionKey) -> Option<Arc<Deployment>> {
         self.store.get(&ObjectRef::new(&revision.name).within(&revision.namespace))
+    }
+
+    fn writer(&self, revision: &RevisionKey) -> Arc<Writer> {
+        let mut writers = self.writers.lock().expect("writers lock");
+        writers.retain(|key, writer| key == revision || Arc::strong_count(writer) > 1 || self.get(key).is_some());
+        writers.entry(revision.clone()).or_default().clone()
     }
 }
 
@@ -46,24 +60,37 @@ pub fn scaled_by_autoscaler(deployment: &Deployment) -> bool {
 impl ReplicaBackend for Deployments {
     fn scale(&self, revision: &RevisionKey, replicas: u32) {
         let Some(deployment) = self.get(revision) else { return };
-        let current = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        if i64::from(current) == i64::from(replicas) {
-            return;
-        }
+        let current = deployment.spec.as_ref().and_then(|s| s.replicas).map_or(1, |n| n.max(0) as u32);
+        let writer = self.writer(revision);
         {
-            let mut asked = self.asked.lock().expect("scale lock");
-            if asked.get(revision).is_some_and(|(n, at)| *n == replicas && at.elapsed() < REWRITE_AFTER) {
+            let mut asked = writer.asked.lock().expect("asked lock");
+            let recently = asked.is_some_and(|(n, at)| n == replicas && at.elapsed() < REWRITE_AFTER);
+            let settled = current == replicas;
+            *asked =
+                Some((replicas, if recently { asked.map_or_else(Instant::now, |(_, at)| at) } else { Instant::now() }));
+            if settled || recently {
                 return;
             }
-            asked.insert(revision.clone(), (replicas, Instant::now()));
         }
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &revision.namespace);
-        let revision = revision.clone();
+        let (revision, store) = (revision.clone(), self.store.clone());
         tokio::spawn(async move {
+            let mut written = writer.written.lock().await;
+            let Some((wanted, _)) = *writer.asked.lock().expect("asked lock") else { return };
+            let shown = store
+                .get(&ObjectRef::new(&revision.name).within(&revision.namespace))
+                .and_then(|d| d.spec.as_ref()?.replicas)
+                .map(|n| n.max(0) as u32);
+            if shown == Some(wanted) {
+                return;
+            }
             let params = PatchParams { field_manager: Some(AUTOSCALER_FIELD_MANAGER.into()), ..PatchParams::default() };
-            let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+            let patch = Patch::Merge(json!({"spec": {"replicas": wanted}}));
             match api.patch_scale(&revision.name, &params, &patch).await {
-                Ok(_) => tracing::info!(%revision, from = current, to = replicas, "scaled"),
+                Ok(_) => {
+                    tracing::info!(%revision, from = written.or(shown).unwrap_or(current), to = wanted, "scaled");
+                    *written = Some(wanted);
+                }
                 Err(e) => tracing::warn!(%revision, error = %e, "cannot scale"),
             }
         });
@@ -71,5 +98,32 @@ impl ReplicaBackend for Deployments {
 
     fn ready_replicas(&self, revision: &RevisionKey) -> u32 {
         self.get(revision).and_then(|d| d.status.as_ref()?.ready_replicas).map_or(0, |n| n.max(0) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment(manager: &str) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "r", "managedFields": [
+                {"manager": "skiff-controller", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:template": {}}}},
+                {"manager": manager, "operation": "Update", "fieldsType": "FieldsV1", "subresource": "scale",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+            ]},
+            "spec": {"selector": {}, "template": {}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deployment_the_autoscaler_scaled_is_resumed_not_restarted() {
+        assert!(scaled_by_autoscaler(&deployment(AUTOSCALER_FIELD_MANAGER)));
+        assert!(!scaled_by_autoscaler(&deployment("kubectl")), "someone else's replicas");
+        assert!(!scaled_by_autoscaler(&Deployment::default()));
     }
 }

@@ -62,6 +62,7 @@ pub async fn run(client: Client, namespace: &str, gate: Arc<OnceLock<Arc<Autosca
     tokio::spawn(sync_revisions(
         Api::<EndpointSlice>::all(client.clone()),
         Arc::new(Plane::new(endpoints.clone())),
+        None,
         || {},
     ));
     let (deployments, writer) = reflector::store();

@@ -78,7 +78,9 @@ fn a_model_runs_skiff_server_on_a_host_path() {
             "--http-port",
             "8080",
             "--container-concurrency",
-            "4"
+            "4",
+            "--shutdown-delay-secs",
+            "3"
         ])
     );
     assert_eq!(c["ports"][0]["containerPort"], 8080);
@@ -117,7 +119,8 @@ fn batching_flags_follow_the_batcher() {
     let d = build(&format!("{MODEL}    batcher: {{maxBatchSize: 16, maxLatency: 20}}\n")).unwrap();
     let args = pod_of(&d)["containers"][0]["args"].clone();
     let args: Vec<&str> = args.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert!(args.ends_with(&["--enable-batching", "--max-batch-size", "16", "--max-latency-ms", "20"]), "{args:?}");
+    let batching = ["--enable-batching", "--max-batch-size", "16", "--max-latency-ms", "20"];
+    assert!(args.windows(batching.len()).any(|w| w == batching), "{args:?}");
 }
 
 #[test]
@@ -176,7 +179,7 @@ fn the_service_maps_port_80_to_the_container() {
 #[test]
 fn a_custom_container_gets_the_queue_proxy_and_its_service_targets_it() {
     let mut revision = revision();
-    revision.serving = Serving { container_concurrency: 4, timeout_secs: 60 };
+    revision.serving = Serving { container_concurrency: 4, timeout_secs: 60, queue_proxy: true };
     let predictor = predictor("    containers:\n    - image: my/web\n      ports: [{containerPort: 9000}]\n");
     let d = deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default()).unwrap();
     let pod = pod_of(&d);
@@ -206,6 +209,7 @@ fn a_custom_container_gets_the_queue_proxy_and_its_service_targets_it() {
     assert_eq!(labels["serving.kserve.io/inferenceservice"], "iris");
     assert_eq!(labels["component"], "predictor");
     assert_eq!(labels["skiff.dev/container-concurrency"], "4");
+    assert_eq!(labels["skiff.dev/queue-proxy"], "true", "the activator probes /healthz on the queue-proxy");
 }
 
 #[test]
