@@ -4,7 +4,7 @@
 Every request is a KServe V2 infer of the iris model with a unique "id" in its body; an answer
 counts as good when it is a 200 whose JSON echoes that id and whose `label` output is the expected
 one. Each request opens its own connection (no keep-alive), so a stale connection is never mistaken
-for a failure and each request's router is known. Only refused connections are retried, on the
+for a failure and each request's router is known. Only connections refused (or reset during the handshake, before anything was sent) are retried, on the
 next router address (the router pod is gone or not listening yet): nothing else is retried.
 
   load.py burst --router IP:PORT --host HOST -n 300 [--concurrency 300]
@@ -80,7 +80,7 @@ class Tally:
 
 
 def one_request(routers, start, host, path, rid, label, timeout, tally):
-    """Sends one infer; retries only refused connections, on the next router. Returns the index
+    """Sends one infer; retries only refused connections (nothing sent), on the next router. Returns the index
     of the router that answered (or last refused) so a worker can stay on it."""
     body = json.dumps({"id": rid, "inputs": [BODY_INPUT]}).encode()
     headers = {"Host": host, "Content-Type": "application/json", "Connection": "close"}
@@ -93,7 +93,9 @@ def one_request(routers, start, host, path, rid, label, timeout, tally):
         conn = http.client.HTTPConnection(addr, int(port), timeout=timeout)
         try:
             conn.connect()
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, ConnectionResetError):
+            # Refused, or reset during the handshake (the router's process died with the connection in
+            # its accept queue): nothing was sent, so the request goes to the next router.
             conn.close()
             refusals += 1
             with tally.lock:
