@@ -27,8 +27,9 @@ pub trait ReplicaBackend: Send + Sync + 'static {
 /// replicas (the activator's held requests are reported separately); for rps, requests arriving
 /// for the revision per second.
 pub trait MetricSource: Send + Sync + 'static {
-    /// `revision`'s value of `metric` now (rps: over the time since the previous observation).
-    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = f64> + Send;
+    /// `revision`'s value of `metric` now (rps: over the time since the previous observation);
+    /// `None` when there is no reading this time (no pod answered), so nothing is recorded.
+    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = Option<f64>> + Send;
 }
 
 /// Tells the autoscaler that requests wait for a revision: the activator calls it when a request
@@ -190,7 +191,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             futures::future::join_all(revisions.iter().map(|(key, metric)| self.source.observe(key, *metric))).await;
         let mut tracked = self.lock();
         for ((key, metric), value) in revisions.into_iter().zip(observed) {
-            if let Some(tracked) = tracked.get_mut(&key) {
+            if let (Some(tracked), Some(value)) = (tracked.get_mut(&key), value) {
                 let held = if metric == Metric::Concurrency { tracked.held.total() as f64 } else { 0.0 };
                 tracked.decider.record(now(), value + held);
             }

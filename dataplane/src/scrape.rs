@@ -32,10 +32,13 @@ impl Default for Scraper {
 }
 
 impl Scraper {
-    /// The summed in-flight gauge of `replicas` (a replica that does not answer counts 0).
-    pub async fn in_flight(&self, replicas: &[SocketAddr]) -> f64 {
+    /// The summed in-flight gauge of `replicas`. Replicas that do not answer (in time) count as
+    /// the average of those that do, as Knative's scraper extrapolates; `None` when none answers, so
+    /// that an overloaded moment never reads as idle.
+    pub async fn in_flight(&self, replicas: &[SocketAddr]) -> Option<f64> {
         let texts = futures::future::join_all(replicas.iter().map(|addr| self.fetch(*addr))).await;
-        texts.iter().flatten().filter_map(|text| in_flight(text)).sum()
+        let read: Vec<f64> = texts.iter().flatten().filter_map(|text| in_flight(text)).collect();
+        extrapolate(&read, replicas.len())
     }
 
     /// Requests per second `replicas` answered since the previous call (a replica seen for the
@@ -67,6 +70,17 @@ impl Scraper {
         };
         tokio::time::timeout(SCRAPE_TIMEOUT, fetch).await.ok().flatten()
     }
+}
+
+/// The total over `total` replicas from the readings of those that answered.
+pub fn extrapolate(read: &[f64], total: usize) -> Option<f64> {
+    if total == 0 {
+        return Some(0.0);
+    }
+    if read.is_empty() {
+        return None;
+    }
+    Some(read.iter().sum::<f64>() / read.len() as f64 * total as f64)
 }
 
 /// The value of `skiff_inflight_requests` in an OpenMetrics text.
@@ -107,6 +121,13 @@ mod tests {
         assert_eq!(in_flight("skiff_queued_requests 1\n"), None);
         assert_eq!(requests(text), 12.0);
         assert_eq!(requests("skiff_queue_proxy_requests_total{status=\"200\"} 5\n"), 5.0);
+    }
+
+    #[test]
+    fn replicas_that_do_not_answer_count_as_the_average_of_the_others() {
+        assert_eq!(extrapolate(&[4.0, 2.0], 4), Some(12.0));
+        assert_eq!(extrapolate(&[], 3), None, "no reading is not a reading of 0");
+        assert_eq!(extrapolate(&[], 0), Some(0.0), "no replica: nothing in flight");
     }
 
     #[test]

@@ -85,9 +85,9 @@ impl ReplicaBackend for Synthetic {
 }
 
 impl MetricSource for Synthetic {
-    fn observe(&self, revision: &RevisionKey, _: Metric) -> impl Future<Output = f64> + Send {
+    fn observe(&self, revision: &RevisionKey, _: Metric) -> impl Future<Output = Option<f64>> + Send {
         let value = (revision.name.len() % 7) as f64;
-        async move { value }
+        async move { Some(value) }
     }
 }
 

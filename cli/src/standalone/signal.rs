@@ -38,7 +38,7 @@ impl Signal {
 }
 
 impl MetricSource for Signal {
-    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = f64> + Send {
+    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = Option<f64>> + Send {
         let (rps, replicas): (Option<f64>, Vec<SocketAddr>) = match metric {
             Metric::Rps => (Some(self.requests_per_second(revision)), Vec::new()),
             Metric::Concurrency => (
@@ -48,7 +48,7 @@ impl MetricSource for Signal {
         };
         async move {
             match rps {
-                Some(rps) => rps,
+                Some(rps) => Some(rps),
                 None => self.scraper.in_flight(&replicas).await,
             }
         }
@@ -70,13 +70,13 @@ mod tests {
         let revision = RevisionEndpoints::new(key.clone(), 0);
         endpoints.insert(revision.clone());
         let signal = Signal::new(endpoints);
-        assert_eq!(signal.observe(&key, Metric::Rps).await, 0.0, "the first sample sets the baseline");
+        assert_eq!(signal.observe(&key, Metric::Rps).await, Some(0.0), "the first sample sets the baseline");
         for _ in 0..30 {
             revision.arrived();
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let rps = signal.observe(&key, Metric::Rps).await;
+        let rps = signal.observe(&key, Metric::Rps).await.unwrap();
         assert!(rps > 0.0 && rps <= 30.0 / 0.2, "30 requests in at least 0.2 s: {rps}");
-        assert_eq!(signal.observe(&key, Metric::Concurrency).await, 0.0, "no replica");
+        assert_eq!(signal.observe(&key, Metric::Concurrency).await, Some(0.0), "no replica");
     }
 }

@@ -27,10 +27,10 @@ impl ReplicaBackend for Immediate {
 struct Load(Mutex<f64>, Mutex<Vec<Metric>>);
 
 impl MetricSource for Load {
-    fn observe(&self, _: &RevisionKey, metric: Metric) -> impl Future<Output = f64> + Send {
+    fn observe(&self, _: &RevisionKey, metric: Metric) -> impl Future<Output = Option<f64>> + Send {
         self.1.lock().unwrap().push(metric);
         let value = *self.0.lock().unwrap();
-        async move { value }
+        async move { Some(value) }
     }
 }
 
@@ -206,4 +206,25 @@ async fn pokes_from_two_activators_add_up_and_never_ask_for_less() {
     backend.scale(&r(), 0);
     runner.poke(&r(), "a", 1);
     assert!(runner.decision(&r()).unwrap().desired_pods >= 4, "the earlier answer still stands at zero");
+}
+
+/// A source whose pods never answer.
+struct Silent;
+
+impl MetricSource for Silent {
+    async fn observe(&self, _: &RevisionKey, _: Metric) -> Option<f64> {
+        None
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_that_do_not_answer_are_not_read_as_idle() {
+    let backend = Arc::new(Immediate::default());
+    backend.scale(&r(), 3);
+    let runner = Runner::new(backend.clone(), Arc::new(Silent), Duration::from_secs(2));
+    runner.resume(&r(), spec(0));
+    let task = tokio::spawn(runner.clone().run());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(backend.ready_replicas(&r()), 3, "no reading for 30 s: nothing recorded, nothing scaled down");
+    task.abort();
 }

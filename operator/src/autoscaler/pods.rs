@@ -25,13 +25,13 @@ impl PodMetrics {
 }
 
 impl MetricSource for PodMetrics {
-    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = f64> + Send {
+    fn observe(&self, revision: &RevisionKey, metric: Metric) -> impl Future<Output = Option<f64>> + Send {
         let pods: Vec<SocketAddr> =
             self.endpoints.get(revision).map(|e| e.ready().iter().map(|r| r.addr).collect()).unwrap_or_default();
         async move {
             match metric {
                 Metric::Concurrency => self.scraper.in_flight(&pods).await,
-                Metric::Rps => self.scraper.requests_per_second(&pods).await,
+                Metric::Rps => Some(self.scraper.requests_per_second(&pods).await),
             }
         }
     }
