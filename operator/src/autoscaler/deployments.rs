@@ -42,9 +42,14 @@ impl Deployments {
         self.store.get(&ObjectRef::new(&revision.name).within(&revision.namespace))
     }
 
+    /// The writer of `revision`; making a new one forgets those of Deployments that are gone (only
+    /// then, not on every call: `scale` runs for every revision at every tick).
     fn writer(&self, revision: &RevisionKey) -> Arc<Writer> {
         let mut writers = self.writers.lock().expect("writers lock");
-        writers.retain(|key, writer| key == revision || Arc::strong_count(writer) > 1 || self.get(key).is_some());
+        if let Some(writer) = writers.get(revision) {
+            return writer.clone();
+        }
+        writers.retain(|key, writer| Arc::strong_count(writer) > 1 || self.get(key).is_some());
         writers.entry(revision.clone()).or_default().clone()
     }
 }
