@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages
 # (cmake, procps, curl, iproute2 for the node agent's network namespaces),
-# ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/), and the
-# release binaries. Idempotent. Afterwards: `source .ort/env` sets ORT_DYLIB_PATH.
+# ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/; pip checks the
+# wheel against the SHA-256 hashes in scripts/onnxruntime-requirements.txt), and the release
+# binaries. Idempotent. Afterwards: `source .ort/env` sets ORT_DYLIB_PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ORT_VERSION=1.31.1
+ORT_REQUIREMENTS=scripts/onnxruntime-requirements.txt
 ORT_LIB="$PWD/.ort/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 
 missing=()
@@ -18,7 +20,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ ! -f "$ORT_LIB" ]; then
-  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .ort "onnxruntime==$ORT_VERSION"
+  # The requirements file pins the version and the hash of every Linux wheel of it.
+  if ! grep -q "^onnxruntime==$ORT_VERSION " "$ORT_REQUIREMENTS"; then
+    echo "setup.sh: $ORT_REQUIREMENTS does not pin onnxruntime==$ORT_VERSION" >&2
+    exit 1
+  fi
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    --require-hashes --target .ort -r "$ORT_REQUIREMENTS"
 fi
 echo "export ORT_DYLIB_PATH=$ORT_LIB" > .ort/env
 if [ "${SKIFF_SKIP_BUILD:-}" != 1 ]; then

@@ -2,7 +2,8 @@
 # skiff-router: the Pingora ingress in Kubernetes mode (watches InferenceServices and EndpointSlices;
 # proxy on 8080, admin on 9090: /healthz, /readyz, /metrics).
 #   docker build -f deploy/docker/router.Dockerfile -t ghcr.io/skiff-serving/skiff-router:0.1.0 .
-FROM rust:1.95-bookworm AS build
+# Digest (multi-arch index) from TerminallyLazy/tree-ring-memory-agent-zero .github/workflows/build-bundled-binaries.yml
+FROM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -11,7 +12,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry --mount=type=cache,targe
     cargo build --release --locked --bin skiff-router \
  && cp target/release/skiff-router /skiff-router
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+# Digest (multi-arch OCI index) from NDDev-OpenNetwork/pi-setup-system Dockerfile (also chrisbennight/mcp-unifi-rs Dockerfile)
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 COPY --from=build /skiff-router /usr/local/bin/skiff-router
 USER 65532:65532
 EXPOSE 8080 9090
