@@ -1,38 +1,18 @@
-//! Bodies: reading a request body under a size limit, and a response body that holds the
-//! request's slot and counters until its last frame is sent, bounded by the request's deadline.
+//! Response bodies that hold the request's slot, counters and body bytes until their last frame is
+//! sent, bounded by the request's deadline. (Request bodies are read by `skiff_http::body`.)
 
 use std::any::Any;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, header};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::error::{Error, Result};
 use crate::response::BoxError;
 
 /// Largest request body forwarded (KServe's default for its model servers).
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
-
-/// Reads the whole body, refusing one over `limit` bytes (413) as early as its `Content-Length` says so.
-pub async fn read_limited<B>(headers: &HeaderMap, body: B, limit: usize) -> Result<Bytes>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(Error::PayloadTooLarge { limit });
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(Error::PayloadTooLarge { limit }),
-        Err(e) => Err(Error::BadRequest(format!("cannot read the request body: {e}"))),
-    }
-}
 
 /// Whatever must live as long as a response body: a slot, counter guards.
 pub type Hold = Box<dyn Any + Send>;
@@ -104,21 +84,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use http_body_util::Full;
+    use http_body_util::{BodyExt, Full};
 
     use super::*;
-
-    #[tokio::test]
-    async fn bodies_over_the_limit_are_refused() {
-        let mut headers = HeaderMap::new();
-        let ok = read_limited(&headers, Full::new(Bytes::from_static(b"abc")), 3).await.unwrap();
-        assert_eq!(ok, "abc");
-        let err = read_limited(&headers, Full::new(Bytes::from_static(b"abcd")), 3).await.unwrap_err();
-        assert!(matches!(err, Error::PayloadTooLarge { limit: 3 }), "{err}");
-        headers.insert(header::CONTENT_LENGTH, "4".parse().unwrap());
-        let err = read_limited(&headers, Full::new(Bytes::new()), 3).await.unwrap_err();
-        assert!(matches!(err, Error::PayloadTooLarge { limit: 3 }), "{err}");
-    }
 
     #[tokio::test]
     async fn the_hold_lives_until_the_last_frame() {

@@ -16,8 +16,10 @@ use skiff_dataplane::endpoints::{RevisionEndpoints, Slot};
 use skiff_dataplane::{Poker, RevisionKey};
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::body::{Guarded, MAX_BODY_BYTES, read_limited};
-use crate::error::{Error, Result, secs};
+use skiff_http::body::{BodyError, BodyLimits, Reservation, read_body};
+
+use crate::body::Guarded;
+use crate::error::{Error, Result};
 use crate::forward::{Forwarder, Outgoing};
 use crate::load::{Counted, Load};
 use crate::response::{BoxError, HttpResponse};
@@ -42,6 +44,8 @@ pub struct Target<'a> {
     pub poker: Option<(&'a dyn Poker, &'a RevisionKey)>,
     /// Retry on another replica (or the same one, after a pause) when a connection is refused.
     pub retry_connect: bool,
+    /// How the request body is read: size, time, byte budgets.
+    pub body: &'a BodyLimits,
     /// Time from arrival to a slot.
     pub wait_seconds: &'a Histogram,
 }
@@ -68,9 +72,9 @@ where
     }
 
     let (parts, body) = request.into_parts();
-    let body = timeout_at(deadline, read_limited(&parts.headers, body, MAX_BODY_BYTES))
+    let (body, held_bytes) = timeout_at(deadline, read_body(&parts.headers, body, target.body))
         .await
-        .map_err(|_| Error::BadRequest(format!("the request body did not arrive within {}", secs(target.timeout))))??;
+        .map_err(|_| BodyError::Timeout { timeout: target.timeout })??;
     let outgoing = Outgoing::new(&parts, body);
 
     let mut refused: Option<(Slot, Error)> = None;
@@ -93,7 +97,7 @@ where
             .map_err(|_| Error::UpstreamTimeout { target: target.label.to_owned(), timeout: target.timeout })?;
         match sent {
             Ok(response) => {
-                let hold: (Counted, Slot, Counted) = (pending, slot, forwarded);
+                let hold: (Counted, Slot, Counted, Reservation) = (pending, slot, forwarded, held_bytes);
                 return Ok(response.map(|body| Guarded::new(body, Box::new(hold), Some(deadline)).boxed_unsync()));
             }
             Err(error @ Error::Connect { .. }) if target.retry_connect => {

@@ -18,12 +18,9 @@ pub enum Error {
     /// No revision of this name is registered (404).
     #[error("unknown revision '{0}'")]
     UnknownRevision(String),
-    /// The request body is over the limit (413).
-    #[error("request body is larger than the limit of {limit} bytes")]
-    PayloadTooLarge {
-        /// The limit in bytes.
-        limit: usize,
-    },
+    /// The request body is too large (413), too slow (408), over a byte budget (503) or broken (400).
+    #[error(transparent)]
+    Body(#[from] skiff_http::body::BodyError),
     /// Too many requests are already held; answered with `Retry-After` (503).
     #[error("{0}")]
     Overloaded(String),
@@ -96,7 +93,7 @@ impl skiff_http::HttpError for Error {
         match self {
             Error::MissingRevision | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::UnknownRevision(_) => StatusCode::NOT_FOUND,
-            Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Body(e) => e.status(),
             Error::Overloaded(_) | Error::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::NoReadyReplica { .. }
             | Error::NoCapacity { .. }
@@ -108,7 +105,11 @@ impl skiff_http::HttpError for Error {
     }
 
     fn retry_after(&self) -> bool {
-        matches!(self, Error::Overloaded(_))
+        match self {
+            Error::Overloaded(_) => true,
+            Error::Body(e) => e.retry_after(),
+            _ => false,
+        }
     }
 }
 
@@ -132,6 +133,7 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use skiff_http::HttpError;
+    use skiff_http::body::BodyError;
 
     use super::*;
 
@@ -147,7 +149,7 @@ mod tests {
     fn each_error_has_its_status() {
         assert_eq!(Error::UnknownRevision("r".into()).status(), StatusCode::NOT_FOUND);
         assert_eq!(Error::Overloaded("full".into()).status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(Error::PayloadTooLarge { limit: 1 }.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(Error::from(BodyError::TooLarge { limit: 1 }).status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(Error::MissingRevision.to_string(), "the request has no x-skiff-revision header");
         let addr = SocketAddr::from(([127, 0, 0, 1], 1));
         assert_eq!(Error::Upstream { addr, reason: "reset".into() }.status(), StatusCode::BAD_GATEWAY);

@@ -142,7 +142,7 @@ mod tests {
                 http::Response::builder().status(status).body(Empty::<Bytes>::new()).unwrap()
             }
         };
-        tokio::spawn(skiff_http::serve(listener, handler, std::future::pending(), None));
+        tokio::spawn(skiff_http::serve(listener, handler, std::future::pending(), skiff_http::ServeLimits::default()));
         addr
     }
 

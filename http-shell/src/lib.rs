@@ -1,11 +1,16 @@
 //! Skiff's HTTP shell, shared by `skiff-server` and `skiff-activator`: [`serve`] runs the accept
-//! loop (HTTP/1.1 and h2c) and drains in-flight requests on shutdown; [`response`] builds JSON
+//! loop (HTTP/1.1 and h2c) under [`ServeLimits`] (connections, HTTP/2 streams, header and idle
+//! timeouts) and drains in-flight requests on shutdown; [`body`] reads a request body under a size
+//! limit, a deadline and memory budgets; [`response`] builds JSON
 //! answers and turns any [`HttpError`] into `{"error": "..."}` with its status; [`admin`] answers
 //! the admin port's health, readiness and metrics.
 
 pub mod admin;
+pub mod body;
+mod limits;
 pub mod response;
 mod serve;
 
+pub use limits::{MAX_CONCURRENCY, MAX_SECS, ServeLimits};
 pub use response::HttpError;
 pub use serve::serve;

@@ -1,5 +1,7 @@
 //! JSON responses, and the one place where an error becomes an HTTP answer.
 
+use std::fmt::{self, Write};
+
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
@@ -13,6 +15,57 @@ pub trait HttpError: std::fmt::Display {
     fn retry_after(&self) -> bool {
         false
     }
+}
+
+/// Longest piece of a client's input an error message repeats back.
+pub const ECHO_LIMIT: usize = 200;
+
+/// Longest error message sent; anything longer is cut with an ellipsis.
+const MESSAGE_LIMIT: usize = 1024;
+
+/// `value`'s `Debug` text cut after [`ECHO_LIMIT`] bytes with an ellipsis; formatting stops
+/// there, so a huge value costs no more than a small one.
+pub fn brief(value: &(impl fmt::Debug + ?Sized)) -> String {
+    let mut bounded = Bounded { text: String::new(), limit: ECHO_LIMIT };
+    if write!(bounded, "{value:?}").is_err() {
+        bounded.text.push('…');
+    }
+    bounded.text
+}
+
+/// A `fmt::Write` that fails once it holds `limit` bytes.
+struct Bounded {
+    text: String,
+    limit: usize,
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.limit - self.text.len();
+        if s.len() <= room {
+            self.text.push_str(s);
+            return Ok(());
+        }
+        let mut end = room;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.push_str(&s[..end]);
+        Err(fmt::Error)
+    }
+}
+
+/// `message`, cut with an ellipsis past `limit` bytes.
+fn cut(mut message: String, limit: usize) -> String {
+    if message.len() > limit {
+        let mut end = limit;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
 }
 
 /// A response with `content_type` and `body`.
@@ -42,7 +95,8 @@ pub fn error(err: &impl HttpError) -> Response<Full<Bytes>> {
     } else {
         tracing::debug!(status = status.as_u16(), error = %err, "request refused");
     }
-    let mut response = json_value(status, &serde_json::json!({ "error": err.to_string() }));
+    let message = cut(err.to_string(), MESSAGE_LIMIT);
+    let mut response = json_value(status, &serde_json::json!({ "error": message }));
     if err.retry_after() {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
@@ -101,5 +155,22 @@ mod tests {
         assert_eq!(response.status(), StatusCode::NOT_FOUND);
         assert!(response.headers().get(header::RETRY_AFTER).is_none());
         assert_eq!(body_text(response).await, r#"{"error":"no model 'm'"}"#);
+    }
+
+    #[test]
+    fn brief_cuts_a_huge_value_without_formatting_all_of_it() {
+        let shape = vec![4_611_686_018_427_387_904_i64; 16 << 20];
+        let text = brief(&shape);
+        assert!(text.len() <= ECHO_LIMIT + '…'.len_utf8() && text.ends_with('…'), "{text}");
+        assert!(text.starts_with("[4611686018427387904, 4611686018427387904,"), "{text}");
+        assert_eq!(brief(&[2, 3]), "[2, 3]");
+        assert_eq!(brief("ü".repeat(300).as_str()).chars().filter(|c| *c == 'ü').count(), 99);
+    }
+
+    #[test]
+    fn a_long_message_is_cut_with_an_ellipsis() {
+        let message = cut("x".repeat(5000), MESSAGE_LIMIT);
+        assert_eq!((message.len(), message.ends_with('…')), (MESSAGE_LIMIT + '…'.len_utf8(), true));
+        assert_eq!(cut("short".into(), MESSAGE_LIMIT), "short");
     }
 }

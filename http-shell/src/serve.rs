@@ -1,85 +1,190 @@
-//! The accept loop, HTTP/1.1 and h2c connections, graceful drain.
+//! The accept loop, HTTP/1.1 and h2c connections under [`ServeLimits`], graceful drain.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
-/// Serves `handler` on `listener` until `shutdown` completes, then closes the listener, closes
-/// idle keep-alive connections and waits for in-flight requests; with a `drain_timeout`,
-/// connections still busy after it are abandoned. Returns whether every request was answered.
+use crate::limits::ServeLimits;
+
+/// Serves `handler` on `listener` until `shutdown` completes; then serves on for the drain delay,
+/// closes the listener, closes idle connections and waits up to the drain timeout for in-flight
+/// requests. Returns whether every request was answered.
 pub async fn serve<F, Fut, B>(
     listener: TcpListener,
     handler: F,
     shutdown: impl Future<Output = ()>,
-    drain_timeout: Option<Duration>,
+    limits: ServeLimits,
 ) -> bool
 where
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<B>> + Send + 'static,
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let handler = handler.clone();
-                let service = service_fn(move |request| {
-                    let response = handler(request);
-                    async move { Ok::<_, Infallible>(response.await) }
-                });
-                let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = connection.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                });
-            }
-            () = &mut shutdown => break,
+    let builder = Arc::new(builder(&limits));
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let (closing, closed) = watch::channel(false);
+    let accept = async {
+        loop {
+            let permit = connections.clone().acquire_owned().await.expect("the semaphore is never closed");
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let connection = Connection { builder: builder.clone(), closed: closed.clone(), idle: limits.idle_timeout };
+            tokio::spawn(connection.run(stream, handler.clone(), permit));
         }
+    };
+    let stop = async {
+        shutdown.await;
+        if !limits.drain_delay.is_zero() {
+            tracing::info!(delay = ?limits.drain_delay, "shutting down: serving on for the drain delay");
+            tokio::time::sleep(limits.drain_delay).await;
+        }
+    };
+    tokio::select! {
+        () = accept => unreachable!("the accept loop never ends"),
+        () = stop => {}
     }
     drop(listener);
     tracing::info!("stopped accepting; draining in-flight requests");
-    let drained = match drain_timeout {
-        None => {
-            graceful.shutdown().await;
-            true
-        }
-        Some(limit) => tokio::time::timeout(limit, graceful.shutdown()).await.is_ok(),
-    };
+    let _ = closing.send(true);
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let drained = tokio::time::timeout(limits.drain_timeout, connections.acquire_many(all)).await.is_ok();
     if drained {
         tracing::info!("drained: every in-flight request answered");
     } else {
-        tracing::warn!(?drain_timeout, "drain timed out; closing busy connections");
+        tracing::warn!(drain_timeout = ?limits.drain_timeout, "drain timed out; closing busy connections");
     }
     drained
 }
 
+/// hyper's builder with the limits' header timeout (it needs a timer to fire) and HTTP/2 bounds.
+fn builder(limits: &ServeLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_h2_streams)
+        .keep_alive_interval(limits.idle_timeout)
+        .keep_alive_timeout(limits.header_timeout);
+    builder
+}
+
+/// One accepted connection: served until it ends, the server closes, or it has been idle too long.
+struct Connection {
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    closed: watch::Receiver<bool>,
+    idle: Duration,
+}
+
+impl Connection {
+    async fn run<F, Fut, B>(mut self, stream: TcpStream, handler: F, permit: OwnedSemaphorePermit)
+    where
+        F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Response<B>> + Send + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let _ = stream.set_nodelay(true);
+        let activity = Arc::new(Activity::default());
+        let counted = activity.clone();
+        let service = service_fn(move |request| {
+            let busy = counted.start();
+            let response = handler(request);
+            async move {
+                let response = response.await;
+                drop(busy);
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let connection = self.builder.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(connection);
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                ended = connection.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    break;
+                }
+                _ = self.closed.wait_for(|closed| *closed), if !closing => {
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                () = activity.idle_for(self.idle), if !closing => {
+                    tracing::debug!(idle = ?self.idle, "closing an idle connection");
+                    connection.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+        }
+        drop(permit);
+    }
+}
+
+/// The requests in flight on one connection, and a wake-up whenever that number changes.
+#[derive(Default)]
+struct Activity {
+    in_flight: AtomicUsize,
+    changed: Notify,
+}
+
+/// One request in flight on a connection, until dropped.
+struct Busy(Arc<Activity>);
+
+impl Activity {
+    fn start(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
+        Busy(self.clone())
+    }
+
+    /// Completes once no request has been in flight for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        loop {
+            let changed = self.changed.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                if tokio::time::timeout(limit, changed).await.is_err() {
+                    return;
+                }
+            } else {
+                changed.await;
+            }
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed.notify_waiters();
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use http_body_util::Full;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpStream;
     use tokio::sync::oneshot;
 
     use super::*;
@@ -89,14 +194,23 @@ mod tests {
         Response::new(Full::new(Bytes::from_static(b"done")))
     }
 
-    /// A request in flight when shutdown starts is answered; the listener is closed at once.
-    #[tokio::test]
-    async fn shutdown_drains_in_flight_requests_and_closes_the_listener() {
+    fn limits() -> ServeLimits {
+        ServeLimits { drain_timeout: Duration::from_secs(5), ..ServeLimits::default() }
+    }
+
+    async fn start(limits: ServeLimits) -> (std::net::SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, slow_ok, async { stopped.await.unwrap() }, None));
+        let server =
+            tokio::spawn(async move { serve(listener, slow_ok, async { stopped.await.unwrap() }, limits).await });
+        (addr, stop, server)
+    }
 
+    /// A request in flight when shutdown starts is answered; the listener is closed at once.
+    #[tokio::test]
+    async fn shutdown_drains_in_flight_requests_and_closes_the_listener() {
+        let (addr, stop, server) = start(limits()).await;
         let mut client = TcpStream::connect(addr).await.unwrap();
         client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -109,18 +223,92 @@ mod tests {
         assert!(TcpStream::connect(addr).await.is_err(), "listener closed");
     }
 
+    /// During the drain delay new connections are still served; after it the listener closes.
+    #[tokio::test]
+    async fn the_drain_delay_keeps_serving_before_the_listener_closes() {
+        let (addr, stop, server) = start(ServeLimits { drain_delay: Duration::from_millis(400), ..limits() }).await;
+        stop.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(server.await.unwrap(), "drained");
+        assert!(TcpStream::connect(addr).await.is_err(), "listener closed");
+    }
+
     /// With a drain timeout, a request that outlives it is abandoned and serve says so.
     #[tokio::test]
     async fn drain_timeout_abandons_busy_connections() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let limit = Some(Duration::from_millis(50));
-        let server = tokio::spawn(serve(listener, slow_ok, async { stopped.await.unwrap() }, limit));
+        let (addr, stop, server) = start(ServeLimits { drain_timeout: Duration::from_millis(50), ..limits() }).await;
         let mut client = TcpStream::connect(addr).await.unwrap();
         client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         stop.send(()).unwrap();
         assert!(!server.await.unwrap(), "not drained");
+    }
+
+    /// Reads until the server closes the connection; returns what came and when it closed.
+    async fn until_closed(client: &mut TcpStream) -> (String, Instant) {
+        let mut answer = Vec::new();
+        let _ = client.read_to_end(&mut answer).await;
+        (String::from_utf8_lossy(&answer).into_owned(), Instant::now())
+    }
+
+    /// A client dribbling its headers a byte at a time is cut once the header timeout passes.
+    #[tokio::test]
+    async fn a_client_dribbling_its_headers_is_cut_at_the_header_timeout() {
+        let timeout = Duration::from_millis(600);
+        let (addr, _stop, _server) = start(ServeLimits { header_timeout: timeout, ..limits() }).await;
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let started = Instant::now();
+        let (mut reader, mut writer) = client.split();
+        let dribble = async {
+            for byte in b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" {
+                if writer.write_all(&[*byte]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let mut answer = Vec::new();
+        tokio::select! {
+            () = dribble => panic!("the whole dribble was accepted"),
+            _ = reader.read_to_end(&mut answer) => {}
+        }
+        let cut = started.elapsed();
+        assert!(cut >= timeout, "cut after {cut:?}, before the timeout");
+        assert!(!String::from_utf8_lossy(&answer).contains("200"), "no answer to a partial request");
+    }
+
+    /// A keep-alive connection with nothing in flight is closed after the idle timeout.
+    #[tokio::test]
+    async fn an_idle_keep_alive_connection_is_closed() {
+        let idle = Duration::from_millis(300);
+        let (addr, _stop, _server) = start(ServeLimits { idle_timeout: idle, ..limits() }).await;
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+        let answered = Instant::now();
+        let (answer, closed) = until_closed(&mut client).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let after = closed - answered;
+        assert!(after >= idle, "closed while a request was in flight or too early: {after:?}");
+    }
+
+    /// Past the connection cap a new connection waits in the backlog until one closes.
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_for_one_to_close() {
+        let (addr, _stop, _server) = start(ServeLimits { max_connections: 1, ..limits() }).await;
+        let mut first = TcpStream::connect(addr).await.unwrap();
+        first.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+        let mut second = TcpStream::connect(addr).await.unwrap();
+        second.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        let mut buffer = [0u8; 64];
+        let waited = tokio::time::timeout(Duration::from_millis(600), second.read(&mut buffer)).await;
+        assert!(waited.is_err(), "the second connection was served while the first was open");
+        drop(first);
+        let (answer, _) = until_closed(&mut second).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
 }

@@ -13,6 +13,7 @@ use skiff_api::InferenceServiceResource;
 use skiff_dataplane::Plane;
 use skiff_dataplane::discovery::{sync_revisions, sync_service};
 use skiff_dataplane::endpoints::Endpoints;
+use skiff_http::ServeLimits;
 use skiff_router::cluster::follow_routes;
 use skiff_router::{Router, RouterConfig};
 use tokio::net::TcpListener;
@@ -107,7 +108,7 @@ async fn main() -> anyhow::Result<()> {
         async move {
             let _ = stop_admin.await;
         },
-        Some(Duration::from_secs(1)),
+        ServeLimits { drain_timeout: Duration::from_secs(1), ..ServeLimits::default() },
     ));
     // Pingora drains in-flight requests on SIGTERM and then stops; the handle returns then.
     tokio::task::spawn_blocking(move || handle.wait()).await?;

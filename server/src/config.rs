@@ -4,11 +4,16 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use skiff_http::{MAX_CONCURRENCY, MAX_SECS, ServeLimits};
+
 use crate::error::{Error, Result};
 use crate::model::{BatchConfig, LoadOptions};
 
 /// Jobs that may wait for an inference thread, per model, before requests get 503.
 const INFERENCE_QUEUE: usize = 4096;
+
+/// Most requests that may queue for a slot.
+const MAX_QUEUED: usize = 1 << 28;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,6 +66,22 @@ pub struct ServerConfig {
     /// Milliseconds a batch waits to fill.
     #[arg(long, default_value_t = 500)]
     pub max_latency_ms: u64,
+    /// Connections held at once; past it new connections wait in the listen backlog.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Seconds a connection may take to send a request's headers, counted from when it starts
+    /// waiting for one (so it also bounds idle HTTP/1.1 keep-alive).
+    #[arg(long, default_value_t = 20)]
+    pub header_timeout_secs: u64,
+    /// Seconds a connection with no request in flight stays open.
+    #[arg(long, default_value_t = 20)]
+    pub idle_timeout_secs: u64,
+    /// Seconds a request body may take to arrive; slower ones get 408.
+    #[arg(long, default_value_t = 60)]
+    pub body_timeout_secs: u64,
+    /// Bytes of request bodies and their decoded tensors held at once; past it, 503 with Retry-After.
+    #[arg(long, default_value_t = 1024 * 1024 * 1024)]
+    pub max_buffered_bytes: usize,
     /// Seconds to let in-flight requests finish after SIGTERM.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
@@ -85,6 +106,36 @@ impl ServerConfig {
         positive(self.intra_op_threads, "intra-op-threads")?;
         positive(self.max_batch_size, "max-batch-size")?;
         positive(self.max_body_bytes, "max-body-bytes")?;
+        positive(self.max_connections, "max-connections")?;
+        if self.max_buffered_bytes < self.max_body_bytes {
+            return Err(Error::Config(format!(
+                "--max-buffered-bytes {} must be at least --max-body-bytes {}",
+                self.max_buffered_bytes, self.max_body_bytes
+            )));
+        }
+        for (flag, secs, min) in [
+            ("header-timeout-secs", self.header_timeout_secs, 1),
+            ("idle-timeout-secs", self.idle_timeout_secs, 1),
+            ("body-timeout-secs", self.body_timeout_secs, 1),
+            ("drain-timeout-secs", self.drain_timeout_secs, 0),
+            ("shutdown-delay-secs", self.shutdown_delay_secs, 0),
+        ] {
+            if secs < min {
+                return Err(Error::Config(format!("--{flag} must be at least {min}")));
+            }
+            if secs > MAX_SECS {
+                return Err(Error::Config(format!("--{flag} {secs} is more than {MAX_SECS} (a day)")));
+            }
+        }
+        if self.container_concurrency > MAX_CONCURRENCY {
+            return Err(Error::Config(format!(
+                "--container-concurrency {} is more than {MAX_CONCURRENCY}",
+                self.container_concurrency
+            )));
+        }
+        if self.max_queued.is_some_and(|n| n > MAX_QUEUED) {
+            return Err(Error::Config(format!("--max-queued is more than {MAX_QUEUED}")));
+        }
         if let Some(workers) = self.workers {
             positive(workers, "workers")?;
         }
@@ -118,7 +169,20 @@ impl ServerConfig {
 
     /// Requests that may queue for a concurrency slot.
     pub fn max_queued(&self) -> usize {
-        self.max_queued.unwrap_or(10 * self.container_concurrency)
+        self.max_queued.unwrap_or(self.container_concurrency.saturating_mul(10))
+    }
+
+    /// The bounds on connections and client phases, and the drain.
+    pub fn serve_limits(&self) -> ServeLimits {
+        ServeLimits {
+            max_connections: self.max_connections,
+            header_timeout: Duration::from_secs(self.header_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            body_timeout: Duration::from_secs(self.body_timeout_secs),
+            drain_delay: Duration::from_secs(self.shutdown_delay_secs),
+            drain_timeout: Duration::from_secs(self.drain_timeout_secs),
+            ..ServeLimits::default()
+        }
     }
 
     /// How models are loaded and run.
@@ -133,16 +197,6 @@ impl ServerConfig {
             }),
             queue: INFERENCE_QUEUE,
         }
-    }
-
-    /// Time allowed for draining on shutdown.
-    pub fn drain_timeout(&self) -> Duration {
-        Duration::from_secs(self.drain_timeout_secs)
-    }
-
-    /// Time serving on after SIGTERM, before the listener closes.
-    pub fn shutdown_delay(&self) -> Duration {
-        Duration::from_secs(self.shutdown_delay_secs)
     }
 }
 
@@ -190,5 +244,13 @@ mod tests {
         let err = parse(&["--model-dir", "m", "--workers", "0"]).unwrap_err();
         assert_eq!(err, "invalid configuration: --workers must be at least 1");
         assert!(parse(&["--model-dir", "m", "--enable-batching", "--max-latency-ms", "0"]).is_err());
+        let err = parse(&["--model-dir", "m", "--container-concurrency", "1152921504606846976"]).unwrap_err();
+        assert_eq!(err, "invalid configuration: --container-concurrency 1152921504606846976 is more than 16777216");
+        let err = parse(&["--model-dir", "m", "--drain-timeout-secs", "9223372036854775808"]).unwrap_err();
+        assert_eq!(err, "invalid configuration: --drain-timeout-secs 9223372036854775808 is more than 86400 (a day)");
+        let err = parse(&["--model-dir", "m", "--header-timeout-secs", "0"]).unwrap_err();
+        assert_eq!(err, "invalid configuration: --header-timeout-secs must be at least 1");
+        let err = parse(&["--model-dir", "m", "--max-buffered-bytes", "1024"]).unwrap_err();
+        assert!(err.contains("--max-buffered-bytes 1024 must be at least --max-body-bytes"), "{err}");
     }
 }

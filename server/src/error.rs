@@ -27,12 +27,9 @@ pub enum Error {
         /// Request path.
         path: String,
     },
-    /// The request body is over the configured limit (413).
-    #[error("request body is larger than the limit of {limit} bytes")]
-    PayloadTooLarge {
-        /// The limit in bytes.
-        limit: usize,
-    },
+    /// The request body is too large (413), too slow (408), over the memory budget (503) or broken (400).
+    #[error(transparent)]
+    Body(#[from] skiff_http::body::BodyError),
     /// The model is still loading, or the server is draining (503).
     #[error("model '{0}' is not ready")]
     ModelNotReady(String),
@@ -69,7 +66,7 @@ impl skiff_http::HttpError for Error {
             Error::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Error::ModelNotFound(_) | Error::NoRoute { .. } => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::Body(e) => e.status(),
             Error::ModelNotReady(_) | Error::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Inference(_) | Error::ModelLoad { .. } | Error::Config(_) | Error::Io(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -78,7 +75,11 @@ impl skiff_http::HttpError for Error {
     }
 
     fn retry_after(&self) -> bool {
-        matches!(self, Error::Overloaded(_))
+        match self {
+            Error::Overloaded(_) => true,
+            Error::Body(e) => e.retry_after(),
+            _ => false,
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod tensor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use skiff_http::body::{BodyLimits, Budget};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -45,7 +46,13 @@ pub async fn run(config: ServerConfig) -> Result<()> {
 
     let metrics = Metrics::default();
     let admission = Admission::new(config.container_concurrency, config.max_queued(), metrics.queued());
-    let app = Arc::new(App::new(Models::new(sources), admission, metrics, config.max_body_bytes));
+    let limits = config.serve_limits();
+    let body = BodyLimits {
+        max_bytes: config.max_body_bytes,
+        timeout: limits.body_timeout,
+        budgets: vec![Budget::new("the server", config.max_buffered_bytes)],
+    };
+    let app = Arc::new(App::new(Models::new(sources), admission, metrics, body));
 
     let listener = TcpListener::bind(SocketAddr::new(config.bind, config.http_port)).await?;
     tracing::info!(address = %listener.local_addr()?, models = ?app.models.names(), "listening");
@@ -68,7 +75,7 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         tracing::info!("shutting down: no new connections, draining in-flight requests");
     };
     tokio::select! {
-        () = http::serve(listener, app, shutdown, config.shutdown_delay(), config.drain_timeout()) => Ok(()),
+        () = http::serve(listener, app, shutdown, limits) => Ok(()),
         failed = loaded => failed,
     }
 }

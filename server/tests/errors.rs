@@ -21,10 +21,10 @@ async fn malformed_infer_requests_are_400_with_the_reason() {
         (r#"{"outputs":[]}"#.to_owned(), "invalid infer request: missing field `inputs`"),
         (input("petals", "[1,4]", "FP32", "[1,2,3,4]"), "missing input 'input' for model 'iris'"),
         (input("input", "[1,4]", "FP64", "[1,2,3,4]"), "input 'input' has datatype FP64 but model 'iris' expects FP32"),
-        (input("input", "[1,4]", "FLOAT32", "[1,2,3,4]"), "input 'input' has unknown datatype 'FLOAT32'"),
+        (input("input", "[1,4]", "FLOAT32", "[1,2,3,4]"), "input 'input' has unknown datatype \"FLOAT32\""),
         (input("input", "[1,3]", "FP32", "[1,2,3]"), "input 'input' has shape [1, 3] but model 'iris' expects [-1, 4]"),
         (input("input", "[4]", "FP32", "[1,2,3,4]"), "input 'input' has shape [4] but model 'iris' expects [-1, 4]"),
-        (input("input", "[2,4]", "FP32", "[1,2,3,4]"), "input 'input' has 4 elements but shape [2, 4] needs 8"),
+        (input("input", "[2,4]", "FP32", "[1.0,2.0,3.0,4.0]"), "input 'input' has 4 elements but shape [2, 4] needs 8"),
         (input("input", "[1,4]", "FP32", r#"[1,2,"x",4]"#), "input 'input': element 2 is \"x\", which is not a valid FP32 value"),
         (
             r#"{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}],"outputs":[{"name":"scores"}]}"#.to_owned(),

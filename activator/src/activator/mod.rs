@@ -17,29 +17,22 @@ use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_dataplane::{Holder, Poker, RevisionKey, RevisionSpec};
+use skiff_http::ServeLimits;
+use skiff_http::body::{BodyLimits, Budget};
+use skiff_http::response::brief;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 pub use revision::{DEFAULT_MAX_PENDING, DEFAULT_TIMEOUT, RevisionConfig, RevisionStats};
 
 use crate::REVISION_HEADER;
+use crate::body::MAX_BODY_BYTES;
 use crate::dispatch::{Target, dispatch};
 use crate::error::{Error, Result};
 use crate::forward::Forwarder;
 use crate::load::Load;
 use crate::response::{self, BoxError, HttpResponse};
 use metrics::Metrics;
-
-/// Longest header value echoed back in an error.
-const ECHO_LIMIT: usize = 128;
-
-/// `text`, cut to [`ECHO_LIMIT`] bytes (on a character boundary) with an ellipsis.
-fn truncate(text: &str) -> String {
-    match text.char_indices().nth(ECHO_LIMIT) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
-}
 
 /// One registered revision: its settings and its live counts.
 struct Revision {
@@ -49,11 +42,19 @@ struct Revision {
     /// `revision namespace/name`.
     label: String,
     load: Arc<Load>,
+    /// How its bodies are read: size, time, and the process's and its own byte budgets.
+    body: BodyLimits,
     wait_seconds: Histogram,
 }
 
+/// Request-body bytes the activator holds at once, over every revision, before 503.
+pub const DEFAULT_MAX_HELD_BYTES: usize = 512 * 1024 * 1024;
+
+/// Request-body bytes held at once for one revision before 503, so one burst cannot starve the rest.
+pub const DEFAULT_REVISION_HELD_BYTES: usize = 256 * 1024 * 1024;
+
 /// The activator's process-wide settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Requests held per revision (and waiting for unknown revisions) before 503.
     pub max_pending: usize,
@@ -61,11 +62,23 @@ pub struct Limits {
     /// cluster the router may see a new revision in the routes before the activator sees its
     /// EndpointSlices; `skiff up` registers revisions before it routes to them.
     pub unknown_revision_wait: Duration,
+    /// Request-body bytes held at once over every revision before 503.
+    pub max_held_bytes: usize,
+    /// Request-body bytes held at once for one revision before 503.
+    pub revision_held_bytes: usize,
+    /// Connections and client phases; the drain waits as long as a held request may take.
+    pub serve: ServeLimits,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_pending: DEFAULT_MAX_PENDING, unknown_revision_wait: Duration::ZERO }
+        Limits {
+            max_pending: DEFAULT_MAX_PENDING,
+            unknown_revision_wait: Duration::ZERO,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
+            revision_held_bytes: DEFAULT_REVISION_HELD_BYTES,
+            serve: ServeLimits { drain_timeout: DEFAULT_TIMEOUT, ..ServeLimits::default() },
+        }
     }
 }
 
@@ -73,12 +86,12 @@ impl Default for Limits {
 pub struct Activator {
     endpoints: Arc<Endpoints>,
     poker: Arc<dyn Poker>,
-    max_pending: usize,
+    limits: Limits,
+    /// Request-body bytes held over every revision.
+    held_bytes: Arc<Budget>,
     revisions: RwLock<HashMap<RevisionKey, Arc<Revision>>>,
     /// Woken when a revision is registered.
     registered: Notify,
-    /// How long a request for a revision not registered yet waits for it (0: answered 404 at once).
-    unknown_wait: Duration,
     /// Requests waiting for their revision to be registered, bounded by `max_pending`.
     waiting_unknown: AtomicUsize,
     forwarder: Forwarder,
@@ -93,10 +106,10 @@ impl Activator {
         Arc::new(Activator {
             endpoints,
             poker,
-            max_pending: limits.max_pending,
+            held_bytes: Budget::new("the activator", limits.max_held_bytes),
+            limits,
             revisions: RwLock::new(HashMap::new()),
             registered: Notify::new(),
-            unknown_wait: limits.unknown_revision_wait,
             waiting_unknown: AtomicUsize::new(0),
             forwarder: Forwarder::default(),
             metrics: Metrics::default(),
@@ -112,11 +125,20 @@ impl Activator {
             return Ok(());
         }
         let name = config.key.to_string();
-        let load = match revisions.get(&config.key) {
-            Some(existing) => existing.load.clone(),
-            None => Load::new(self.metrics.load_gauges(&name)),
+        let (load, budget) = match revisions.get(&config.key) {
+            Some(existing) => (existing.load.clone(), existing.body.budgets[1].clone()),
+            None => (
+                Load::new(self.metrics.load_gauges(&name)),
+                Budget::new(format!("revision {name}"), self.limits.revision_held_bytes),
+            ),
+        };
+        let body = BodyLimits {
+            max_bytes: MAX_BODY_BYTES,
+            timeout: self.limits.serve.body_timeout,
+            budgets: vec![self.held_bytes.clone(), budget],
         };
         let revision = Revision {
+            body,
             wait_seconds: self.metrics.wait_seconds(&name),
             label: format!("revision {name}"),
             name,
@@ -179,11 +201,12 @@ impl Activator {
     /// waits for held requests (each is bounded by its revision's timeout).
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) -> Result<()> {
         tracing::info!(address = %listener.local_addr()?, "activator listening");
+        let limits = self.limits.serve.clone();
         let handler = move |request| {
             let activator = self.clone();
             async move { activator.handle(request).await }
         };
-        skiff_http::serve(listener, handler, shutdown, None).await;
+        skiff_http::serve(listener, handler, shutdown, limits).await;
         Ok(())
     }
 
@@ -195,7 +218,7 @@ impl Activator {
         let value = request.headers().get(REVISION_HEADER).ok_or(Error::MissingRevision)?;
         let text = value.to_str().map_err(|_| Error::BadRequest(format!("{REVISION_HEADER} is not text")))?;
         let key = RevisionKey::parse(text).ok_or_else(|| {
-            Error::BadRequest(format!("{REVISION_HEADER} must be namespace/name, got {:?}", truncate(text)))
+            Error::BadRequest(format!("{REVISION_HEADER} must be namespace/name, got {}", brief(text)))
         })?;
         match self.revision(&key) {
             Some(revision) => Ok(revision),
@@ -206,17 +229,17 @@ impl Activator {
     /// Waits up to `unknown_wait` for `key` to be registered (bounded in number by `max_pending`).
     async fn wait_for(&self, key: &RevisionKey) -> Result<Arc<Revision>> {
         let unknown = || Error::UnknownRevision(key.to_string());
-        if self.unknown_wait.is_zero() {
+        if self.limits.unknown_revision_wait.is_zero() {
             return Err(unknown());
         }
-        if self.waiting_unknown.fetch_add(1, Ordering::AcqRel) >= self.max_pending {
+        if self.waiting_unknown.fetch_add(1, Ordering::AcqRel) >= self.limits.max_pending {
             self.waiting_unknown.fetch_sub(1, Ordering::AcqRel);
             return Err(Error::Overloaded(format!(
                 "{} requests already wait for revisions to appear",
-                self.max_pending
+                self.limits.max_pending
             )));
         }
-        let deadline = tokio::time::Instant::now() + self.unknown_wait;
+        let deadline = tokio::time::Instant::now() + self.limits.unknown_revision_wait;
         let found = loop {
             let registered = self.registered.notified();
             if let Some(revision) = self.revision(key) {
@@ -247,6 +270,7 @@ impl Activator {
             timeout: revision.config.timeout,
             poker: Some((self.poker.as_ref(), key)),
             retry_connect: true,
+            body: &revision.body,
             wait_seconds: &revision.wait_seconds,
         };
         dispatch(&self.forwarder, &target, request).await
@@ -255,8 +279,11 @@ impl Activator {
 
 impl Holder for Activator {
     fn hold(&self, revision: &RevisionSpec) {
-        let config =
-            RevisionConfig { key: revision.key.clone(), timeout: revision.timeout, max_pending: self.max_pending };
+        let config = RevisionConfig {
+            key: revision.key.clone(),
+            timeout: revision.timeout,
+            max_pending: self.limits.max_pending,
+        };
         if let Err(e) = self.upsert_revision(config) {
             tracing::error!(revision = %revision.key, error = %e, "the activator refused the revision's settings");
         }

@@ -20,6 +20,7 @@ use skiff_dataplane::Plane;
 use skiff_dataplane::discovery::sync_revisions;
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_dataplane::probe::Prober;
+use skiff_http::ServeLimits;
 use tokio::net::TcpListener;
 
 use crate::activator::{Activator, DEFAULT_MAX_PENDING, Limits};
@@ -29,6 +30,10 @@ use autoscaler::{AutoscalerLink, LinkPoker};
 /// How long a request for a revision whose EndpointSlices have not arrived yet waits for them (the
 /// router may see a new revision in an InferenceService's status first).
 const UNKNOWN_REVISION_WAIT: Duration = Duration::from_secs(10);
+
+/// After SIGTERM, how long the activator keeps serving before it stops accepting: time for the
+/// routers to see it leave its EndpointSlice.
+const DRAIN_DELAY: Duration = Duration::from_secs(3);
 
 /// Everything `skiff-activator serve` can be told.
 #[derive(Debug, Clone, clap::Args)]
@@ -85,7 +90,12 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
         args.identity(),
     );
     let endpoints = Arc::new(Endpoints::default());
-    let limits = Limits { max_pending: args.max_pending, unknown_revision_wait: UNKNOWN_REVISION_WAIT };
+    let limits = Limits {
+        max_pending: args.max_pending,
+        unknown_revision_wait: UNKNOWN_REVISION_WAIT,
+        serve: ServeLimits { drain_delay: DRAIN_DELAY, ..Limits::default().serve },
+        ..Limits::default()
+    };
     let activator = Activator::new(endpoints.clone(), Arc::new(LinkPoker(link.clone())), limits);
     let plane = Arc::new(Plane::new(endpoints).with_holder(activator.clone()));
     let synced = Arc::new(AtomicBool::new(false));
@@ -113,7 +123,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
             }
         },
         std::future::pending::<()>(),
-        None,
+        ServeLimits::default(),
     ));
     let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], args.port))).await?;
     let shutdown = async move {

@@ -5,7 +5,13 @@ use std::time::Duration;
 
 use http::uri::PathAndQuery;
 
+use skiff_http::{MAX_CONCURRENCY, MAX_SECS, ServeLimits};
+
+use crate::body::MAX_BODY_BYTES;
 use crate::error::{Error, Result};
+
+/// Request-body bytes the queue-proxy holds at once by default.
+pub const DEFAULT_MAX_HELD_BYTES: usize = 256 * 1024 * 1024;
 
 /// Everything `skiff-activator queue-proxy` can be told.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,6 +37,13 @@ pub struct QueueProxyConfig {
     /// Seconds to let in-flight requests finish after SIGTERM.
     #[arg(long, default_value_t = 30)]
     pub drain_timeout_secs: u64,
+    /// Seconds to keep serving after SIGTERM, with readiness off, before closing the listener:
+    /// time for routers and activators to see the pod leave its EndpointSlice.
+    #[arg(long, default_value_t = 0)]
+    pub drain_delay_secs: u64,
+    /// Request-body bytes held at once (queued or being sent) before 503 with Retry-After.
+    #[arg(long, default_value_t = DEFAULT_MAX_HELD_BYTES)]
+    pub max_held_bytes: usize,
     /// Path on the container whose 2xx answer means ready; without it, ready means it accepts connections.
     #[arg(long)]
     pub readiness_path: Option<String>,
@@ -46,6 +59,8 @@ impl Default for QueueProxyConfig {
             max_queued: None,
             timeout_secs: 300,
             drain_timeout_secs: 30,
+            drain_delay_secs: 0,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
             readiness_path: None,
         }
     }
@@ -57,22 +72,47 @@ impl QueueProxyConfig {
         if self.timeout_secs == 0 {
             return Err(Error::Config("--timeout-secs must be at least 1".into()));
         }
+        for (flag, secs) in [
+            ("timeout-secs", self.timeout_secs),
+            ("drain-timeout-secs", self.drain_timeout_secs),
+            ("drain-delay-secs", self.drain_delay_secs),
+        ] {
+            if secs > MAX_SECS {
+                return Err(Error::Config(format!("--{flag} {secs} is more than {MAX_SECS} (a day)")));
+            }
+        }
+        if self.container_concurrency > MAX_CONCURRENCY {
+            return Err(Error::Config(format!(
+                "--container-concurrency {} is more than {MAX_CONCURRENCY}",
+                self.container_concurrency
+            )));
+        }
+        if self.max_held_bytes < MAX_BODY_BYTES {
+            return Err(Error::Config(format!(
+                "--max-held-bytes {} must be at least the largest body, {MAX_BODY_BYTES}",
+                self.max_held_bytes
+            )));
+        }
         self.readiness_path().map(|_| ())
     }
 
     /// Requests that may queue for a slot.
     pub fn max_queued(&self) -> usize {
-        self.max_queued.unwrap_or(10 * self.container_concurrency)
+        self.max_queued.unwrap_or(self.container_concurrency.saturating_mul(10))
+    }
+
+    /// Connections, client phases and the drain.
+    pub fn serve_limits(&self) -> ServeLimits {
+        ServeLimits {
+            drain_delay: Duration::from_secs(self.drain_delay_secs),
+            drain_timeout: Duration::from_secs(self.drain_timeout_secs),
+            ..ServeLimits::default()
+        }
     }
 
     /// Bound on a whole request.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_secs)
-    }
-
-    /// Time allowed for draining on shutdown.
-    pub fn drain_timeout(&self) -> Duration {
-        Duration::from_secs(self.drain_timeout_secs)
     }
 
     /// The readiness path, parsed.

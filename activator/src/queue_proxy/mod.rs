@@ -23,6 +23,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use config::QueueProxyConfig;
 
+use skiff_http::body::{BodyLimits, Budget};
+
+use crate::body::MAX_BODY_BYTES;
 use crate::dispatch::{Target, dispatch};
 use crate::error::{Error, Result};
 use crate::forward::Forwarder;
@@ -41,6 +44,7 @@ pub struct QueueProxy {
     label: String,
     load: Arc<Load>,
     forwarder: Forwarder,
+    body: BodyLimits,
     metrics: Metrics,
     draining: AtomicBool,
 }
@@ -58,6 +62,11 @@ impl QueueProxy {
             load: Load::new(metrics.load_gauges()),
             upstream,
             forwarder: Forwarder::default(),
+            body: BodyLimits {
+                max_bytes: MAX_BODY_BYTES,
+                timeout: config.serve_limits().body_timeout,
+                budgets: vec![Budget::new("the queue-proxy", config.max_held_bytes)],
+            },
             metrics,
             draining: AtomicBool::new(false),
             config,
@@ -98,6 +107,7 @@ impl QueueProxy {
             timeout: self.config.timeout(),
             poker: None,
             retry_connect: false,
+            body: &self.body,
             wait_seconds: self.metrics.wait_seconds(),
         };
         let response = dispatch(&self.forwarder, &target, request).await.unwrap_or_else(|e| response::error(&e));
@@ -133,8 +143,8 @@ impl QueueProxy {
         self.metrics.encode()
     }
 
-    /// Serves HTTP/1.1 and h2c on `listener` until `shutdown` completes, then stops accepting,
-    /// turns readiness off and drains for up to the configured drain timeout.
+    /// Serves HTTP/1.1 and h2c on `listener` until `shutdown` completes, then turns readiness
+    /// off, serves on for the drain delay, stops accepting and drains for up to the drain timeout.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>) -> Result<()> {
         tracing::info!(
             address = %listener.local_addr()?,
@@ -143,7 +153,7 @@ impl QueueProxy {
             max_queued = self.config.max_queued(),
             "listening"
         );
-        let drain_timeout = self.config.drain_timeout();
+        let limits = self.config.serve_limits();
         let shutdown = {
             let proxy = self.clone();
             async move {
@@ -155,7 +165,7 @@ impl QueueProxy {
             let proxy = self.clone();
             async move { proxy.handle(request).await }
         };
-        skiff_http::serve(listener, handler, shutdown, Some(drain_timeout)).await;
+        skiff_http::serve(listener, handler, shutdown, limits).await;
         Ok(())
     }
 }

@@ -4,12 +4,12 @@ pub mod scalar;
 pub mod v1;
 pub mod v2;
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
 /// Parses a request body that must be a JSON object; `what` names it in the error.
-fn from_json_object<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T> {
+fn from_json_object<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T> {
     if body.trim_ascii_start().first() != Some(&b'{') {
         return Err(Error::invalid(format!("invalid {what}: the body must be a JSON object")));
     }

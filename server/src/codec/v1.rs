@@ -5,21 +5,27 @@
 //! dimension and typed with the model's declared input datatype. A model with one output answers one
 //! prediction per row; with several outputs, each prediction is an object keyed by output name.
 
-use serde::{Deserialize, Serialize, Serializer};
-use serde_json::Value;
+use std::collections::HashMap;
 
-use super::scalar::{self, Scalar};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use super::scalar::{self, Decoded};
 use crate::error::{Error, Result};
 use crate::model::{ModelSpec, TensorSpec};
 use crate::tensor::{Tensor, element_count};
 
 #[derive(Deserialize)]
-struct PredictRequest {
-    instances: Option<Vec<Value>>,
-    inputs: Option<Vec<Value>>,
+struct PredictRequest<'a> {
+    #[serde(borrow)]
+    instances: Option<&'a RawValue>,
+    #[serde(borrow)]
+    inputs: Option<&'a RawValue>,
 }
 
-/// Parses a predict body into one tensor per model input, in graph order.
+/// Parses a predict body into one tensor per model input, in graph order. With one input the
+/// instances are that input's rows, typed as they are parsed; with several, each instance is an
+/// object keyed by input name.
 pub fn decode(body: &[u8], spec: &ModelSpec) -> Result<Vec<Tensor>> {
     let request: PredictRequest =
         serde_json::from_slice(body).map_err(|e| Error::invalid(format!("invalid predict request: {e}")))?;
@@ -32,97 +38,63 @@ pub fn decode(body: &[u8], spec: &ModelSpec) -> Result<Vec<Tensor>> {
             return Err(Error::invalid("predict request needs \"instances\" (or \"inputs\")"));
         }
     };
-    if rows.is_empty() {
-        return Err(Error::invalid("\"instances\" is empty"));
-    }
     match spec.inputs.as_slice() {
-        [only] => Ok(vec![stack_rows(only, rows.iter())?]),
-        many => many
-            .iter()
-            .map(|input| {
-                let values = rows
-                    .iter()
-                    .enumerate()
-                    .map(|(i, row)| {
-                        row.get(&input.name).ok_or_else(|| {
-                            Error::invalid(format!(
-                                "instance {i} must be an object with a value for input '{}' (model '{}' has {} inputs)",
-                                input.name,
-                                spec.name,
-                                many.len()
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                stack_rows(input, values.into_iter())
-            })
-            .collect(),
+        [only] => {
+            let Decoded { data, shape } = scalar::typed(only.datatype, rows, usize::MAX, true)
+                .map_err(|e| Error::invalid(format!("\"instances\" of input '{}': {e}", only.name)))?;
+            if shape.first().is_none_or(|&n| n == 0) {
+                return Err(Error::invalid("\"instances\" is empty"));
+            }
+            Ok(vec![Tensor { name: only.name.clone(), shape, data }])
+        }
+        many => {
+            let objects: Vec<HashMap<String, &RawValue>> = serde_json::from_str(rows.get()).map_err(|e| {
+                Error::invalid(format!(
+                    "\"instances\" must be objects keyed by input name (model '{}' has {} inputs): {e}",
+                    spec.name,
+                    many.len()
+                ))
+            })?;
+            if objects.is_empty() {
+                return Err(Error::invalid("\"instances\" is empty"));
+            }
+            many.iter().map(|input| stack_rows(spec, input, &objects)).collect()
+        }
     }
 }
 
-fn stack_rows<'a>(input: &TensorSpec, rows: impl Iterator<Item = &'a Value>) -> Result<Tensor> {
-    let mut leaves = Vec::new();
-    let mut row_shape: Option<Vec<usize>> = None;
-    let mut count = 0;
-    for (i, row) in rows.enumerate() {
-        let shape = flatten(row, &mut leaves)
+/// Stacks each instance's value for `input` on a new first dimension.
+fn stack_rows(spec: &ModelSpec, input: &TensorSpec, objects: &[HashMap<String, &RawValue>]) -> Result<Tensor> {
+    let mut rows: Vec<Decoded> = Vec::with_capacity(objects.len());
+    for (i, object) in objects.iter().enumerate() {
+        let raw = object.get(&input.name).ok_or_else(|| {
+            Error::invalid(format!(
+                "instance {i} must be an object with a value for input '{}' (model '{}' has {} inputs)",
+                input.name,
+                spec.name,
+                spec.inputs.len()
+            ))
+        })?;
+        let row = scalar::typed_row(input.datatype, raw)
             .map_err(|e| Error::invalid(format!("instance {i} of input '{}': {e}", input.name)))?;
-        match &row_shape {
-            Some(first) if *first != shape => {
-                return Err(Error::invalid(format!(
-                    "instance {i} of input '{}' has shape {shape:?} but instance 0 has {first:?}",
-                    input.name
-                )));
-            }
-            Some(_) => {}
-            None => row_shape = Some(shape),
+        if let Some(first) = rows.first()
+            && first.shape != row.shape
+        {
+            return Err(Error::invalid(format!(
+                "instance {i} of input '{}' has shape {:?} but instance 0 has {:?}",
+                input.name, row.shape, first.shape
+            )));
         }
-        count += 1;
+        rows.push(row);
     }
-    let mut shape = vec![count];
-    shape.extend(row_shape.unwrap_or_default());
-    let data =
-        scalar::typed(input.datatype, leaves).map_err(|e| Error::invalid(format!("input '{}': {e}", input.name)))?;
+    let mut shape = vec![rows.len()];
+    shape.extend(rows.first().map(|r| r.shape.clone()).unwrap_or_default());
+    let mut rows = rows.into_iter().map(|r| r.data);
+    let mut data = rows.next().expect("instances are not empty");
+    for row in rows {
+        data.append(row).expect("every row is typed as the input's datatype");
+    }
     Ok(Tensor { name: input.name.clone(), shape, data })
-}
-
-/// Appends the leaves of `value` and returns its shape; arrays must be rectangular.
-fn flatten(value: &Value, leaves: &mut Vec<Scalar>) -> Result<Vec<usize>, String> {
-    match value {
-        Value::Array(items) => {
-            let mut inner: Option<Vec<usize>> = None;
-            for item in items {
-                let shape = flatten(item, leaves)?;
-                match &inner {
-                    Some(first) if *first != shape => {
-                        return Err("nested arrays are not rectangular".into());
-                    }
-                    Some(_) => {}
-                    None => inner = Some(shape),
-                }
-            }
-            let mut shape = vec![items.len()];
-            shape.extend(inner.unwrap_or_default());
-            Ok(shape)
-        }
-        Value::Bool(b) => leaf(leaves, Scalar::Bool(*b)),
-        Value::String(s) => leaf(leaves, Scalar::Str(s.clone())),
-        Value::Number(n) => leaf(
-            leaves,
-            match (n.as_u64(), n.as_i64()) {
-                (Some(u), _) => Scalar::UInt(u),
-                (None, Some(i)) => Scalar::Int(i),
-                _ => Scalar::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-        ),
-        Value::Null => Err("null is not a tensor element".into()),
-        Value::Object(_) => Err("an object is not a tensor element".into()),
-    }
-}
-
-fn leaf(leaves: &mut Vec<Scalar>, scalar: Scalar) -> Result<Vec<usize>, String> {
-    leaves.push(scalar);
-    Ok(Vec::new())
 }
 
 /// Writes `{"predictions": [...]}`, one entry per row (first dimension) of the outputs.
@@ -243,12 +215,24 @@ mod tests {
     fn malformed_instances_are_named() {
         let s = spec(&[("x", Datatype::F32, &[-1, 2])]);
         let cases: [(&[u8], &str); 6] = [
-            (br#"{"instances":[[1,2],[3]]}"#, "instance 1 of input 'x' has shape [1] but instance 0 has [2]"),
-            (br#"{"instances":[[[1],[2,3]]]}"#, "instance 0 of input 'x': nested arrays are not rectangular"),
-            (br#"{"instances":[[1,null]]}"#, "instance 0 of input 'x': null is not a tensor element"),
+            (
+                br#"{"instances":[[1,2],[3]]}"#,
+                "\"instances\" of input 'x': nested arrays are not rectangular (in row 1)",
+            ),
+            (
+                br#"{"instances":[[[1],[2,3]]]}"#,
+                "\"instances\" of input 'x': nested arrays are not rectangular (in row 0)",
+            ),
+            (
+                br#"{"instances":[[1,null]]}"#,
+                "\"instances\" of input 'x': invalid type: null, expected an array of numbers, booleans or strings at line 1 column 8",
+            ),
             (br#"{"instances":[]}"#, "\"instances\" is empty"),
             (br#"{"rows":[]}"#, "predict request needs \"instances\" (or \"inputs\")"),
-            (br#"{"instances":[["a","b"]]}"#, "input 'x': element 0 is \"a\", which is not a valid FP32 value"),
+            (
+                br#"{"instances":[["a","b"]]}"#,
+                "\"instances\" of input 'x': element 0 is \"a\", which is not a valid FP32 value",
+            ),
         ];
         for (body, want) in cases {
             assert_eq!(decode(body, &s).unwrap_err().to_string(), want);

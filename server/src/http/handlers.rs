@@ -1,12 +1,13 @@
 //! Request handlers: health, metadata, metrics and inference, over the shared [`App`] state.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, header};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::json;
 
@@ -17,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::{LoadedModel, Models};
 use crate::tensor::Tensor;
+use skiff_http::body::{BodyLimits, read_body};
 use skiff_http::response;
 
 /// The response type of every handler.
@@ -30,15 +32,15 @@ pub struct App {
     pub admission: Admission,
     /// Prometheus metrics.
     pub metrics: Metrics,
-    /// Largest request body accepted.
-    pub max_body_bytes: usize,
+    /// How request bodies are read: size limit, deadline, the process's memory budget.
+    pub body: BodyLimits,
     draining: AtomicBool,
 }
 
 impl App {
     /// Builds the state; not ready until every model is loaded.
-    pub fn new(models: Models, admission: Admission, metrics: Metrics, max_body_bytes: usize) -> App {
-        App { models, admission, metrics, max_body_bytes, draining: AtomicBool::new(false) }
+    pub fn new(models: Models, admission: Admission, metrics: Metrics, body: BodyLimits) -> App {
+        App { models, admission, metrics, body, draining: AtomicBool::new(false) }
     }
 
     /// Ready: every model loaded and not shutting down.
@@ -134,41 +136,32 @@ async fn run_inference(
     headers: &http::HeaderMap,
     body: Incoming,
 ) -> Result<HttpResponse> {
-    let body = read_body(headers, body, app.max_body_bytes).await?;
+    let (body, mut held) = read_body(headers, body, &app.body).await?;
     let spec = &model.spec;
     let encoded = match protocol {
         Protocol::V2 => {
             let request = v2::decode(&body)?;
             let wanted = request.output_names();
             spec.check_outputs(&wanted)?;
-            let id = request.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let id = request.id.map_or_else(|| uuid::Uuid::new_v4().to_string(), Cow::into_owned);
             let tensors = request.inputs.into_iter().map(v2::RequestInput::into_tensor).collect::<Result<Vec<_>>>()?;
             let inputs = spec.check_inputs(tensors)?;
+            held.add(inputs.iter().map(Tensor::byte_size).sum())?;
             let _permit = app.admission.admit().await?;
-            let outputs = model.executor.infer(inputs).await?;
-            v2::encode(&spec.name, &id, &select(outputs, &wanted))
+            let outputs = select(model.executor.infer(inputs).await?, &wanted);
+            held.force(outputs.iter().map(Tensor::byte_size).sum());
+            v2::encode(&spec.name, &id, &outputs)
         }
         Protocol::V1 => {
             let inputs = spec.check_inputs(v1::decode(&body, spec)?)?;
+            held.add(inputs.iter().map(Tensor::byte_size).sum())?;
             let _permit = app.admission.admit().await?;
-            v1::encode(&model.executor.infer(inputs).await?)?
+            let outputs = model.executor.infer(inputs).await?;
+            held.force(outputs.iter().map(Tensor::byte_size).sum());
+            v1::encode(&outputs)?
         }
     };
     Ok(response::json(StatusCode::OK, encoded))
-}
-
-/// Reads the whole body, refusing it with 413 past `limit` (before reading, when Content-Length says so).
-async fn read_body(headers: &http::HeaderMap, body: Incoming, limit: usize) -> Result<Bytes> {
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(Error::PayloadTooLarge { limit });
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<LengthLimitError>() => Err(Error::PayloadTooLarge { limit }),
-        Err(e) => Err(Error::invalid(format!("cannot read the request body: {e}"))),
-    }
 }
 
 /// Keeps the requested outputs, in request order; all of them when none were named.

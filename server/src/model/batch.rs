@@ -24,14 +24,17 @@ pub fn group<T>(items: Vec<T>, inputs: impl Fn(&T) -> &[Tensor]) -> Vec<Vec<T>> 
     groups
 }
 
-/// Stacks compatible requests' inputs along the first dimension.
-pub fn stack(requests: Vec<Vec<Tensor>>) -> Vec<Tensor> {
+/// Stacks compatible requests' inputs along the first dimension, into new tensors (the requests
+/// keep theirs, to run alone if the batch fails).
+pub fn stack<'a>(requests: impl IntoIterator<Item = &'a [Tensor]>) -> Vec<Tensor> {
     let mut requests = requests.into_iter();
-    let mut stacked = requests.next().unwrap_or_default();
+    let mut stacked = requests.next().map(<[Tensor]>::to_vec).unwrap_or_default();
     for request in requests {
         for (into, tensor) in stacked.iter_mut().zip(request) {
             into.shape[0] += tensor.shape[0];
-            into.data.append(tensor.data).expect("compatible requests share datatypes (checked against the model)");
+            into.data
+                .append(tensor.data.clone())
+                .expect("compatible requests share datatypes (checked against the model)");
         }
     }
     stacked
@@ -75,7 +78,7 @@ mod tests {
     fn stack_then_split_gives_each_request_its_rows() {
         let r1 = vec![t("x", &[1, 2], vec![1.0, 2.0])];
         let r2 = vec![t("x", &[2, 2], vec![3.0, 4.0, 5.0, 6.0])];
-        let stacked = stack(vec![r1.clone(), r2.clone()]);
+        let stacked = stack([r1.as_slice(), r2.as_slice()]);
         assert_eq!(stacked, vec![t("x", &[3, 2], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
         let back = split(stacked, &[1, 2]).unwrap();
         assert_eq!(back, vec![r1, r2]);

@@ -88,10 +88,14 @@ struct Worker {
 impl Worker {
     fn run(mut self) {
         while let Ok(first) = self.jobs.recv() {
-            let jobs = match self.batching {
+            let mut jobs = match self.batching {
                 Some(config) => self.gather(first, config),
                 None => vec![first],
             };
+            jobs.retain(|job| !job.reply.is_closed());
+            if jobs.is_empty() {
+                continue;
+            }
             self.batch_sizes.observe(jobs.len() as f64);
             for group in batch::group(jobs, |job| job.inputs.as_slice()) {
                 self.execute(group);
@@ -116,6 +120,8 @@ impl Worker {
         jobs
     }
 
+    /// Runs a group of compatible jobs as one batch; when the batch fails, each job runs alone,
+    /// so one bad request fails only itself.
     fn execute(&mut self, mut group: Vec<Job>) {
         if group.len() == 1 {
             let job = group.remove(0);
@@ -123,22 +129,19 @@ impl Worker {
             return;
         }
         let rows: Vec<usize> = group.iter().map(rows_of).collect();
-        let (inputs, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|job| (job.inputs, job.reply)).unzip();
-        let outcome = onnx::run(&mut self.session, &self.spec, batch::stack(inputs))
+        let stacked = batch::stack(group.iter().map(|job| job.inputs.as_slice()));
+        let outcome = onnx::run(&mut self.session, &self.spec, stacked)
             .and_then(|outputs| batch::split(outputs, &rows).map_err(Error::Inference));
         match outcome {
             Ok(per_request) => {
-                for (reply, outputs) in replies.into_iter().zip(per_request) {
-                    let _ = reply.send(Ok(outputs));
+                for (job, outputs) in group.into_iter().zip(per_request) {
+                    let _ = job.reply.send(Ok(outputs));
                 }
             }
             Err(e) => {
-                let message = match e {
-                    Error::Inference(message) => message,
-                    other => other.to_string(),
-                };
-                for reply in replies {
-                    let _ = reply.send(Err(Error::Inference(message.clone())));
+                tracing::debug!(model = %self.spec.name, jobs = group.len(), error = %e, "a batch failed; running its jobs one by one");
+                for job in group {
+                    let _ = job.reply.send(onnx::run(&mut self.session, &self.spec, job.inputs));
                 }
             }
         }

@@ -22,6 +22,17 @@ impl Tensor {
     pub fn rows(&self) -> usize {
         self.shape.first().copied().unwrap_or(1)
     }
+
+    /// Bytes its elements take in memory (strings: their headers and their text).
+    pub fn byte_size(&self) -> usize {
+        match &self.data {
+            TensorData::Bytes(strings) => strings.iter().map(|s| size_of::<String>() + s.len()).sum(),
+            data => {
+                use data::each;
+                each!(data, v => size_of_val(v.as_slice()))
+            }
+        }
+    }
 }
 
 /// Number of elements a shape holds.
