@@ -48,11 +48,16 @@ struct Setup {
 impl Setup {
     /// An activator serving revision `r` (containerConcurrency `cc`) on a free port.
     async fn start(cc: usize, config: RevisionConfig) -> Setup {
+        Setup::start_with(cc, config, Limits::default()).await
+    }
+
+    /// As [`Setup::start`], with the activator's process-wide `limits`.
+    async fn start_with(cc: usize, config: RevisionConfig, limits: Limits) -> Setup {
         let endpoints = Arc::new(Endpoints::default());
         let revision = RevisionEndpoints::new(config.key.clone(), cc);
         endpoints.insert(revision.clone());
         let pokes = Arc::new(Pokes::default());
-        let activator = Activator::new(endpoints, pokes.clone(), Limits::default());
+        let activator = Activator::new(endpoints, pokes.clone(), limits);
         activator.upsert_revision(config).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -267,4 +272,51 @@ async fn a_request_for_a_revision_not_yet_registered_waits_for_it() {
     let reply = waiting.await.unwrap();
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     assert_eq!(reply.json()["id"], "late");
+}
+
+/// Held bodies are budgeted in bytes per revision (and per process), not only counted: past the
+/// budget a request is refused at once with 503 and Retry-After, naming whose budget it is; the
+/// held ones still go through once a replica is ready.
+#[tokio::test]
+async fn held_bodies_past_the_byte_budget_are_refused_with_retry_after() {
+    let limits = Limits { revision_held_bytes: 1000, max_held_bytes: 1500, ..Limits::default() };
+    let setup = Setup::start_with(1, RevisionConfig::new(key()), limits).await;
+    let body = "x".repeat(600);
+    let held = {
+        let (url, body) = (setup.url("/v1/models/m:predict"), body.clone());
+        tokio::spawn(async move { post(&url, Some(R), &body).await })
+    };
+    wait_until("the first body to be held", || setup.stats().queued == 1).await;
+    let refused = post(&setup.url("/v1/models/m:predict"), Some(R), &body).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", refused.text());
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(
+        refused.json()["error"],
+        "revision ns/r already holds 600 bytes of request bodies (budget 1000 bytes); retry later"
+    );
+    let upstream = Upstream::start("a").await;
+    setup.publish(&[upstream.addr]);
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
+    let after = post(&setup.url("/v1/models/m:predict"), Some(R), &body).await;
+    assert_eq!(after.status, StatusCode::OK, "the budget is given back: {}", after.text());
+}
+
+/// Requests held at zero are sent in the order they came once one slot frees at a time.
+#[tokio::test]
+async fn held_requests_go_out_first_come_first_served() {
+    let setup = Setup::start(1, RevisionConfig::new(key())).await;
+    let upstream = Upstream::start("a").await;
+    let mut requests = Vec::new();
+    for i in 0..5 {
+        let url = setup.url(&format!("/hold/{i}"));
+        requests.push(tokio::spawn(async move { get(&url, Some(R)).await }));
+        wait_until("the request to queue", || setup.stats().queued == i + 1).await;
+    }
+    setup.publish(&[upstream.addr]);
+    upstream.release(5);
+    for request in requests {
+        assert_eq!(request.await.unwrap().status, StatusCode::OK);
+    }
+    assert_eq!(upstream.max_in_flight(), 1);
+    assert_eq!(upstream.arrival_order(), ["/hold/0", "/hold/1", "/hold/2", "/hold/3", "/hold/4"]);
 }

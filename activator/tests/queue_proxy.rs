@@ -194,3 +194,26 @@ async fn sigterm_stops_accepting_and_drains_the_request_in_flight() {
     };
     assert!(status.success(), "exit status {status}");
 }
+
+/// Queue-proxy mode budgets held body bytes too: with a 32 MiB budget, a second 20 MiB body while
+/// the first is held at the container is refused with 503 and Retry-After, and goes through later.
+#[tokio::test]
+async fn held_bodies_past_the_byte_budget_are_refused() {
+    let upstream = Upstream::start("container").await;
+    let budget = 32 * 1024 * 1024;
+    let (_proxy, addr) = start(QueueProxyConfig { max_held_bytes: budget, ..config(upstream.addr, 1, 10) }).await;
+    let body = "x".repeat(20 * 1024 * 1024);
+    let url = format!("http://{addr}/hold");
+    let held = {
+        let (url, body) = (url.clone(), body.clone());
+        tokio::spawn(async move { common::post(&url, None, &body).await })
+    };
+    wait_until("the first body at the container", || upstream.in_flight() == 1).await;
+    let refused = common::post(&format!("http://{addr}/"), None, &body).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", refused.text());
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert!(refused.json()["error"].as_str().unwrap().starts_with("the queue-proxy already holds 20971520 bytes"));
+    upstream.release(1);
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
+    assert_eq!(common::post(&format!("http://{addr}/"), None, &body).await.status, StatusCode::OK);
+}

@@ -3,14 +3,13 @@
 //! for one) and whatever publishes readiness: the standalone replica backend, or an EndpointSlice
 //! watch in a cluster ([`RevisionEndpoints::set_addresses`]).
 
-use std::collections::HashMap;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use arc_swap::ArcSwap;
-use tokio::sync::Notify;
+use tokio::sync::oneshot;
 
 use crate::key::RevisionKey;
 
@@ -20,7 +19,8 @@ pub struct Replica {
     /// Where it listens.
     pub addr: SocketAddr,
     in_flight: AtomicUsize,
-    released: Arc<Notify>,
+    /// The revision's slots, told when this replica frees one (weak: the revision owns its replicas).
+    slots: Weak<Slots>,
 }
 
 impl Replica {
@@ -30,7 +30,7 @@ impl Replica {
     }
 }
 
-/// A request slot on a replica, given back on drop.
+/// A request slot on a replica, given back on drop (to the first waiter, if any).
 #[derive(Debug)]
 pub struct Slot {
     replica: Arc<Replica>,
@@ -46,81 +46,27 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.replica.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.replica.released.notify_one();
+        if let Some(slots) = self.replica.slots.upgrade() {
+            slots.hand_out();
+        }
     }
 }
 
-/// The ready replicas of one revision.
+/// A revision's ready replicas and the requests waiting for a slot on one, first come, first
+/// served: a freed slot or a new replica goes to the waiter at the head of the queue (one wake-up
+/// per slot, not every waiter at once), and no newcomer takes a slot while others wait.
 #[derive(Debug)]
-pub struct RevisionEndpoints {
-    key: RevisionKey,
+struct Slots {
     container_concurrency: usize,
     ready: ArcSwap<Vec<Arc<Replica>>>,
-    changed: Notify,
-    released: Arc<Notify>,
-    arrivals: AtomicU64,
+    waiters: Mutex<VecDeque<oneshot::Sender<Slot>>>,
+    /// `waiters.len()`, readable without the lock.
+    waiting: AtomicUsize,
 }
 
-impl RevisionEndpoints {
-    /// A revision with no ready replica; `container_concurrency` 0 = unlimited per replica.
-    pub fn new(key: RevisionKey, container_concurrency: usize) -> Arc<RevisionEndpoints> {
-        Arc::new(RevisionEndpoints {
-            key,
-            container_concurrency,
-            ready: ArcSwap::from_pointee(Vec::new()),
-            changed: Notify::new(),
-            released: Arc::new(Notify::new()),
-            arrivals: AtomicU64::new(0),
-        })
-    }
-
-    /// The revision's namespace and name.
-    pub fn key(&self) -> &RevisionKey {
-        &self.key
-    }
-
-    /// Requests one replica takes at once (0 = unlimited).
-    pub fn container_concurrency(&self) -> usize {
-        self.container_concurrency
-    }
-
-    /// A replica record for `addr`, bound to this revision's release signal.
-    pub fn replica(&self, addr: SocketAddr) -> Arc<Replica> {
-        Arc::new(Replica { addr, in_flight: AtomicUsize::new(0), released: self.released.clone() })
-    }
-
-    /// The ready replicas now.
-    pub fn ready(&self) -> Arc<Vec<Arc<Replica>>> {
-        self.ready.load_full()
-    }
-
-    /// Publishes the ready set and wakes every waiter.
-    pub fn set_ready(&self, replicas: Vec<Arc<Replica>>) {
-        self.ready.store(Arc::new(replicas));
-        self.changed.notify_waiters();
-        self.released.notify_waiters();
-    }
-
-    /// Publishes the ready set given as addresses (what an EndpointSlice lists): a replica whose
-    /// address stays keeps its record, and so its in-flight count; new addresses get new records.
-    /// Returns whether the set changed.
-    pub fn set_addresses(&self, addrs: impl IntoIterator<Item = SocketAddr>) -> bool {
-        let current = self.ready.load();
-        let mut seen = HashSet::new();
-        let next: Vec<Arc<Replica>> = addrs
-            .into_iter()
-            .filter(|addr| seen.insert(*addr))
-            .map(|addr| current.iter().find(|r| r.addr == addr).cloned().unwrap_or_else(|| self.replica(addr)))
-            .collect();
-        let unchanged = next.len() == current.len() && next.iter().all(|r| current.iter().any(|c| Arc::ptr_eq(c, r)));
-        if !unchanged {
-            self.set_ready(next);
-        }
-        !unchanged
-    }
-
-    /// Takes a slot on the least-loaded ready replica that has room, if any.
-    pub fn try_acquire(&self) -> Option<Slot> {
+impl Slots {
+    /// A slot on the least-loaded ready replica with room, waiters or not.
+    fn take(&self) -> Option<Slot> {
         let ready = self.ready.load();
         let mut candidates: Vec<&Arc<Replica>> = ready.iter().collect();
         candidates.sort_by_key(|r| r.in_flight());
@@ -135,19 +81,122 @@ impl RevisionEndpoints {
         None
     }
 
-    /// Waits for a slot: completes when a replica has room (a new ready replica or a released slot).
+    /// Gives free slots to the waiters in arrival order, skipping those that gave up.
+    /// Always under the lock: a waiter queued while a slot is freed is then either seen here or
+    /// finds the slot itself (`acquire` tries under the same lock).
+    fn hand_out(&self) {
+        // Declared before the lock so that it drops after it: dropping a slot hands out again.
+        let mut unclaimed: Option<Slot> = None;
+        let mut waiters = self.waiters.lock().expect("waiters lock");
+        while let Some(waiter) = waiters.front() {
+            if waiter.is_closed() {
+                waiters.pop_front();
+                continue;
+            }
+            let Some(slot) = unclaimed.take().or_else(|| self.take()) else { break };
+            let waiter = waiters.pop_front().expect("a front waiter");
+            unclaimed = waiter.send(slot).err();
+        }
+        self.waiting.store(waiters.len(), Ordering::Release);
+    }
+}
+
+/// The ready replicas of one revision.
+#[derive(Debug)]
+pub struct RevisionEndpoints {
+    key: RevisionKey,
+    slots: Arc<Slots>,
+    arrivals: AtomicU64,
+}
+
+impl RevisionEndpoints {
+    /// A revision with no ready replica; `container_concurrency` 0 = unlimited per replica.
+    pub fn new(key: RevisionKey, container_concurrency: usize) -> Arc<RevisionEndpoints> {
+        let slots = Slots {
+            container_concurrency,
+            ready: ArcSwap::from_pointee(Vec::new()),
+            waiters: Mutex::new(VecDeque::new()),
+            waiting: AtomicUsize::new(0),
+        };
+        Arc::new(RevisionEndpoints { key, slots: Arc::new(slots), arrivals: AtomicU64::new(0) })
+    }
+
+    /// The revision's namespace and name.
+    pub fn key(&self) -> &RevisionKey {
+        &self.key
+    }
+
+    /// Requests one replica takes at once (0 = unlimited).
+    pub fn container_concurrency(&self) -> usize {
+        self.slots.container_concurrency
+    }
+
+    /// A replica record for `addr`, bound to this revision's slots.
+    pub fn replica(&self, addr: SocketAddr) -> Arc<Replica> {
+        Arc::new(Replica { addr, in_flight: AtomicUsize::new(0), slots: Arc::downgrade(&self.slots) })
+    }
+
+    /// The ready replicas now.
+    pub fn ready(&self) -> Arc<Vec<Arc<Replica>>> {
+        self.slots.ready.load_full()
+    }
+
+    /// Publishes the ready set; the slots it brings go to the waiters first.
+    pub fn set_ready(&self, replicas: Vec<Arc<Replica>>) {
+        self.slots.ready.store(Arc::new(replicas));
+        self.slots.hand_out();
+    }
+
+    /// Publishes the ready set given as addresses (what an EndpointSlice lists): a replica whose
+    /// address stays keeps its record, and so its in-flight count; new addresses get new records.
+    /// Returns whether the set changed.
+    pub fn set_addresses(&self, addrs: impl IntoIterator<Item = SocketAddr>) -> bool {
+        let current = self.slots.ready.load();
+        let mut seen = HashSet::new();
+        let next: Vec<Arc<Replica>> = addrs
+            .into_iter()
+            .filter(|addr| seen.insert(*addr))
+            .map(|addr| current.iter().find(|r| r.addr == addr).cloned().unwrap_or_else(|| self.replica(addr)))
+            .collect();
+        let unchanged = next.len() == current.len() && next.iter().all(|r| current.iter().any(|c| Arc::ptr_eq(c, r)));
+        if !unchanged {
+            self.set_ready(next);
+        }
+        !unchanged
+    }
+
+    /// Takes a slot on the least-loaded ready replica that has room, unless requests are already
+    /// waiting for one (they come first).
+    pub fn try_acquire(&self) -> Option<Slot> {
+        if self.slots.waiting.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        self.slots.take()
+    }
+
+    /// Waits for a slot, behind every request that waited first.
     pub async fn acquire(&self) -> Slot {
-        loop {
-            let changed = self.changed.notified();
-            let released = self.released.notified();
-            if let Some(slot) = self.try_acquire() {
+        let turn = {
+            let mut waiters = self.slots.waiters.lock().expect("waiters lock");
+            if waiters.is_empty()
+                && let Some(slot) = self.slots.take()
+            {
                 return slot;
             }
-            tokio::select! {
-                () = changed => {}
-                () = released => {}
-            }
+            let (turn, wait) = oneshot::channel();
+            waiters.push_back(turn);
+            self.slots.waiting.store(waiters.len(), Ordering::Release);
+            wait
+        };
+        match turn.await {
+            Ok(slot) => slot,
+            Err(_) => std::future::pending().await,
         }
+    }
+
+    /// Requests waiting for a slot now.
+    pub fn waiting(&self) -> usize {
+        self.slots.waiting.load(Ordering::Acquire)
     }
 
     /// Counts one request routed to this revision (straight to a replica or through the activator):
@@ -163,8 +212,8 @@ impl RevisionEndpoints {
 
     /// True when some ready replica has room now.
     pub fn has_capacity(&self) -> bool {
-        let cc = self.container_concurrency;
-        self.ready.load().iter().any(|r| cc == 0 || r.in_flight() < cc)
+        let cc = self.slots.container_concurrency;
+        self.slots.ready.load().iter().any(|r| cc == 0 || r.in_flight() < cc)
     }
 }
 
@@ -261,6 +310,47 @@ mod tests {
         assert!(!second.is_finished(), "the only slot is held");
         drop(held);
         assert_eq!(second.await.unwrap(), addr(7));
+    }
+
+    /// Three requests wait at zero; one replica with one slot comes up. Each freed slot goes to the
+    /// longest waiter, and a newcomer's `try_acquire` does not jump the queue.
+    #[tokio::test]
+    async fn waiters_are_served_first_come_first_served() {
+        let rev = RevisionEndpoints::new(key("r"), 1);
+        let (done, mut order) = tokio::sync::mpsc::unbounded_channel();
+        for i in 0..3 {
+            let (rev, done) = (rev.clone(), done.clone());
+            tokio::spawn(async move {
+                let slot = rev.acquire().await;
+                done.send(i).unwrap();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                drop(slot);
+            });
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(rev.waiting(), 3);
+        rev.set_ready(vec![rev.replica(addr(1))]);
+        assert!(rev.try_acquire().is_none(), "no jumping the queue");
+        let served: Vec<i32> =
+            vec![order.recv().await.unwrap(), order.recv().await.unwrap(), order.recv().await.unwrap()];
+        assert_eq!(served, [0, 1, 2]);
+        assert_eq!(rev.waiting(), 0);
+    }
+
+    /// A waiter that gives up (its request timed out or its client left) is skipped.
+    #[tokio::test]
+    async fn a_waiter_that_gave_up_is_skipped() {
+        let rev = RevisionEndpoints::new(key("r"), 1);
+        let gone = tokio::time::timeout(Duration::from_millis(10), rev.acquire()).await;
+        assert!(gone.is_err());
+        let next = tokio::spawn({
+            let rev = rev.clone();
+            async move { rev.acquire().await.replica().addr }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        rev.set_ready(vec![rev.replica(addr(2))]);
+        assert_eq!(next.await.unwrap(), addr(2));
+        assert_eq!(rev.ready()[0].in_flight(), 0, "the skipped waiter holds nothing");
     }
 
     #[test]

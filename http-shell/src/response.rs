@@ -33,6 +33,21 @@ pub fn brief(value: &(impl fmt::Debug + ?Sized)) -> String {
     bounded.text
 }
 
+/// `text` as is, cut after [`ECHO_LIMIT`] bytes with an ellipsis.
+pub fn brief_str(text: &str) -> String {
+    let kept = prefix(text, ECHO_LIMIT);
+    if kept.len() == text.len() { text.to_owned() } else { format!("{kept}…") }
+}
+
+/// The longest prefix of `text` of at most `limit` bytes that ends on a character boundary.
+fn prefix(text: &str, limit: usize) -> &str {
+    let mut end = limit.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// A `fmt::Write` that fails once it holds `limit` bytes.
 struct Bounded {
     text: String,
@@ -41,28 +56,17 @@ struct Bounded {
 
 impl fmt::Write for Bounded {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = self.limit - self.text.len();
-        if s.len() <= room {
-            self.text.push_str(s);
-            return Ok(());
-        }
-        let mut end = room;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.text.push_str(&s[..end]);
-        Err(fmt::Error)
+        let kept = prefix(s, self.limit - self.text.len());
+        self.text.push_str(kept);
+        if kept.len() == s.len() { Ok(()) } else { Err(fmt::Error) }
     }
 }
 
 /// `message`, cut with an ellipsis past `limit` bytes.
 fn cut(mut message: String, limit: usize) -> String {
-    if message.len() > limit {
-        let mut end = limit;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+    let kept = prefix(&message, limit).len();
+    if kept < message.len() {
+        message.truncate(kept);
         message.push('…');
     }
     message
@@ -172,5 +176,7 @@ mod tests {
         let message = cut("x".repeat(5000), MESSAGE_LIMIT);
         assert_eq!((message.len(), message.ends_with('…')), (MESSAGE_LIMIT + '…'.len_utf8(), true));
         assert_eq!(cut("short".into(), MESSAGE_LIMIT), "short");
+        assert_eq!(brief_str("host"), "host");
+        assert_eq!(brief_str(&"é".repeat(200)), format!("{}…", "é".repeat(ECHO_LIMIT / 2)));
     }
 }

@@ -3,6 +3,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use crate::downstream::DownstreamLimits;
 use crate::{Error, Result};
 
 /// Longest grace period accepted.
@@ -26,6 +27,8 @@ pub struct RouterConfig {
     /// On a graceful stop (or SIGTERM): how long in-flight requests may still finish after the
     /// listener closes. Pingora counts whole seconds, so this is rounded up.
     pub grace_period: Duration,
+    /// The client side's bounds: the request head's deadline and the connection cap.
+    pub downstream: DownstreamLimits,
 }
 
 impl Default for RouterConfig {
@@ -36,6 +39,7 @@ impl Default for RouterConfig {
             activator: Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 8012))),
             threads: 2,
             grace_period: Duration::from_secs(5),
+            downstream: DownstreamLimits::default(),
         }
     }
 }
@@ -52,6 +56,16 @@ impl RouterConfig {
                 MAX_GRACE_PERIOD.as_secs(),
                 self.grace_period
             )));
+        }
+        let timeout = self.downstream.header_timeout;
+        if timeout < Duration::from_secs(1) || timeout.as_secs() > skiff_http::MAX_SECS {
+            return Err(Error::Config(format!(
+                "downstream.header_timeout must be between 1 s and {} s, got {timeout:?}",
+                skiff_http::MAX_SECS
+            )));
+        }
+        if self.downstream.max_connections == 0 {
+            return Err(Error::Config("downstream.max_connections must be at least 1".into()));
         }
         if let Some(activator) = self.activator
             && (activator.port() == 0 || activator.ip().is_unspecified())

@@ -21,6 +21,7 @@
 
 pub mod cluster;
 mod config;
+mod downstream;
 mod error;
 pub mod metrics;
 mod proxy;
@@ -37,6 +38,7 @@ use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
 
 pub use config::RouterConfig;
+pub use downstream::DownstreamLimits;
 pub use error::{Error, Result};
 pub use metrics::{RouterMetrics, Via};
 pub use server::RouterHandle;

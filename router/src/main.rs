@@ -72,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
         activator: None,
         threads: args.threads,
         grace_period: Duration::from_secs(args.grace_period_secs),
+        ..RouterConfig::default()
     };
     let endpoints = Arc::new(Endpoints::default());
     let router = Router::new(config, endpoints.clone()).context("router configuration")?;

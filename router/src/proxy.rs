@@ -16,7 +16,9 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
+use skiff_http::response::brief_str;
 
+use crate::downstream;
 use crate::metrics::{RouterMetrics, Via};
 use crate::split;
 use crate::table::RouteTable;
@@ -75,7 +77,7 @@ impl Rejection {
     fn message(&self) -> String {
         match self {
             Rejection::UnknownService { host, path } => {
-                format!("no InferenceService matches host {host} and path {path}")
+                format!("no InferenceService matches host {} and path {}", brief_str(host), brief_str(path))
             }
             Rejection::NoRevision { service } => format!("InferenceService {service} has no revision taking traffic"),
             Rejection::NoActivator { revision } => {
@@ -174,6 +176,14 @@ fn host_of(req: &RequestHeader) -> &str {
         .unwrap_or("")
 }
 
+/// `{"error": message}` with `status`: how every request the router answers itself fails, whether
+/// it refused it ([`Rejection`]) or proxying failed ([`failure`]). (Pingora answers a head it
+/// cannot parse with its own empty 400 before any hook runs.)
+async fn respond_error(session: &mut Session, status: u16, message: &str) -> pingora::Result<()> {
+    let body = serde_json::json!({ "error": message }).to_string();
+    respond(session, status, "application/json", Bytes::from(body)).await
+}
+
 async fn respond(session: &mut Session, status: u16, content_type: &str, body: Bytes) -> pingora::Result<()> {
     let mut header = ResponseHeader::build(status, Some(2))?;
     header.insert_header(header::CONTENT_TYPE, content_type)?;
@@ -199,6 +209,7 @@ impl ProxyHttp for Proxy {
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
+        downstream::head_read();
         let req = session.req_header();
         if req.uri.path() == HEALTHZ_PATH {
             ctx.healthz = true;
@@ -207,8 +218,7 @@ impl ProxyHttp for Proxy {
         }
         let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
         let Err(rejection) = self.route(host_of(req), path, ctx) else { return Ok(false) };
-        let body = serde_json::json!({ "error": rejection.message() }).to_string();
-        respond(session, rejection.status(), "application/json", Bytes::from(body)).await?;
+        respond_error(session, rejection.status(), &rejection.message()).await?;
         Ok(true)
     }
 
@@ -297,11 +307,10 @@ impl ProxyHttp for Proxy {
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, _ctx: &mut RequestCtx) -> FailToProxy {
         let (code, message) = failure(e);
-        if code > 0 {
-            let body = serde_json::json!({ "error": message }).to_string();
-            if let Err(write) = respond(session, code, "application/json", Bytes::from(body)).await {
-                tracing::debug!(error = %write, "cannot answer the client with the failure");
-            }
+        if code > 0
+            && let Err(write) = respond_error(session, code, &message).await
+        {
+            tracing::debug!(error = %write, "cannot answer the client with the failure");
         }
         FailToProxy { error_code: code, can_reuse_downstream: false }
     }

@@ -8,13 +8,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use pingora::proxy::http_proxy_service_with_name;
+use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
+use pingora::services::listening::Service;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 use crate::config::RouterConfig;
+use crate::downstream::Guarded;
 use crate::proxy::Proxy;
 use crate::{Error, Result};
 
@@ -157,13 +159,16 @@ fn server_conf(config: &RouterConfig) -> ServerConf {
 pub(crate) fn start(config: &RouterConfig, proxy: Proxy) -> Result<RouterHandle> {
     let addr = reserve(config.listen)?;
     let conf = server_conf(config);
+    let downstream = config.downstream;
     let (stop, stop_rx) = watch::channel(None);
     let (armed, armed_rx) = mpsc::channel();
     let thread = thread::Builder::new()
         .name("skiff-router".to_owned())
         .spawn(move || {
             let mut server = Server::new_with_opt_and_conf(None, conf);
-            let mut service = http_proxy_service_with_name(&server.configuration, proxy, "skiff-router");
+            let mut app = HttpProxy::new(proxy, server.configuration.clone());
+            app.handle_init_modules();
+            let mut service = Service::new("skiff-router".to_owned(), Guarded::new(app, downstream));
             service.add_tcp(&addr.to_string());
             server.add_service(service);
             server.run(RunArgs { shutdown_signal: Box::new(StopSignal { stop: stop_rx, armed }) });

@@ -149,7 +149,11 @@ impl RouteTable {
     }
 
     fn by_host(&self, host: &str) -> HostMatch {
-        let host = strip_port(host).trim_end_matches('.').to_ascii_lowercase();
+        let host = strip_port(host).trim_end_matches('.');
+        if host.len() > MAX_HOST {
+            return if self.domain.is_empty() { HostMatch::NotOurs } else { HostMatch::Unknown };
+        }
+        let host = host.to_ascii_lowercase();
         if let Some((service, tag)) = self.by_url_host.get(&host) {
             return HostMatch::Found(service.clone(), tag.clone());
         }
@@ -165,6 +169,9 @@ impl RouteTable {
         else {
             return if self.domain.is_empty() { HostMatch::NotOurs } else { HostMatch::Unknown };
         };
+        if label.len() > MAX_LABEL {
+            return HostMatch::Unknown;
+        }
         let Some(services) = self.by_namespace.get(namespace) else { return HostMatch::Unknown };
         if let Some(service) = services.get(label) {
             return HostMatch::Found(service.clone(), None);
@@ -186,6 +193,12 @@ impl RouteTable {
         })
     }
 }
+
+/// Longest DNS name (RFC 1035): a longer Host names no service, whatever it holds.
+const MAX_HOST: usize = 253;
+
+/// Longest DNS label: a longer first label names no service or tag host, and is not searched.
+const MAX_LABEL: usize = 63;
 
 /// `host` without a trailing `:port` (bracketed IPv6 hosts keep their brackets).
 fn strip_port(host: &str) -> &str {

@@ -5,8 +5,8 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -31,6 +31,7 @@ pub struct Upstream {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     received: AtomicUsize,
+    arrivals: Mutex<Vec<String>>,
     gate: Semaphore,
 }
 
@@ -44,6 +45,7 @@ impl Upstream {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             received: AtomicUsize::new(0),
+            arrivals: Mutex::new(Vec::new()),
             gate: Semaphore::new(0),
         });
         let server = upstream.clone();
@@ -66,6 +68,7 @@ impl Upstream {
         self.max_in_flight.fetch_max(now, Ordering::AcqRel);
         self.received.fetch_add(1, Ordering::AcqRel);
         let path = request.uri().path().to_owned();
+        self.arrivals.lock().unwrap().push(path.clone());
         let saw_revision = request.headers().contains_key("x-skiff-revision");
         let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         if path.starts_with("/hold") {
@@ -91,6 +94,11 @@ impl Upstream {
     /// The most requests it ever had at once.
     pub fn max_in_flight(&self) -> usize {
         self.max_in_flight.load(Ordering::Acquire)
+    }
+
+    /// The paths of the requests it received, in arrival order.
+    pub fn arrival_order(&self) -> Vec<String> {
+        self.arrivals.lock().unwrap().clone()
     }
 
     /// Requests it received.

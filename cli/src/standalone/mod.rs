@@ -132,6 +132,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         activator: Some(activator_addr),
         threads: 2,
         grace_period: Duration::from_secs(1),
+        ..RouterConfig::default()
     };
     let router = Arc::new(Router::new(router_config, endpoints).context("router configuration")?);
     let router_handle = router.start().context("starting the router")?;

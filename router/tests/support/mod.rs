@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use skiff_api::traffic::TrafficTarget;
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
-use skiff_router::{Router, RouterConfig, RouterHandle, ServiceRoute};
+use skiff_router::{DownstreamLimits, Router, RouterConfig, RouterHandle, ServiceRoute};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -112,6 +112,15 @@ pub fn revision(
 
 /// A router on a free loopback port with the given activator, grace period 0.
 pub fn router(endpoints: Arc<Endpoints>, activator: SocketAddr) -> (Router, RouterHandle) {
+    router_with(endpoints, activator, DownstreamLimits::default())
+}
+
+/// A router as [`router`] makes, with `downstream` bounds.
+pub fn router_with(
+    endpoints: Arc<Endpoints>,
+    activator: SocketAddr,
+    downstream: DownstreamLimits,
+) -> (Router, RouterHandle) {
     // Access logs show up with a failing test's output.
     let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("skiff_router=info").try_init();
     let config = RouterConfig {
@@ -120,6 +129,7 @@ pub fn router(endpoints: Arc<Endpoints>, activator: SocketAddr) -> (Router, Rout
         activator: Some(activator),
         threads: 1,
         grace_period: Duration::ZERO,
+        downstream,
     };
     let router = Router::new(config, endpoints).unwrap();
     let handle = router.start().unwrap();
