@@ -153,3 +153,67 @@ fn the_url_host_routes_whatever_the_domain() {
     assert_eq!(found("iris.ml.example.com"), Some(("ml/iris".to_owned(), None)), "the domain still works");
     assert_eq!(found("canary-iris.ml.models.internal"), None);
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() }
+    }
+
+    /// Hosts built from the service names, tags, dashes, dots, ports and junk.
+    fn host() -> impl Strategy<Value = String> {
+        let part = prop_oneof![
+            Just("iris".to_owned()),
+            Just("latest".to_owned()),
+            Just("prev".to_owned()),
+            Just("default".to_owned()),
+            Just("team".to_owned()),
+            Just("example.com".to_owned()),
+            "-{1,80}",
+            "[a-zA-Z0-9.:\\[\\]-]{0,12}",
+            ".{0,6}",
+        ];
+        prop::collection::vec(part, 0..8).prop_map(|parts| parts.join(if parts.len() % 2 == 0 { "." } else { "-" }))
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        let part = prop_oneof![
+            Just("/v1/models/".to_owned()),
+            Just("/v2/models/".to_owned()),
+            Just("/serving/".to_owned()),
+            Just("iris".to_owned()),
+            Just(":predict".to_owned()),
+            Just("?".to_owned()),
+            "[a-z/:?=&%-]{0,10}",
+        ];
+        prop::collection::vec(part, 0..6).prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any Host and path resolve to a known service (its tag one of its own) or to nothing.
+        #[test]
+        fn any_host_and_path_resolve_to_a_service_or_nothing(host in host(), path in path()) {
+            let table = table();
+            if let Some(resolved) = table.resolve(&host, &path) {
+                let service = &resolved.service;
+                prop_assert!(table.get(&service.namespace, &service.name).is_some());
+                if let Some(tag) = &resolved.tag {
+                    prop_assert!(service.has_tag(tag));
+                }
+                prop_assert!(resolved.path.starts_with('/') || resolved.path == path);
+            }
+        }
+
+        /// A first label past 63 characters never names a service, however it is made.
+        #[test]
+        fn labels_past_63_characters_name_nothing(label in "[a-z-]{64,300}") {
+            let host = format!("{label}.default.example.com");
+            prop_assert!(table().resolve(&host, "/").is_none());
+        }
+    }
+}

@@ -4,6 +4,9 @@ pub mod scalar;
 pub mod v1;
 pub mod v2;
 
+#[cfg(test)]
+mod proptests;
+
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
