@@ -173,3 +173,51 @@ async fn many_large_bodies_at_once_stay_within_the_memory_budget() {
     assert!(ok >= 1, "at least one body fits the budget");
     assert!(peak < 1536 << 20, "peak RSS {} MiB", peak >> 20);
 }
+
+/// With batching on, four good lookups and one whose index is out of the table's range arrive
+/// together and share a batch: ONNX Runtime refuses the batch, the server runs each request alone,
+/// and only the bad one fails, with a 400 that says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_bad_request_never_fails_the_rest_of_its_batch() {
+    let lookup = repo().join("tests/fixtures/models/lookup").display().to_string();
+    let server = Server::start_ready(&[
+        "--model-dir",
+        &lookup,
+        "--enable-batching",
+        "--max-latency-ms",
+        "500",
+        "--workers",
+        "1",
+    ])
+    .await;
+    let url = server.url("/v2/models/lookup/infer");
+    let clients: Vec<_> = [1, 3, 9, 0, 4]
+        .into_iter()
+        .map(|index| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                (index, send(Method::POST, &url, v2("index", "[1,1]", "INT64", &format!("[{index}]"))).await)
+            })
+        })
+        .collect();
+    for client in clients {
+        let (index, reply) = client.await.unwrap();
+        if index == 9 {
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", String::from_utf8_lossy(&reply.body));
+            let message = reply.json()["error"].as_str().unwrap().to_owned();
+            assert!(message.starts_with("the model refused the input:") && message.contains("idx=9"), "{message}");
+        } else {
+            assert_eq!(reply.status, StatusCode::OK, "index {index}: {}", String::from_utf8_lossy(&reply.body));
+            let row = reply.json()["outputs"][0]["data"].clone();
+            assert_eq!(row, serde_json::json!([f64::from(2 * index), f64::from(2 * index + 1)]), "index {index}");
+        }
+    }
+    let metrics = send(Method::GET, &server.url("/metrics"), "").await;
+    let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    let value = |name: &str| -> f64 {
+        text.lines().find_map(|l| l.strip_prefix(name)?.split_whitespace().last()?.parse().ok()).unwrap_or(0.0)
+    };
+    let (sum, count) =
+        (value("skiff_batch_size_sum{model=\"lookup\"}"), value("skiff_batch_size_count{model=\"lookup\"}"));
+    assert!(sum > count, "no batch held more than one request (sum {sum}, count {count}): {text}");
+}

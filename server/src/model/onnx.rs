@@ -70,7 +70,12 @@ pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Resu
         .map(|t| Ok((t.name, to_value(t.shape, t.data)?)))
         .collect::<ort::Result<Vec<(String, DynValue)>>>()
         .map_err(|e| Error::Inference(e.to_string()))?;
-    let outputs = session.run(values).map_err(|e| Error::Inference(e.to_string()))?;
+    let outputs = session.run(values).map_err(|e| match e.code() {
+        // Everything about the request was checked before it ran, so ONNX Runtime refusing an
+        // argument now means a value the model cannot take (a Gather index out of range).
+        ort::ErrorCode::InvalidArgument => Error::invalid(format!("the model refused the input: {e}")),
+        _ => Error::Inference(e.to_string()),
+    })?;
     spec.outputs
         .iter()
         .map(|out| {
