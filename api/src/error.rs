@@ -11,6 +11,17 @@ pub enum Error {
         /// What is wrong and what is allowed.
         message: String,
     },
+    /// An InferenceService has taken every revision number ([`crate::revision::MAX_REVISION`]).
+    #[error(
+        "{service}: every revision number up to {max} is taken; delete and re-create the InferenceService \
+         to number its revisions from 1 again"
+    )]
+    RevisionsExhausted {
+        /// The InferenceService.
+        service: String,
+        /// The highest revision number.
+        max: u32,
+    },
     /// The manifest is not a YAML InferenceService.
     #[error("not a valid InferenceService manifest: {0}")]
     Parse(String),

@@ -12,9 +12,13 @@ use crate::isvc::{API_VERSION, InferenceService, KIND, ObjectMeta};
 /// Where the generated CRD is checked in, relative to the repository root.
 pub const CRD_PATH: &str = "deploy/crds/serving.kserve.io_inferenceservices.yaml";
 
-/// The CustomResourceDefinition of `inferenceservices.serving.kserve.io`.
+/// The CustomResourceDefinition of `inferenceservices.serving.kserve.io`, with the rules on the
+/// object's root ([`crate::schema::root`]) that the derive cannot place.
 pub fn crd() -> CustomResourceDefinition {
-    InferenceServiceResource::crd()
+    let mut crd = InferenceServiceResource::crd();
+    let schemas = crd.spec.versions.iter_mut().filter_map(|v| v.schema.as_mut()?.open_api_v3_schema.as_mut());
+    schemas.for_each(crate::schema::root);
+    crd
 }
 
 /// The CRD as the YAML document checked in at [`CRD_PATH`].

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::error::{Error, Result};
 use crate::isvc::{InferenceService, PredictorSpec};
 
 /// Annotation prefixes that are part of a revision (changing them rolls a new one).
@@ -35,9 +36,35 @@ impl RevisionTemplate {
     }
 }
 
+/// The component whose revisions Skiff makes (KServe's `component` label).
+pub const PREDICTOR: &str = "predictor";
+/// The most characters of a Kubernetes name or label value that must be a DNS label (RFC 1035).
+pub const DNS_LABEL_MAX: usize = 63;
+/// Digits of a revision number: five, as Knative writes them.
+const REVISION_DIGITS: usize = 5;
+/// The highest revision number, the most that [`REVISION_DIGITS`] digits hold. Past it the next
+/// name would grow, so Skiff refuses a new revision instead (see [`next_number`]).
+pub const MAX_REVISION: u32 = 99_999;
+/// The longest InferenceService name. Of the names and label values Skiff derives from it, the
+/// longest is a revision's, `<name>-predictor-NNNNN` (the name of its Deployment and Service and
+/// the value of its `skiff.dev/revision-name` label), 16 characters more than the name; the others
+/// are shorter (the predictor host `<name>-predictor`, the tag hosts `latest-<name>` and
+/// `prev-<name>`, the `serving.kserve.io/inferenceservice` label). So the name has at most
+/// 63 - 16 = 47 characters.
+pub const MAX_NAME_LENGTH: usize = DNS_LABEL_MAX - (1 + PREDICTOR.len() + 1 + REVISION_DIGITS);
+
 /// `<service>-<component>-<number, five digits>`, as Knative names revisions.
 pub fn revision_name(service: &str, component: &str, number: u32) -> String {
     format!("{service}-{component}-{number:05}")
+}
+
+/// The number of the revision after `highest` (0: none yet); an error once [`MAX_REVISION`] is
+/// taken, never an overflow.
+pub fn next_number(service: &str, highest: u32) -> Result<u32> {
+    highest
+        .checked_add(1)
+        .filter(|n| *n <= MAX_REVISION)
+        .ok_or_else(|| Error::RevisionsExhausted { service: service.to_owned(), max: MAX_REVISION })
 }
 
 #[cfg(test)]
@@ -48,6 +75,29 @@ mod tests {
     fn names_count_from_one_with_five_digits() {
         assert_eq!(revision_name("iris", "predictor", 1), "iris-predictor-00001");
         assert_eq!(revision_name("iris", "predictor", 123), "iris-predictor-00123");
+    }
+
+    #[test]
+    fn the_longest_name_makes_revision_names_of_63_characters() {
+        let longest = "a".repeat(MAX_NAME_LENGTH);
+        assert_eq!(MAX_NAME_LENGTH, 47);
+        assert_eq!(revision_name(&longest, PREDICTOR, MAX_REVISION).len(), DNS_LABEL_MAX);
+        assert!(format!("{longest}-{PREDICTOR}").len() < DNS_LABEL_MAX);
+        assert!(format!("latest-{longest}").len() < DNS_LABEL_MAX);
+    }
+
+    #[test]
+    fn numbers_stop_at_five_digits_without_overflow() {
+        assert_eq!(next_number("iris", 0).unwrap(), 1);
+        assert_eq!(next_number("iris", MAX_REVISION - 1).unwrap(), MAX_REVISION);
+        for highest in [MAX_REVISION, u32::MAX] {
+            let err = next_number("iris", highest).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                "iris: every revision number up to 99999 is taken; delete and re-create the InferenceService \
+                 to number its revisions from 1 again"
+            );
+        }
     }
 
     #[test]

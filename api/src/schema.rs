@@ -4,10 +4,12 @@
 //! The Rust types in [`crate::isvc`] remain the one source of every field; these functions only
 //! decorate the schema generated from them.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{JSONSchemaProps, ValidationRule};
 use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 
-use crate::validate::FRAMEWORKS;
+use crate::revision::MAX_NAME_LENGTH;
+use crate::validate::{DNS_1035, FRAMEWORKS, name_limit};
 
 /// Marks an object so that the API server keeps fields the schema does not list.
 const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
@@ -71,6 +73,37 @@ pub fn model(schema: &mut Schema) {
         "reason": "FieldValueRequired",
     }]);
     schema.insert(VALIDATIONS.into(), rules);
+}
+
+/// The root of the resource's schema: rules on `metadata.name` (the one piece of metadata, with
+/// `generateName`, that a CRD may check), so that the API server refuses a name whose revision
+/// names would not be DNS labels. `metadata.name` is declared so that the rules may name it as
+/// their `fieldPath`.
+pub fn root(schema: &mut JSONSchemaProps) {
+    let string = JSONSchemaProps { type_: Some("string".into()), ..JSONSchemaProps::default() };
+    let metadata = JSONSchemaProps {
+        type_: Some("object".into()),
+        properties: Some([("name".to_owned(), string)].into()),
+        ..JSONSchemaProps::default()
+    };
+    schema.properties.get_or_insert_with(Default::default).insert("metadata".into(), metadata);
+    let rule = |rule: String, message: String| ValidationRule {
+        rule,
+        message: Some(message),
+        field_path: Some(".metadata.name".into()),
+        reason: Some("FieldValueInvalid".into()),
+        ..ValidationRule::default()
+    };
+    schema.x_kubernetes_validations = Some(vec![
+        rule(
+            format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
+            format!("metadata.name is too long; {}", name_limit()),
+        ),
+        rule(
+            "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')".into(),
+            format!("metadata.name must be a DNS-1035 label: {DNS_1035}"),
+        ),
+    ]);
 }
 
 #[cfg(test)]

@@ -4,14 +4,15 @@
 use std::time::Duration;
 
 use crate::isvc::PredictorSpec;
+use crate::validate::MAX_TIMEOUT_SECS;
 
 /// KServe's request timeout when `timeout` is unset.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The bound on one request to the predictor: its `timeout` in seconds (at least 1), else KServe's
-/// 300 s.
+/// The bound on one request to the predictor: its `timeout` in seconds (kept within the 1 s to
+/// [`MAX_TIMEOUT_SECS`] that validation allows), else KServe's 300 s.
 pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
-    predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.max(1) as u64))
+    predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT_SECS).unsigned_abs()))
 }
 
 /// `skiff-server`'s arguments for `predictor`, serving the model in `model_dir` as `model_name`
@@ -64,6 +65,15 @@ mod tests {
             server_args("iris", "/m", 0, &tuned).join(" "),
             "--model-dir /m --model-name iris --http-port 0 --container-concurrency 4 --enable-batching --max-batch-size 8"
         );
+    }
+
+    #[test]
+    fn the_timeout_stays_within_the_validated_range() {
+        let with = |timeout| request_timeout(&PredictorSpec { timeout, ..PredictorSpec::default() });
+        assert_eq!(with(None), DEFAULT_TIMEOUT);
+        assert_eq!(with(Some(30)), Duration::from_secs(30));
+        assert_eq!(with(Some(0)), Duration::from_secs(1));
+        assert_eq!(with(Some(i64::MAX)), Duration::from_secs(3600));
     }
 
     #[test]

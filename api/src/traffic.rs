@@ -5,7 +5,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::revision::{RevisionTemplate, revision_name};
+use crate::error::Result;
+use crate::revision::{PREDICTOR, RevisionTemplate, next_number, revision_name};
 
 /// One entry of `status.components.predictor.traffic`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -53,15 +54,16 @@ pub struct Rollout {
 }
 
 impl Rollout {
-    /// Makes `template` the latest revision; returns the new revision's name when it differs from the latest.
-    pub fn apply(&mut self, service: &str, template: RevisionTemplate) -> Option<String> {
+    /// Makes `template` the latest revision; returns the new revision's name when it differs from
+    /// the latest, and an error (nothing changed) once every revision number is taken.
+    pub fn apply(&mut self, service: &str, template: RevisionTemplate) -> Result<Option<String>> {
         if self.latest().is_some_and(|r| r.template == template) {
-            return None;
+            return Ok(None);
         }
-        self.created += 1;
-        let name = revision_name(service, "predictor", self.created);
+        self.created = next_number(service, self.created)?;
+        let name = revision_name(service, PREDICTOR, self.created);
         self.revisions.push(Revision { name: name.clone(), template, ready: false });
-        Some(name)
+        Ok(Some(name))
     }
 
     /// Records that `revision` has a ready replica; it stays ready from then on.

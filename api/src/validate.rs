@@ -1,10 +1,28 @@
-//! Validation of an InferenceService, with errors that name the offending field.
+//! Validation of an InferenceService, with errors that name the offending field. `skiff up` and the
+//! operator both call [`validate`]; the CRD carries the same bounds (the constants below) and the
+//! name rules, so the API server refuses what they refuse.
 
 use skiff_autoscaler::AutoscalerConfig;
 
 use crate::error::{Error, Result};
 use crate::isvc::{API_VERSION, InferenceService, KIND, PredictorSpec};
+use crate::revision::{DNS_LABEL_MAX, MAX_NAME_LENGTH};
 use crate::scaling::scaling_spec;
+
+/// The most replicas `minReplicas` and `maxReplicas` may name: far beyond one model on one
+/// cluster, and small enough that no replica arithmetic (`i32` in a Deployment) can overflow.
+pub const MAX_REPLICAS: i64 = 1000;
+/// The most requests one replica may take at once: Knative's `container-concurrency-max-limit`.
+pub const MAX_CONTAINER_CONCURRENCY: i64 = 1000;
+/// The longest request timeout, in seconds: one hour. Knative caps revisions at 600 s by default
+/// (`max-revision-timeout-seconds`) and lets an admin raise it; an hour leaves room for long
+/// generations, and anything longer is a request nothing should hold a connection open for.
+pub const MAX_TIMEOUT_SECS: i64 = 3600;
+/// The highest autoscaling target per replica (concurrency, or requests per second with
+/// `scaleMetric: rps`). One skiff-server replica answered ~50k requests/s on 2 cores
+/// (docs/benchmarks.md), so 100k leaves room for rps on bigger machines; above, a target only
+/// means that the revision never scales out.
+pub const MAX_SCALE_TARGET: i64 = 100_000;
 
 /// KServe's predictor shorthands for a framework, each an alternative to `model` and `containers`.
 pub const FRAMEWORKS: [&str; 10] =
@@ -18,7 +36,7 @@ pub fn validate(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<()
     if isvc.kind != KIND {
         return Err(Error::invalid("kind", format!("must be {KIND}, not {:?}", isvc.kind)));
     }
-    dns_label("metadata.name", &isvc.metadata.name)?;
+    name(&isvc.metadata.name)?;
     if let Some(namespace) = &isvc.metadata.namespace {
         dns_label("metadata.namespace", namespace)?;
     }
@@ -61,17 +79,17 @@ fn predictor(p: &PredictorSpec) -> Result<()> {
             ));
         }
     }
-    at_least("spec.predictor.minReplicas", p.min_replicas, 0)?;
-    at_least("spec.predictor.maxReplicas", p.max_replicas, 0)?;
+    within("spec.predictor.minReplicas", p.min_replicas, 0, MAX_REPLICAS)?;
+    within("spec.predictor.maxReplicas", p.max_replicas, 0, MAX_REPLICAS)?;
     if let (Some(min), Some(max)) = (p.min_replicas, p.max_replicas)
         && max > 0
         && min > max
     {
         return Err(Error::invalid("spec.predictor.minReplicas", format!("{min} is more than maxReplicas {max}")));
     }
-    at_least("spec.predictor.containerConcurrency", p.container_concurrency, 0)?;
-    at_least("spec.predictor.scaleTarget", p.scale_target, 1)?;
-    at_least("spec.predictor.timeout", p.timeout, 1)?;
+    within("spec.predictor.containerConcurrency", p.container_concurrency, 0, MAX_CONTAINER_CONCURRENCY)?;
+    within("spec.predictor.scaleTarget", p.scale_target, 1, MAX_SCALE_TARGET)?;
+    within("spec.predictor.timeout", p.timeout, 1, MAX_TIMEOUT_SECS)?;
     if let Some(percent) = p.canary_traffic_percent
         && !(0..=100).contains(&percent)
     {
@@ -85,17 +103,43 @@ fn predictor(p: &PredictorSpec) -> Result<()> {
 }
 
 fn at_least(field: &str, value: Option<i64>, min: i64) -> Result<()> {
+    within(field, value, min, i64::MAX)
+}
+
+fn within(field: &str, value: Option<i64>, min: i64, max: i64) -> Result<()> {
     match value {
         Some(v) if v < min => Err(Error::invalid(field, format!("{v} is less than {min}"))),
+        Some(v) if v > max => Err(Error::invalid(field, format!("{v} is more than {max}"))),
         _ => Ok(()),
     }
 }
+
+/// The InferenceService's name: short enough for the names Skiff derives from it, and a DNS-1035 label.
+fn name(value: &str) -> Result<()> {
+    let length = value.chars().count();
+    if length > MAX_NAME_LENGTH {
+        return Err(Error::invalid("metadata.name", format!("{length} characters is too long; {}", name_limit())));
+    }
+    dns_label("metadata.name", value)
+}
+
+/// The limit on an InferenceService's name and why, as both this check and the CRD's rule say it.
+pub fn name_limit() -> String {
+    format!(
+        "the limit is {MAX_NAME_LENGTH} characters, so that revision names (<name>-predictor-00001) fit \
+         in {DNS_LABEL_MAX}"
+    )
+}
+
+/// What a DNS-1035 label is, as both this check and the CRD's rule say it.
+pub const DNS_1035: &str =
+    "lowercase letters, digits and '-', starting with a letter and ending with a letter or digit";
 
 /// A DNS-1035 label: lowercase letters, digits and '-', starting with a letter, at most 63 characters.
 fn dns_label(field: &str, value: &str) -> Result<()> {
     let bytes = value.as_bytes();
     let ok = !bytes.is_empty()
-        && bytes.len() <= 63
+        && bytes.len() <= DNS_LABEL_MAX
         && bytes[0].is_ascii_lowercase()
         && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[bytes.len() - 1] != b'-';
@@ -104,9 +148,7 @@ fn dns_label(field: &str, value: &str) -> Result<()> {
     } else {
         Err(Error::invalid(
             field,
-            format!(
-                "{value:?} is not a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, at most 63 characters)"
-            ),
+            format!("{value:?} is not a DNS-1035 label ({DNS_1035}, at most {DNS_LABEL_MAX} characters)"),
         ))
     }
 }

@@ -82,6 +82,35 @@ fn bounds_and_rules_are_in_the_schema() {
 }
 
 #[test]
+fn the_maxima_are_in_the_schema() {
+    let schema = schema();
+    let p = &schema["properties"]["spec"]["properties"]["predictor"]["properties"];
+    for (field, min, max) in [
+        ("minReplicas", 0.0, 1000.0),
+        ("maxReplicas", 0.0, 1000.0),
+        ("containerConcurrency", 0.0, 1000.0),
+        ("timeout", 1.0, 3600.0),
+        ("scaleTarget", 1.0, 100_000.0),
+    ] {
+        assert_eq!((&p[field]["minimum"], &p[field]["maximum"]), (&json!(min), &json!(max)), "{field}");
+    }
+}
+
+#[test]
+fn the_root_rules_bound_the_name_for_its_revision_names() {
+    let schema = schema();
+    assert_eq!(schema["properties"]["metadata"], json!({"type": "object", "properties": {"name": {"type": "string"}}}));
+    let rules = schema["x-kubernetes-validations"].as_array().unwrap();
+    assert_eq!(rules[0]["rule"], "self.metadata.name.size() <= 47");
+    assert_eq!(
+        rules[0]["message"],
+        "metadata.name is too long; the limit is 47 characters, so that revision names (<name>-predictor-00001) fit in 63"
+    );
+    assert!(rules[1]["rule"].as_str().unwrap().contains("matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"));
+    assert!(rules.iter().all(|r| r["fieldPath"] == ".metadata.name" && r["reason"] == "FieldValueInvalid"));
+}
+
+#[test]
 fn manifest_and_resource_convert_both_ways() {
     let manifest = InferenceService::from_yaml(IRIS).unwrap();
     let resource = InferenceServiceResource::from(&manifest);

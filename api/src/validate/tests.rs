@@ -88,6 +88,48 @@ fn every_rule_names_its_field() {
 }
 
 #[test]
+fn a_name_too_long_for_its_revision_names_is_refused_with_the_limit() {
+    assert_eq!(check(|i| i.metadata.name = "a".repeat(47)), "ok");
+    assert_eq!(
+        check(|i| i.metadata.name = "a".repeat(48)),
+        "metadata.name: 48 characters is too long; the limit is 47 characters, so that revision names \
+         (<name>-predictor-00001) fit in 63"
+    );
+    let sixty = check(|i| i.metadata.name = "a".repeat(60));
+    assert!(sixty.starts_with("metadata.name: 60 characters is too long; the limit is 47"), "{sixty}");
+    for bad in ["1iris", "iris-", "ir.is", "ir_is", ""] {
+        let got = check(|i| i.metadata.name = bad.into());
+        assert!(got.starts_with("metadata.name: ") && got.contains("is not a DNS-1035 label"), "{bad:?}: {got}");
+    }
+}
+
+/// A change to the predictor of the valid manifest.
+type PredictorEdit = fn(&mut PredictorSpec);
+
+#[test]
+fn every_bound_names_its_field_and_its_limit() {
+    let p = |edit: PredictorEdit| check(|i| edit(&mut i.spec.predictor));
+    let cases: [(PredictorEdit, &str); 10] = [
+        (|p| p.container_concurrency = Some(1000), "ok"),
+        (|p| p.container_concurrency = Some(1001), "spec.predictor.containerConcurrency: 1001 is more than 1000"),
+        (|p| p.timeout = Some(3600), "ok"),
+        (|p| p.timeout = Some(3601), "spec.predictor.timeout: 3601 is more than 3600"),
+        (|p| p.timeout = Some(i64::MAX), "spec.predictor.timeout: 9223372036854775807 is more than 3600"),
+        (|p| p.max_replicas = Some(1001), "spec.predictor.maxReplicas: 1001 is more than 1000"),
+        (
+            |p| (p.min_replicas, p.max_replicas) = (Some(1001), Some(0)),
+            "spec.predictor.minReplicas: 1001 is more than 1000",
+        ),
+        (|p| p.scale_target = Some(100_000), "ok"),
+        (|p| p.scale_target = Some(100_001), "spec.predictor.scaleTarget: 100001 is more than 100000"),
+        (|p| p.scale_target = Some(0), "spec.predictor.scaleTarget: 0 is less than 1"),
+    ];
+    for (edit, want) in cases {
+        assert_eq!(p(edit), want);
+    }
+}
+
+#[test]
 fn yaml_that_is_not_an_inference_service_is_a_parse_error() {
     let err = InferenceService::from_yaml("kind: Pod\nmetadata: {name: x}\n").unwrap_err().to_string();
     assert!(err.starts_with("not a valid InferenceService manifest"), "{err}");

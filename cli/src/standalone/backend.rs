@@ -128,6 +128,12 @@ fn millis(value: &AtomicU32) -> Option<u64> {
     }
 }
 
+/// A duration in whole milliseconds for the counters: at least 1 (0 means none yet), at most
+/// `u32::MAX` (49 days), never wrapped.
+fn elapsed_ms(duration: Duration) -> u32 {
+    u32::try_from(duration.as_millis().max(1)).unwrap_or(u32::MAX)
+}
+
 impl ReplicaBackend for LocalProcesses {
     fn scale(&self, revision: &RevisionKey, replicas: u32) {
         if let Some(handle) = self.lock().get(revision) {
@@ -220,9 +226,9 @@ impl Supervisor {
                     return Outcome::Other;
                 };
                 child.replica = Some(self.endpoints.replica(addr));
-                let ms = started.elapsed().as_millis().max(1) as u32;
+                let ms = elapsed_ms(started.elapsed());
                 self.counts.last_start_ms.store(ms, Ordering::Release);
-                let spawn_ms = listening.duration_since(started).as_millis().max(1) as u32;
+                let spawn_ms = elapsed_ms(listening.duration_since(started));
                 self.counts.last_spawn_ms.store(spawn_ms, Ordering::Release);
                 tracing::info!(revision = %self.revision, %addr, millis = ms, "replica ready");
                 self.publish(children);
@@ -245,7 +251,7 @@ impl Supervisor {
     fn publish(&self, children: &[Child]) {
         let ready: Vec<Arc<Replica>> =
             children.iter().filter(|c| !c.stopping).filter_map(|c| c.replica.clone()).collect();
-        self.counts.ready.store(ready.len() as u32, Ordering::Release);
+        self.counts.ready.store(u32::try_from(ready.len()).unwrap_or(u32::MAX), Ordering::Release);
         self.endpoints.set_ready(ready);
     }
 
@@ -360,6 +366,13 @@ mod tests {
     fn restart_backoff_doubles_to_a_cap() {
         let delays: Vec<u64> = (1..=9).map(|n| restart_backoff(n).as_millis() as u64).collect();
         assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
+    }
+
+    #[test]
+    fn durations_in_the_counters_saturate() {
+        assert_eq!(elapsed_ms(Duration::ZERO), 1);
+        assert_eq!(elapsed_ms(Duration::from_millis(1500)), 1500);
+        assert_eq!(elapsed_ms(Duration::from_secs(u64::MAX)), u32::MAX);
     }
 
     #[test]

@@ -37,6 +37,8 @@ struct Service {
     manifest: Manifest,
     rollout: Rollout,
     traffic: Vec<TrafficTarget>,
+    /// Every revision number is taken: changes are refused (and said once).
+    exhausted: bool,
 }
 
 /// Converges the data plane to a folder of manifests.
@@ -85,11 +87,26 @@ impl Controller {
                 manifest: manifest.clone(),
                 rollout: Rollout::default(),
                 traffic: Vec::new(),
+                exhausted: false,
             });
             service.manifest = manifest;
             let (name, namespace) =
                 (service.manifest.isvc.name().to_owned(), service.manifest.isvc.namespace().to_owned());
-            if let Some(revision) = service.rollout.apply(&name, RevisionTemplate::of(&service.manifest.isvc)) {
+            let applied = service.rollout.apply(&name, RevisionTemplate::of(&service.manifest.isvc));
+            let new_revision = match applied {
+                Ok(revision) => {
+                    service.exhausted = false;
+                    revision
+                }
+                Err(e) => {
+                    // The current revisions keep serving; say so once, not at every pass.
+                    if !std::mem::replace(&mut service.exhausted, true) {
+                        tracing::warn!(%namespace, error = %e, "no new revision");
+                    }
+                    None
+                }
+            };
+            if let Some(revision) = new_revision {
                 tracing::info!(%namespace, service = %name, %revision, "new revision");
                 let key = RevisionKey::new(namespace.as_str(), revision.as_str());
                 let initial_pods = provision(&self.plane, &self.config, &key, &service.manifest);
@@ -111,7 +128,8 @@ impl Controller {
             for revision in ready {
                 service.rollout.mark_ready(&revision);
             }
-            let canary = service.manifest.isvc.spec.predictor.canary_traffic_percent.map(|p| p as u32);
+            // Validation keeps it within 0..=100 (`read_folder`); the clamp makes the conversion total.
+            let canary = service.manifest.isvc.spec.predictor.canary_traffic_percent.map(percent);
             service.traffic = service.rollout.traffic(canary);
         }
         self.publish_routes();
@@ -176,7 +194,7 @@ impl Controller {
                                 .get(&key)
                                 .map(|e| e.ready().iter().map(|r| r.addr.to_string()).collect())
                                 .unwrap_or_default(),
-                            queued: self.plane.activator.stats(&key).queued as u64,
+                            queued: u64::try_from(self.plane.activator.stats(&key).queued).unwrap_or(u64::MAX),
                         }
                     })
                     .collect();
@@ -207,6 +225,11 @@ impl Controller {
     }
 }
 
+/// `canaryTrafficPercent` as the rollout takes it.
+fn percent(p: i64) -> u32 {
+    u32::try_from(p.clamp(0, 100)).unwrap_or(100)
+}
+
 fn timeout_of(manifest: &Manifest) -> Duration {
     request_timeout(&manifest.isvc.spec.predictor)
 }
@@ -217,7 +240,7 @@ fn provision(plane: &DataPlane, config: &UpConfig, key: &RevisionKey, manifest: 
     let predictor = &manifest.isvc.spec.predictor;
     let spec = RevisionSpec {
         key: key.clone(),
-        container_concurrency: predictor.container_concurrency.unwrap_or(0).max(0) as usize,
+        container_concurrency: predictor.container_concurrency.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
         timeout: timeout_of(manifest),
     };
     let model_dir = manifest.model_dir.to_string_lossy();
