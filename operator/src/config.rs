@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{ArgAction, Parser};
 
 use crate::error::{Error, Result};
+use crate::leader::Timing;
 use crate::telemetry::LogFormat;
 
 /// Command line of `skiff-controller`.
@@ -103,11 +104,23 @@ impl Settings {
     pub fn lease_renew(&self) -> Duration {
         Duration::from_secs(self.lease_renew_secs)
     }
+
+    /// The leader election's timing: the Lease, the renew deadline (two thirds of the Lease, as
+    /// client-go's 10 s of 15 s: a leader that has not renewed by then steps down, a third of the
+    /// Lease before another replica may take it), and the time between rounds.
+    pub fn lease_timing(&self) -> Timing {
+        let lease = self.lease_duration();
+        Timing { lease, renew_deadline: lease * 2 / 3, retry: self.lease_renew() }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
 
     #[test]
     fn defaults_are_valid_and_ranges_are_checked() {
@@ -118,6 +131,12 @@ mod tests {
         assert!(!off.leader_elect);
         let bad = Settings::parse_from(["skiff-controller", "--lease-renew-secs", "10"]);
         assert!(bad.validate().unwrap_err().to_string().contains("at most half"));
+        let timing = ok.lease_timing();
+        assert_eq!((timing.lease, timing.renew_deadline, timing.retry), (secs(15), secs(10), secs(5)));
+        let e2e = Settings::parse_from(["skiff-controller", "--lease-duration-secs", "6", "--lease-renew-secs", "3"]);
+        e2e.validate().unwrap();
+        let timing = e2e.lease_timing();
+        assert!(timing.retry < timing.renew_deadline && timing.renew_deadline < timing.lease, "{timing:?}");
         assert!(ok.identity().contains('_'));
     }
 }

@@ -1,8 +1,10 @@
 //! The I/O shell around [`crate::plan`], after kube-rs' `controller-rs`: [`reconcile`] reads the
 //! children of one InferenceService (a consistent list by label, not a cache), plans, and writes
-//! by server-side apply under one field manager; [`error_policy`] requeues; [`run`] wires the
-//! watches (InferenceServices, their Deployments and Services, the platform ConfigMap) and, with
-//! leader election, reconciles only while this replica holds the Lease.
+//! by server-side apply under one field manager; a spec that cannot be realised (refused by the
+//! plan, or by the API server when its children are applied) is written to the status and fails
+//! the reconcile; [`error_policy`] requeues with a per-object back-off ([`crate::backoff`]);
+//! [`run`] wires the watches (InferenceServices, their Deployments and Services, the platform
+//! ConfigMap) and, with leader election, reconciles only while this replica holds the Lease.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -27,12 +29,13 @@ use skiff_api::{InferenceServiceResource, InferenceServiceStatus};
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::AutoscalerGate;
+use crate::backoff::Backoff;
 use crate::config::Settings;
 use crate::error::{Error, Result};
 use crate::freshness::Replaced;
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::plan::{Inputs, Plan, plan};
+use crate::plan::{Inputs, Plan, plan, refused};
 use crate::platform::{CONFIG_MAP, Platform};
 
 /// Periodic re-check of an InferenceService that nothing changed (writes nothing when all is right).
@@ -54,6 +57,8 @@ pub struct Context {
     pub retiring: Retiring,
     /// How long a revision without traffic is kept before it is collected.
     pub retention: Duration,
+    /// Failures in a row per InferenceService, for the retry back-off.
+    pub backoff: Backoff,
 }
 
 /// Revisions that lost their traffic and since when. One is collected only after the retention
@@ -99,6 +104,7 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     if isvc.meta().deletion_timestamp.is_some() {
         // Children go with the owner references.
         ctx.replaced.forget(&uid);
+        ctx.backoff.succeed(&uid);
         return Ok(Action::await_change());
     }
     if ctx.replaced.is_stale(&uid, &version) {
@@ -114,22 +120,33 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         futures::try_join!(deployments.list(&children), services.list(&children))?;
     let platform = ctx.platform()?;
     let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let plan = plan(Inputs {
+    let inputs = Inputs {
         isvc: &isvc,
         deployments: &observed_deployments.items,
         services: &observed_services.items,
         platform: &platform,
         now: &now,
-    });
+    };
+    let mut plan = plan(inputs);
 
     // New children first, then the status that routes to them, and only then (after the retention
-    // period) the revisions that lost their traffic.
-    apply_children(&plan, &deployments, &services, &ctx.metrics).await?;
+    // period) the revisions that lost their traffic. Children the API server refuses make the
+    // spec unrealisable, as the plan's own refusals do.
+    match apply_children(&plan, &deployments, &services, &ctx.metrics).await {
+        Err(Error::Kube(kube::Error::Api(e))) if invalid_child(e.code) => {
+            plan = refused(inputs, format!("the API server refused a child of this InferenceService: {}", e.message));
+        }
+        other => other?,
+    }
     if let Some(status) = &plan.status
         && !write_status(&ctx, &isvc, status).await?
     {
         return Ok(Action::requeue(CONFLICT_RETRY));
     }
+    if let Some(why) = plan.refused {
+        return Err(Error::Spec(why));
+    }
+    ctx.backoff.succeed(&uid);
     let (due, next) = ctx.retiring.due(&uid, &plan.delete, ctx.retention);
     let collections = due.iter().map(|revision| collect(&deployments, &services, revision, &ctx.metrics));
     futures::future::try_join_all(collections).await?;
@@ -213,15 +230,28 @@ where
     }
 }
 
-/// Requeues a failed reconcile: soon after a write conflict (a fresher copy is on its way), later otherwise.
+/// Whether an API status code from applying a child means that the child itself is invalid (422:
+/// the spec cannot be realised as written), not that the API server is unwell.
+fn invalid_child(code: u16) -> bool {
+    code == 422
+}
+
+/// Requeues a failed reconcile: soon after a write conflict (a fresher copy is on its way), else
+/// after the InferenceService's back-off, which grows with each failure in a row (a change of the
+/// object or of the platform ConfigMap reconciles it at once anyway).
 pub fn error_policy(isvc: Arc<InferenceServiceResource>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.failure(error);
     if error.kind() == "conflict" {
         tracing::debug!(isvc = %isvc.name_any(), %error, "conflict; retrying");
         return Action::requeue(CONFLICT_RETRY);
     }
-    tracing::warn!(namespace = ?isvc.namespace(), isvc = %isvc.name_any(), %error, "reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+    let retry = ctx.backoff.fail(&isvc.uid().unwrap_or_default(), std::time::Instant::now());
+    let (namespace, name) = (isvc.namespace().unwrap_or_default(), isvc.name_any());
+    match error {
+        Error::Spec(_) => tracing::info!(%namespace, isvc = %name, %error, ?retry, "spec cannot be realised"),
+        _ => tracing::warn!(%namespace, isvc = %name, %error, ?retry, "reconcile failed"),
+    }
+    Action::requeue(retry)
 }
 
 /// Runs the controller, and the autoscaler beside it (its API published through `autoscaler`),
@@ -235,17 +265,13 @@ pub async fn run(
 ) -> Result<()> {
     let elector = settings.leader_elect.then(|| {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.namespace);
-        Elector::new(
-            leases,
-            &settings.lease_name,
-            settings.identity(),
-            settings.lease_duration(),
-            settings.lease_renew(),
-        )
+        Elector::new(leases, &settings.namespace, &settings.lease_name, settings.identity(), settings.lease_timing())
     });
+    let mut term = None;
     if let Some(elector) = &elector {
         tracing::info!(lease = %settings.lease_name, namespace = %settings.namespace, "waiting for the leader lease");
-        if elector.acquire(&stop).await.is_none() {
+        term = elector.acquire(&stop).await;
+        if term.is_none() {
             return Ok(());
         }
     }
@@ -255,7 +281,12 @@ pub async fn run(
     let result = tokio::select! {
         () = reconcile_all(client, settings, metrics.clone(), stop.clone()) => Ok(()),
         () = scaling => Ok(()),
-        lost = async { match &elector { Some(e) => e.keep().await, None => std::future::pending().await } } => Err(lost),
+        lost = async {
+            match (&elector, term) {
+                (Some(e), Some(started)) => e.keep(started).await,
+                _ => std::future::pending().await,
+            }
+        } => Err(lost),
     };
     metrics.leader.set(0);
     if let Some(elector) = &elector
@@ -292,6 +323,7 @@ async fn reconcile_all(client: Client, settings: &Settings, metrics: Arc<Metrics
         replaced: Replaced::default(),
         retiring: Retiring::default(),
         retention: settings.revision_retention(),
+        backoff: Backoff::default(),
     });
     tracing::info!(concurrency = settings.concurrency, "controller started");
     Controller::new(Api::<InferenceServiceResource>::all(client.clone()), watcher::Config::default())

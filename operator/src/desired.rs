@@ -34,8 +34,6 @@ pub const QUEUE_PROXY: &str = "queue-proxy";
 /// Seconds a model pod keeps serving after SIGTERM, readiness off, so that routers and activators
 /// see it leave its EndpointSlice before it closes its listener.
 const SHUTDOWN_DELAY_SECS: u32 = 3;
-/// The non-root user model pods run as by default.
-const RUN_AS_USER: i64 = 65532;
 /// KServe's name for the serving container.
 pub const CONTAINER_NAME: &str = "kserve-container";
 /// KServe's name for the volume the model is provided in.
@@ -243,17 +241,10 @@ fn stamp<S: serde::Serialize>(meta: &mut ObjectMeta, spec: &S) {
 }
 
 /// The pod: the user's pod-level fields, then the model server, or the custom container behind
-/// the queue-proxy; a restricted-profile security context unless the user gave one.
+/// the queue-proxy; the restricted profile under every security context ([`security`]).
 fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platform) -> Result<PodSpec, String> {
     let mut pod: PodSpec = from_fields(&predictor.other, &POD_FIELDS, "spec.predictor")?;
     pod.enable_service_links.get_or_insert(false);
-    if pod.security_context.is_none() {
-        pod.security_context = serde_json::from_value(json!({
-            "runAsNonRoot": true, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        }))
-        .ok();
-    }
     if let Some(model) = &predictor.model {
         pod.automount_service_account_token.get_or_insert(false);
         model_server(&revision.service, model, predictor, platform, &mut pod)?;
@@ -269,6 +260,7 @@ fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platfo
             framework.unwrap_or(&"model")
         ));
     }
+    security::harden(&mut pod).map_err(|e| format!("spec.predictor.{e}"))?;
     Ok(pod)
 }
 
@@ -291,6 +283,13 @@ fn model_server(
     }
     let uri = model.storage_uri.as_deref().unwrap_or_default();
     let source = storage::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
+    if matches!(source, ModelSource::HostPath(_)) && !platform.allow_host_path {
+        return Err(format!(
+            "spec.predictor.model.storageUri: {uri}: file:// (a directory of the node, as a hostPath volume) is \
+             refused on this cluster: inferenceservice-config key skiff sets allowHostPath to false; use pvc:// or \
+             a scheme the storage initializer downloads"
+        ));
+    }
     let dir = platform.model_dir.clone();
     let mut container: Container = from_fields(&model.other, &MODEL_CONTAINER_FIELDS, "spec.predictor.model")?;
     container.name = CONTAINER_NAME.into();
@@ -320,18 +319,24 @@ fn model_server(
             mount((!path.is_empty()).then_some(path)),
         ),
         ModelSource::Download(uri) => {
-            pod.init_containers.get_or_insert_with(Vec::new).push(Container {
+            let mut init = Container {
                 name: "storage-initializer".into(),
                 image: Some(platform.storage_initializer_image.clone()),
                 args: Some(vec![uri, dir.clone()]),
                 volume_mounts: Some(vec![VolumeMount { read_only: None, ..mount(None) }]),
                 ..Container::default()
-            });
+            };
+            security::read_only_root(&mut init)?;
+            security::scratch_home(&mut init);
+            pod.init_containers.get_or_insert_with(Vec::new).push(init);
             (volume(json!({"emptyDir": {}})), mount(None))
         }
     };
     pod.volumes.get_or_insert_with(Vec::new).push(volume);
     container.volume_mounts.get_or_insert_with(Vec::new).push(mount);
+    // After the model's mount: a node agent that binds mounts in order resolves the model's host
+    // path before `/tmp` is covered.
+    security::read_only_root(&mut container).map_err(|e| format!("spec.predictor.model.{e}"))?;
     pod.containers = vec![container];
     Ok(())
 }
@@ -442,5 +447,6 @@ fn from_fields<T: serde::de::DeserializeOwned + Default>(
     serde_json::from_value(Value::Object(picked)).map_err(|e| format!("{at}: {e}"))
 }
 
+mod security;
 #[cfg(test)]
 mod tests;

@@ -1,62 +1,111 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease, so that two replicas never reconcile
-//! at once: a pure decision ([`decide`]) on the Lease as read, and a small shell that creates,
-//! takes and renews it with optimistic concurrency (the write carries the resourceVersion read).
-//! A leader that cannot renew in time, or finds another holder, stops (the process exits and is
-//! restarted), as controller-runtime does.
+//! at once, done as client-go's `leaderelection` does it:
+//!
+//! - **No clock is compared with another machine's.** A candidate judges a Lease held by another
+//!   replica expired only when the Lease (its resourceVersion and spec) has stayed the same for
+//!   the Lease's `leaseDurationSeconds`, measured on the candidate's own monotonic clock from the
+//!   moment it first read it in that state ([`Observer`]). `renewTime` is written for people and
+//!   tools; it is never compared with this replica's clock.
+//! - **A leader steps down before anyone may take over.** Each round (read, then write with the
+//!   resourceVersion read, so a concurrent writer gets 409) has a deadline. The leader's is its
+//!   renew deadline ([`Elector::new`]: shorter than the Lease), counted from the start of its last
+//!   successful renewal; a hung API call or a run of failures reaches it, and the leader stops
+//!   ([`Elector::keep`] returns, the process exits and is restarted, as controller-runtime does).
+//!   Another replica saw that renewal no earlier than it started, and waits a whole Lease after
+//!   that, so it cannot take over while this one still acts.
+//!
+//! A pure core ([`Observer::decide`], [`next_spec`], [`missing_namespace`]) and a thin shell
+//! ([`Elector`] over [`LeaseApi`], which kube's `Api<Lease>` implements).
 
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
+use tokio::time::{Instant, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 
 /// What to do with the Lease as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// There is none: create it, held by us.
     Create,
-    /// Nobody holds it, or the holder let it expire: take it.
+    /// Nobody holds it, or the holder has not renewed it for a whole Lease: take it.
     Take,
     /// We hold it: renew it.
     Renew,
-    /// Someone else holds it and it is fresh.
+    /// Someone else holds it, and it changed less than a Lease ago (by our clock).
     Wait,
 }
 
-/// Decides from the Lease's spec (`None`: no Lease), who we are and the time.
-pub fn decide(lease: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
-    let Some(spec) = lease else { return Decision::Create };
-    match spec.holder_identity.as_deref() {
-        Some(holder) if holder == me => Decision::Renew,
-        None | Some("") => Decision::Take,
-        Some(_) => {
-            let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
-            let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
-            match renewed {
-                Some(renewed) if renewed.saturating_add(duration).is_ok_and(|end| end > now) => Decision::Wait,
-                _ => Decision::Take,
+/// The Lease as read: what changes with every write to it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Record {
+    /// `metadata.resourceVersion`.
+    pub version: Option<String>,
+    /// `spec`.
+    pub spec: LeaseSpec,
+}
+
+impl Record {
+    /// The record of a Lease object.
+    pub fn of(lease: &Lease) -> Record {
+        Record { version: lease.metadata.resource_version.clone(), spec: lease.spec.clone().unwrap_or_default() }
+    }
+}
+
+/// What this replica has seen of the Lease: the last record, and when (on this replica's
+/// monotonic clock) it first saw the Lease in that state.
+#[derive(Debug, Clone, Default)]
+pub struct Observer {
+    seen: Option<(Record, Instant)>,
+}
+
+impl Observer {
+    /// Notes `current` (`None`: there is no Lease) as read at `now`, and decides. A Lease another
+    /// replica holds counts as expired once it has not changed for its `leaseDurationSeconds`
+    /// since this replica first saw it so.
+    pub fn decide(&mut self, current: Option<&Record>, me: &str, now: Instant) -> Decision {
+        let Some(record) = current else {
+            self.seen = None;
+            return Decision::Create;
+        };
+        let since = match &self.seen {
+            Some((seen, at)) if seen == record => *at,
+            _ => now,
+        };
+        self.seen = Some((record.clone(), since));
+        match record.spec.holder_identity.as_deref() {
+            Some(holder) if holder == me => Decision::Renew,
+            None | Some("") => Decision::Take,
+            Some(_) => {
+                let seconds = record.spec.lease_duration_seconds.unwrap_or(0);
+                let duration = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+                if now.saturating_duration_since(since) >= duration { Decision::Take } else { Decision::Wait }
             }
         }
     }
 }
 
-/// The Lease's spec after `decision` (for `Create`, `Take` and `Renew`).
+/// The Lease's spec after `decision` (for `Create`, `Take` and `Renew`); `now` is the wall-clock
+/// time written for people and tools (never compared).
 pub fn next_spec(
     old: Option<&LeaseSpec>,
-    decision: &Decision,
+    decision: Decision,
     me: &str,
     now: Timestamp,
     duration: Duration,
 ) -> LeaseSpec {
     let mut spec = old.cloned().unwrap_or_default();
-    if *decision != Decision::Renew {
-        if *decision == Decision::Take {
-            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    if decision != Decision::Renew {
+        if decision == Decision::Take {
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
         }
         spec.acquire_time = Some(MicroTime(now));
     }
@@ -66,42 +115,93 @@ pub fn next_spec(
     spec
 }
 
-/// The Lease shell.
-pub struct Elector {
-    api: Api<Lease>,
-    name: String,
-    me: String,
-    duration: Duration,
-    renew: Duration,
+/// Whether a failed call says that the namespace itself does not exist (creating a Lease there
+/// answers 404 with details of kind `namespaces`).
+pub fn missing_namespace(error: &Error) -> bool {
+    matches!(error, Error::Kube(kube::Error::Api(status))
+        if status.code == 404 && status.details.as_ref().is_some_and(|d| d.kind == "namespaces"))
 }
 
-impl Elector {
-    /// An elector for Lease `name` in `api`'s namespace.
-    pub fn new(api: Api<Lease>, name: &str, me: String, duration: Duration, renew: Duration) -> Elector {
-        Elector { api, name: name.to_owned(), me, duration, renew }
+/// The Lease calls the elector makes: kube's `Api<Lease>`, or a fake in tests.
+pub trait LeaseApi: Send + Sync {
+    /// The Lease `name`, `None` when there is none.
+    fn get(&self, name: &str) -> impl Future<Output = Result<Option<Lease>>> + Send;
+    /// Creates `lease`; fails if it exists.
+    fn create(&self, lease: &Lease) -> impl Future<Output = Result<()>> + Send;
+    /// Replaces `lease`, on the condition that its resourceVersion is still the stored one.
+    fn replace(&self, lease: &Lease) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl LeaseApi for Api<Lease> {
+    async fn get(&self, name: &str) -> Result<Option<Lease>> {
+        Ok(self.get_opt(name).await?)
     }
 
-    /// One round: read, decide, write. True when we hold the Lease afterwards.
-    async fn round(&self) -> Result<bool> {
-        let current = self.api.get_opt(&self.name).await?;
-        let now = Timestamp::now();
-        let decision = decide(current.as_ref().and_then(|l| l.spec.as_ref()), &self.me, now);
-        if decision == Decision::Wait {
+    async fn create(&self, lease: &Lease) -> Result<()> {
+        Api::create(self, &PostParams::default(), lease).await?;
+        Ok(())
+    }
+
+    async fn replace(&self, lease: &Lease) -> Result<()> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        Api::replace(self, &name, &PostParams::default(), lease).await?;
+        Ok(())
+    }
+}
+
+/// Timing of the election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// How long the Lease lasts without renewal (written in it for the others).
+    pub lease: Duration,
+    /// How long the leader may go without a successful renewal before it steps down; shorter than `lease`.
+    pub renew_deadline: Duration,
+    /// The time between rounds, for the leader and for the candidates; shorter than `renew_deadline`.
+    pub retry: Duration,
+}
+
+/// The Lease shell.
+pub struct Elector<A: LeaseApi = Api<Lease>> {
+    api: A,
+    name: String,
+    namespace: String,
+    me: String,
+    timing: Timing,
+    observer: Mutex<Observer>,
+}
+
+impl<A: LeaseApi> Elector<A> {
+    /// An elector for the Lease `name` in `namespace` (where `api` points).
+    pub fn new(api: A, namespace: &str, name: &str, me: String, timing: Timing) -> Elector<A> {
+        Elector {
+            api,
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            me,
+            timing,
+            observer: Mutex::new(Observer::default()),
+        }
+    }
+
+    /// One round: read, decide, write. True when we hold the Lease afterwards. A leader
+    /// (`leading`) never takes a Lease someone else holds: it has lost it.
+    async fn round(&self, leading: bool) -> Result<bool> {
+        let current = self.api.get(&self.name).await?;
+        let record = current.as_ref().map(Record::of);
+        let decision = self.observer.lock().expect("observer lock").decide(record.as_ref(), &self.me, Instant::now());
+        if decision == Decision::Wait || (leading && decision == Decision::Take) {
             return Ok(false);
         }
-        let spec = next_spec(current.as_ref().and_then(|l| l.spec.as_ref()), &decision, &self.me, now, self.duration);
+        let old = record.as_ref().map(|r| &r.spec);
+        let spec = next_spec(old, decision, &self.me, Timestamp::now(), self.timing.lease);
         match current {
             None => {
-                let lease = Lease {
-                    metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
-                    spec: Some(spec),
-                };
-                self.api.create(&PostParams::default(), &lease).await?;
+                let metadata = ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() };
+                self.api.create(&Lease { metadata, spec: Some(spec) }).await?;
             }
             Some(mut lease) => {
                 lease.spec = Some(spec);
-                // Carries the resourceVersion read: a concurrent writer makes this fail with 409.
-                self.api.replace(&self.name, &PostParams::default(), &lease).await?;
+                self.api.replace(&lease).await?;
             }
         }
         if decision != Decision::Renew {
@@ -110,90 +210,89 @@ impl Elector {
         Ok(true)
     }
 
-    /// Waits until we hold the Lease; `None` if `stop` is cancelled first.
-    pub async fn acquire(&self, stop: &CancellationToken) -> Option<()> {
+    /// Waits until we hold the Lease; returns when the winning round started (the start of the
+    /// term, for [`Elector::keep`]), or `None` if `stop` is cancelled first. Every round is bounded
+    /// by the renew deadline; every failure is logged, a missing namespace as an error naming it.
+    pub async fn acquire(&self, stop: &CancellationToken) -> Option<Instant> {
         loop {
-            match self.round().await {
-                Ok(true) => return Some(()),
-                Ok(false) => tracing::debug!(lease = %self.name, "another replica leads; waiting"),
-                Err(e) => tracing::debug!(lease = %self.name, error = %e, "lease round failed"),
+            let started = Instant::now();
+            match timeout(self.timing.renew_deadline, self.round(false)).await {
+                Ok(Ok(true)) => return Some(started),
+                Ok(Ok(false)) => tracing::debug!(lease = %self.name, "another replica leads; waiting"),
+                Ok(Err(e)) => self.report(&e),
+                Err(_) => {
+                    tracing::warn!(lease = %self.name, limit = ?self.timing.renew_deadline, "lease round timed out")
+                }
             }
             tokio::select! {
                 () = stop.cancelled() => return None,
-                () = tokio::time::sleep(self.renew) => {}
+                () = tokio::time::sleep(self.timing.retry) => {}
             }
         }
     }
 
-    /// Renews until a renewal fails for longer than two thirds of the Lease, or another holder shows
-    /// up; returns the reason. Runs until then (cancel by dropping the future).
-    pub async fn keep(&self) -> Error {
-        let mut last = tokio::time::Instant::now();
+    /// Renews every `retry` from a term that started at `renewed`, until a renewal has not
+    /// succeeded within the renew deadline of the last successful one (a hung call included), or
+    /// another holder shows up; returns the reason. Runs until then (cancel by dropping the future).
+    pub async fn keep(&self, mut renewed: Instant) -> Error {
         loop {
-            tokio::time::sleep(self.renew).await;
-            match self.round().await {
-                Ok(true) => last = tokio::time::Instant::now(),
-                Ok(false) => return Error::LostLease(format!("{} (another replica holds it)", self.name)),
-                Err(e) => {
-                    tracing::warn!(lease = %self.name, error = %e, "lease renewal failed");
-                    if last.elapsed() > self.duration * 2 / 3 {
-                        return Error::LostLease(format!("{} (not renewed in time: {e})", self.name));
-                    }
+            tokio::time::sleep(self.timing.retry).await;
+            let deadline = renewed + self.timing.renew_deadline;
+            let started = Instant::now();
+            let outcome = if started < deadline { timeout_at(deadline, self.round(true)).await.ok() } else { None };
+            match outcome {
+                Some(Ok(true)) => renewed = started,
+                Some(Ok(false)) => return Error::LostLease(format!("{} (another replica holds it)", self.name)),
+                Some(Err(e)) => self.report(&e),
+                None => {
+                    return Error::LostLease(format!(
+                        "{} (not renewed within the renew deadline of {:?}; stepping down before it expires)",
+                        self.name, self.timing.renew_deadline
+                    ));
                 }
             }
         }
     }
 
-    /// Gives the Lease up (on shutdown) so that another replica takes over at once.
+    /// Gives the Lease up (on shutdown) so that another replica takes over at once; bounded by the
+    /// renew deadline.
     pub async fn release(&self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else { return };
+        if timeout(self.timing.renew_deadline, self.give_up()).await.is_err() {
+            tracing::warn!(lease = %self.name, "could not release the lease in time");
+        }
+    }
+
+    async fn give_up(&self) {
+        let Ok(Some(mut lease)) = self.api.get(&self.name).await else { return };
         let Some(spec) = lease.spec.as_mut() else { return };
         if spec.holder_identity.as_deref() != Some(&self.me) {
             return;
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        if let Err(e) = self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        if let Err(e) = self.api.replace(&lease).await {
             tracing::warn!(lease = %self.name, error = %e, "could not release the lease");
+        }
+    }
+
+    /// Logs a failed round: a missing namespace as an error that names it, a lost race (409) as
+    /// debug, anything else as a warning.
+    fn report(&self, error: &Error) {
+        if missing_namespace(error) {
+            tracing::error!(
+                namespace = %self.namespace,
+                lease = %self.name,
+                "namespace {} does not exist: the leader Lease cannot be created, so this controller \
+                 does nothing; create the namespace, or run with --namespace (POD_NAMESPACE) set to one that exists",
+                self.namespace
+            );
+        } else if error.kind() == "conflict" {
+            tracing::debug!(lease = %self.name, %error, "lost a race for the lease");
+        } else {
+            tracing::warn!(lease = %self.name, %error, "lease round failed");
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap()
-    }
-
-    fn held_by(holder: &str, renewed: i64) -> LeaseSpec {
-        LeaseSpec {
-            holder_identity: Some(holder.into()),
-            lease_duration_seconds: Some(15),
-            renew_time: Some(MicroTime(at(renewed))),
-            ..LeaseSpec::default()
-        }
-    }
-
-    #[test]
-    fn decisions() {
-        assert_eq!(decide(None, "a", at(0)), Decision::Create);
-        assert_eq!(decide(Some(&held_by("a", 0)), "a", at(100)), Decision::Renew);
-        assert_eq!(decide(Some(&held_by("b", 0)), "a", at(10)), Decision::Wait);
-        assert_eq!(decide(Some(&held_by("b", 0)), "a", at(16)), Decision::Take, "expired");
-        assert_eq!(decide(Some(&LeaseSpec::default()), "a", at(0)), Decision::Take, "released");
-    }
-
-    #[test]
-    fn taking_counts_a_transition_and_renewing_keeps_the_acquire_time() {
-        let taken = next_spec(Some(&held_by("b", 0)), &Decision::Take, "a", at(20), Duration::from_secs(15));
-        assert_eq!(taken.holder_identity.as_deref(), Some("a"));
-        assert_eq!(taken.lease_transitions, Some(1));
-        assert_eq!(taken.acquire_time, Some(MicroTime(at(20))));
-        let renewed = next_spec(Some(&taken), &Decision::Renew, "a", at(25), Duration::from_secs(15));
-        assert_eq!(renewed.acquire_time, Some(MicroTime(at(20))));
-        assert_eq!(renewed.renew_time, Some(MicroTime(at(25))));
-        assert_eq!(renewed.lease_transitions, Some(1));
-    }
-}
+mod tests;

@@ -8,11 +8,12 @@
 //! ([`revisions`] reads the bookkeeping back from labels and annotations, [`desired`] builds the
 //! children, [`status`] the status, [`platform`] reads the `inferenceservice-config` ConfigMap,
 //! [`leader`] decides on the Lease); [`controller`] does the reads and writes ([`freshness`] skips
-//! stale cached copies), [`metrics`],
+//! stale cached copies, [`backoff`] spaces the retries of failed ones), [`metrics`],
 //! [`admin`] and [`telemetry`] make it observable.
 
 pub mod admin;
 pub mod autoscaler;
+pub mod backoff;
 pub mod config;
 pub mod controller;
 pub mod desired;

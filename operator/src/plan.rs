@@ -14,11 +14,12 @@ use kube::{Resource, ResourceExt};
 use skiff_api::InferenceServiceResource;
 use skiff_api::InferenceServiceStatus;
 use skiff_api::labels::FIELD_MANAGER;
-use skiff_api::revision::{RevisionTemplate, revision_name};
+use skiff_api::revision::{PREDICTOR, RevisionTemplate, next_number, revision_name};
 use skiff_api::scaling::{ScalingInputs, scaling_spec};
 use skiff_api::serving::revision_ready;
 use skiff_api::status::Replicas;
 use skiff_api::traffic::{RolledOut, split};
+use skiff_api::validate::validate;
 
 use crate::desired::{self, Record, RevisionRef, Serving};
 use crate::platform::Platform;
@@ -51,6 +52,8 @@ pub struct Plan {
     pub delete: Vec<String>,
     /// The status to write; `None` when the stored one is already right.
     pub status: Option<InferenceServiceStatus>,
+    /// Why the spec cannot be realised, as the status says; `None` when it can.
+    pub refused: Option<String>,
 }
 
 /// The latest revision: observed, or to be created in this pass.
@@ -75,13 +78,11 @@ pub fn plan(input: Inputs) -> Plan {
     let revisions = observe(input.deployments, &owner.uid);
     let mut plan = Plan::default();
 
-    let refuse = |message: String| {
-        let status = status::refused(&old, isvc.metadata.generation, urls.clone(), message, input.now);
-        Plan { status: (isvc.status.as_ref() != Some(&status)).then_some(status), ..Plan::default() }
-    };
-    let scaling = match scaling_spec(&manifest, &input.platform.autoscaler) {
+    // The same checks as `skiff up` (and the CRD), against this cluster's autoscaler settings.
+    let checked = validate(&manifest, &input.platform.autoscaler);
+    let scaling = match checked.and_then(|()| scaling_spec(&manifest, &input.platform.autoscaler)) {
         Ok(scaling) => scaling,
-        Err(e) => return refuse(e.to_string()),
+        Err(e) => return refused(input, e.to_string()),
     };
     let template_hash = crate::hash::of(&RevisionTemplate::of(&manifest));
     let old_predictor = old.predictor().cloned().unwrap_or_default();
@@ -100,10 +101,13 @@ pub fn plan(input: Inputs) -> Plan {
         },
         _ => {
             let seen = old_predictor.latest_created_revision.as_deref().and_then(revision_number);
-            let number = revisions.last().map(|r| r.number).max(seen).unwrap_or(0) + 1;
+            let number = match next_number(&name, revisions.last().map(|r| r.number).max(seen).unwrap_or(0)) {
+                Ok(number) => number,
+                Err(e) => return refused(input, e.to_string()),
+            };
             let initial_scale = scaling.initial_pods();
             Latest {
-                name: revision_name(&name, "predictor", number),
+                name: revision_name(&name, PREDICTOR, number),
                 number,
                 ready: revision_ready(false, initial_scale),
                 observed: None,
@@ -131,7 +135,7 @@ pub fn plan(input: Inputs) -> Plan {
     let wanted = desired::deployment(&latest_ref, &owner, &manifest.spec.predictor, &record, replicas, input.platform);
     let wanted = match wanted {
         Ok(d) => d,
-        Err(message) => return refuse(message),
+        Err(message) => return refused(input, message),
     };
     if existing.is_none_or(|d| desired::applied_hash(&d.metadata) != desired::applied_hash(&wanted.metadata)) {
         plan.deployments.push(wanted.clone());
@@ -143,7 +147,8 @@ pub fn plan(input: Inputs) -> Plan {
         latest: exists(&old_predictor.latest_rolledout_revision),
         previous: old_predictor.previous_rolledout_revision.clone(),
     };
-    let canary = manifest.spec.predictor.canary_traffic_percent.map(|p| p.clamp(0, 100) as u32);
+    // Validated within 0..=100; the clamp makes the conversion total.
+    let canary = manifest.spec.predictor.canary_traffic_percent.map(|p| u32::try_from(p.clamp(0, 100)).unwrap_or(100));
     let traffic = split(&latest.name, latest.ready, &mut rolled_out, canary);
     let keep: BTreeSet<&str> = traffic.iter().map(|t| t.revision_name.as_str()).chain([latest.name.as_str()]).collect();
     plan.delete = revisions.iter().filter(|r| !keep.contains(r.name.as_str())).map(|r| r.name.clone()).collect();
@@ -212,6 +217,21 @@ pub fn plan(input: Inputs) -> Plan {
     let status = status::compute(&observation, input.now);
     plan.status = (isvc.status.as_ref() != Some(&status)).then_some(status);
     plan
+}
+
+/// The plan for a spec that cannot be realised: nothing applied or deleted (the revisions there keep
+/// serving), and the status says why (`Ready` False, reason `InvalidSpec`, `message`).
+pub fn refused(input: Inputs, message: String) -> Plan {
+    let isvc = input.isvc;
+    let (name, namespace) = (isvc.name_any(), isvc.namespace().unwrap_or_default());
+    let urls = Urls::new(&name, &namespace, input.platform);
+    let old = isvc.status.clone().unwrap_or_default();
+    let status = status::refused(&old, isvc.metadata.generation, urls, message.clone(), input.now);
+    Plan {
+        status: (isvc.status.as_ref() != Some(&status)).then_some(status),
+        refused: Some(message),
+        ..Plan::default()
+    }
 }
 
 /// The revision that takes the stable share serves: it has an available replica, or it was scaled

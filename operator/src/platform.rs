@@ -3,8 +3,9 @@
 //!
 //! - `ingress`: `{"ingressDomain": "example.com", "urlScheme": "http"}` (the URL in the status),
 //! - `storageInitializer`: `{"image": "..."}` (downloads models that are not `file://` or `pvc://`),
-//! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "modelDir": "/mnt/models"}` (the
-//!   model server, the queue-proxy sidecar of custom containers),
+//! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "modelDir": "/mnt/models",
+//!   "allowHostPath": true}` (the model server, the queue-proxy sidecar of custom containers, and
+//!   whether `storageUri: file://` may mount a directory of the node),
 //! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings (read live by
 //!   the autoscaler, and for the initial scale of a new revision).
 //!
@@ -47,6 +48,8 @@ pub struct Platform {
     pub model_dir: String,
     /// Knative autoscaler defaults, for the initial scale of a revision.
     pub autoscaler: AutoscalerConfig,
+    /// Whether `storageUri: file://` (a hostPath volume on the node) is served; `false` refuses it.
+    pub allow_host_path: bool,
 }
 
 impl Default for Platform {
@@ -59,6 +62,7 @@ impl Default for Platform {
             queue_proxy_image: DEFAULT_QUEUE_PROXY_IMAGE.to_owned(),
             model_dir: DEFAULT_MODEL_DIR.to_owned(),
             autoscaler: AutoscalerConfig::default(),
+            allow_host_path: true,
         }
     }
 }
@@ -81,6 +85,7 @@ struct Skiff {
     server_image: Option<String>,
     queue_proxy_image: Option<String>,
     model_dir: Option<String>,
+    allow_host_path: Option<bool>,
 }
 
 impl Platform {
@@ -99,6 +104,7 @@ impl Platform {
             set(&mut platform.server_image, skiff.server_image);
             set(&mut platform.queue_proxy_image, skiff.queue_proxy_image);
             set(&mut platform.model_dir, skiff.model_dir);
+            platform.allow_host_path = skiff.allow_host_path.unwrap_or(platform.allow_host_path);
         }
         if let Some(autoscaler) = key::<BTreeMap<String, String>>(data, "autoscaler")? {
             platform.autoscaler =
@@ -156,6 +162,10 @@ mod tests {
         assert_eq!(p.server_image, "skiff-server");
         assert_eq!(p.autoscaler.initial_scale, 0);
         assert_eq!(p.model_dir, DEFAULT_MODEL_DIR);
+        assert!(p.allow_host_path, "hostPath storage is allowed unless the admin says otherwise");
+        let closed = Platform::from_data(Some(&data(&[("skiff", r#"{"allowHostPath": false}"#)]))).unwrap();
+        assert!(!closed.allow_host_path);
+        assert_eq!(closed.server_image, DEFAULT_SERVER_IMAGE);
     }
 
     #[test]
@@ -164,5 +174,7 @@ mod tests {
         assert!(err.starts_with("config map inferenceservice-config, key ingress:"), "{err}");
         let err = Platform::from_data(Some(&data(&[("autoscaler", r#"{"initial-scale": "0"}"#)]))).unwrap_err();
         assert!(err.to_string().contains("key autoscaler"), "{err}");
+        let err = Platform::from_data(Some(&data(&[("skiff", r#"{"allowHostPath": "no"}"#)]))).unwrap_err();
+        assert!(err.to_string().starts_with("config map inferenceservice-config, key skiff:"), "{err}");
     }
 }

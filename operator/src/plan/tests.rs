@@ -264,8 +264,62 @@ fn an_unservable_spec_changes_nothing_and_says_why() {
     assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
     let message = c.isvc.status.as_ref().unwrap().condition(READY).unwrap().message.clone().unwrap();
     assert!(message.starts_with("spec.predictor.model.modelFormat.name"), "{message}");
+    assert_eq!(plan.refused.as_ref(), Some(&message), "the reconcile fails with the same reason, for the back-off");
     assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)], "traffic as it was");
     assert_eq!(c.settle(), 0);
+}
+
+/// The message of the `Ready` condition.
+fn ready_message(c: &Cluster) -> String {
+    c.isvc.status.as_ref().unwrap().condition(READY).unwrap().message.clone().unwrap_or_default()
+}
+
+#[test]
+fn what_validation_refuses_is_refused_here_too_with_the_same_message() {
+    let long = "a".repeat(48);
+    let mut c = Cluster::new(&IRIS.replace("name: iris", &format!("name: {long}")));
+    let plan = c.step();
+    assert!(plan.deployments.is_empty(), "no revision {long}-predictor-00001 (64 characters)");
+    assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
+    let want = "metadata.name: 48 characters is too long; the limit is 47 characters, so that revision names \
+                (<name>-predictor-00001) fit in 63";
+    assert_eq!(ready_message(&c), want);
+    assert_eq!(plan.refused.as_deref(), Some(want));
+
+    let mut c = Cluster::new(IRIS);
+    c.edit(|i| i.spec.predictor.timeout = Some(0));
+    c.step();
+    assert_eq!(ready_message(&c), "spec.predictor.timeout: 0 is less than 1");
+}
+
+#[test]
+fn a_platform_setting_can_make_a_spec_unservable_and_says_which() {
+    let mut c = Cluster::new(IRIS);
+    c.platform.allow_host_path = false;
+    let plan = c.step();
+    assert!(plan.deployments.is_empty());
+    assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
+    let message = ready_message(&c);
+    assert!(message.starts_with("spec.predictor.model.storageUri: file:///models/iris:"), "{message}");
+    assert!(message.contains("allowHostPath"), "{message}");
+    c.platform.allow_host_path = true;
+    c.settle();
+    assert_eq!(c.names(), ["iris-predictor-00001"], "served once the admin allows it");
+}
+
+#[test]
+fn the_revision_number_never_overflows() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    let mut status = c.isvc.status.clone().unwrap();
+    status.components.get_mut("predictor").unwrap().latest_created_revision = Some("iris-predictor-99999".into());
+    c.isvc.status = Some(status);
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/b".into()));
+    let plan = c.step();
+    assert!(plan.deployments.is_empty(), "no revision 100000");
+    assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
+    assert!(ready_message(&c).starts_with("iris: every revision number up to 99999 is taken"), "{}", ready_message(&c));
+    assert_eq!(c.names(), ["iris-predictor-00001"], "the revision there stays");
 }
 
 #[test]
