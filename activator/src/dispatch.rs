@@ -1,7 +1,7 @@
 //! One request's way to a replica, shared by the activator and the queue-proxy: admit (bounded),
 //! poke the autoscaler when nothing is ready, read the body, wait for a slot (bounded queue),
-//! forward, and retry on another replica only when the connection failed before the request was
-//! sent. Everything is bounded by the target's timeout; the slot and the counts are kept until the
+//! forward, and retry on another replica when the connection failed before the request was sent
+//! (and, in the activator, once when the replica failed before answering). Everything is bounded by the target's timeout; the slot and the counts are kept until the
 //! response body has been sent.
 
 use std::sync::Arc;
@@ -42,8 +42,10 @@ pub struct Target<'a> {
     pub timeout: Duration,
     /// Told, with the revision's key, when a request arrives while no replica is ready.
     pub poker: Option<(&'a dyn Poker, &'a RevisionKey)>,
-    /// Retry on another replica (or the same one, after a pause) when a connection is refused.
-    pub retry_connect: bool,
+    /// Retry on another replica (or the same one, after a pause) when a connection is refused, and
+    /// once when a replica fails before answering: the activator's requests are inference, without
+    /// side effects; never the queue-proxy's, whose container may not be idempotent.
+    pub retry: bool,
     /// How the request body is read: size, time, byte budgets.
     pub body: &'a BodyLimits,
     /// Time from arrival to a slot.
@@ -79,6 +81,7 @@ where
 
     let mut refused: Option<(Slot, Error)> = None;
     let mut attempt = 0;
+    let mut resent = false;
     loop {
         let slot = match refused.take() {
             None => take_slot(target, deadline).await?,
@@ -100,12 +103,20 @@ where
                 let hold: (Counted, Slot, Counted, Reservation) = (pending, slot, forwarded, held_bytes);
                 return Ok(response.map(|body| Guarded::new(body, Box::new(hold), Some(deadline)).boxed_unsync()));
             }
-            Err(error @ Error::Connect { .. }) if target.retry_connect => {
+            Err(error @ Error::Connect { .. }) if target.retry => {
                 if attempt == 0 {
                     tracing::warn!(to = target.label, %error, "connection failed; trying another replica");
                 } else {
                     tracing::debug!(to = target.label, attempt, %error, "connection failed again");
                 }
+                refused = Some((slot, error));
+            }
+            Err(error @ Error::Upstream { .. }) if target.retry && !resent => {
+                // The replica died (or dropped a pooled connection) before answering. Inference
+                // has no side effects, as the router also assumes when it resends on a reused
+                // connection, so the buffered request is sent once more, elsewhere if possible.
+                tracing::warn!(to = target.label, %error, "the replica failed before answering; sending once more");
+                resent = true;
                 refused = Some((slot, error));
             }
             Err(error) => return Err(error),

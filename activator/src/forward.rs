@@ -116,7 +116,8 @@ impl Default for Forwarder {
 
 impl Forwarder {
     /// Sends `request` to `addr` and returns the replica's answer with hop-by-hop headers removed.
-    /// [`Error::Connect`] means the request was never sent; [`Error::Upstream`] means it may have been.
+    /// [`Error::Connect`] means the request was never sent; [`Error::Upstream`] means it may have
+    /// been, and no response head came back.
     pub async fn send(&self, addr: SocketAddr, request: &Outgoing) -> Result<Response<Incoming>> {
         match self.client.request(request.to(addr)).await {
             Ok(mut response) => {

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -31,50 +29,6 @@ fn traffic(status: &Value, name: &str) -> Vec<(String, u64)> {
 fn replicas(status: &Value, name: &str) -> (u64, u64) {
     let revs = service(status, name).and_then(|s| s["revisions"].as_array()).cloned().unwrap_or_default();
     revs.iter().fold((0, 0), |(d, r), rev| (d + rev["desired"].as_u64().unwrap(), r + rev["ready"].as_u64().unwrap()))
-}
-
-/// One request's outcome: the revision that answered, or what went wrong.
-type Outcome = Result<Option<String>, String>;
-
-/// Requests that keep going until stopped; records every outcome.
-struct Load {
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<Vec<Outcome>>>,
-}
-
-impl Load {
-    fn start(up: &Up, service: &str, connections: usize) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let url = format!("http://{}/v2/models/{service}/infer", up.addr);
-        let tasks = (0..connections)
-            .map(|_| {
-                let (stop, url) = (stop.clone(), url.clone());
-                tokio::spawn(async move {
-                    let mut outcomes = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
-                        let reply = send(http::Method::POST, &url, IRIS_ROW.into(), &[]).await;
-                        outcomes.push(match reply {
-                            Ok(r) if r.status == StatusCode::OK => Ok(r.revision),
-                            Ok(r) => Err(format!("{} {}", r.status, String::from_utf8_lossy(&r.body))),
-                            Err(e) => Err(e),
-                        });
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    outcomes
-                })
-            })
-            .collect();
-        Load { stop, tasks }
-    }
-
-    async fn finish(self) -> Vec<Outcome> {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut all = Vec::new();
-        for task in self.tasks {
-            all.extend(task.await.unwrap());
-        }
-        all
-    }
 }
 
 async fn shares(up: &Up, service: &str, requests: usize) -> (std::collections::BTreeMap<String, usize>, usize) {

@@ -269,7 +269,7 @@ impl Activator {
             max_queued: None,
             timeout: revision.config.timeout,
             poker: Some((self.poker.as_ref(), key)),
-            retry_connect: true,
+            retry: true,
             body: &revision.body,
             wait_seconds: &revision.wait_seconds,
         };

@@ -106,7 +106,7 @@ impl QueueProxy {
             max_queued: Some(self.config.max_queued()),
             timeout: self.config.timeout(),
             poker: None,
-            retry_connect: false,
+            retry: false,
             body: &self.body,
             wait_seconds: self.metrics.wait_seconds(),
         };

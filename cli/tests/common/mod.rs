@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -138,6 +139,13 @@ impl Up {
         }
     }
 
+    /// The peak resident memory of the `skiff up` process itself (`VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in /proc/PID/status");
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+
     /// POSTs the iris row to `/v2/models/<service>/infer`.
     pub async fn infer(&self, service: &str) -> Result<Reply, String> {
         let url = format!("http://{}/v2/models/{service}/infer", self.addr);
@@ -188,4 +196,50 @@ pub async fn send(method: http::Method, url: &str, body: Bytes, headers: &[(&str
     let status = response.status();
     let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
     Ok(Reply { status, revision, body })
+}
+
+/// One request's outcome: the revision that answered, or what went wrong.
+pub type Outcome = Result<Option<String>, String>;
+
+/// Requests that keep going until stopped; records every outcome.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Outcome>>>,
+}
+
+impl Load {
+    /// `connections` clients sending the iris row to `service` in a loop.
+    pub fn start(up: &Up, service: &str, connections: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let url = format!("http://{}/v2/models/{service}/infer", up.addr);
+        let tasks = (0..connections)
+            .map(|_| {
+                let (stop, url) = (stop.clone(), url.clone());
+                tokio::spawn(async move {
+                    let mut outcomes = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let reply = send(http::Method::POST, &url, IRIS_ROW.into(), &[]).await;
+                        outcomes.push(match reply {
+                            Ok(r) if r.status == StatusCode::OK => Ok(r.revision),
+                            Ok(r) => Err(format!("{} {}", r.status, String::from_utf8_lossy(&r.body))),
+                            Err(e) => Err(e),
+                        });
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        Load { stop, tasks }
+    }
+
+    /// Stops the clients and returns every outcome.
+    pub async fn finish(self) -> Vec<Outcome> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut all = Vec::new();
+        for task in self.tasks {
+            all.extend(task.await.unwrap());
+        }
+        all
+    }
 }
