@@ -221,3 +221,25 @@ async fn one_bad_request_never_fails_the_rest_of_its_batch() {
         (value("skiff_batch_size_sum{model=\"lookup\"}"), value("skiff_batch_size_count{model=\"lookup\"}"));
     assert!(sum > count, "no batch held more than one request (sum {sum}, count {count}): {text}");
 }
+
+/// A request whose client went away before it ran is not run: with batching on, a job waits in
+/// the batch window, its client disconnects, and the batch runs without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_left_is_not_run() {
+    let lookup = repo().join("tests/fixtures/models/lookup").display().to_string();
+    let server =
+        Server::start_ready(&["--model-dir", &lookup, "--enable-batching", "--max-latency-ms", "1000", "--workers", "1"])
+            .await;
+    let url = server.url("/v2/models/lookup/infer");
+    let stays = tokio::spawn(async move { send(Method::POST, &url, v2("index", "[1,1]", "INT64", "[2]")).await });
+    let body = v2("index", "[1,1]", "INT64", "[3]");
+    let mut leaves = TcpStream::connect(server.addr).await.unwrap();
+    let head = format!("POST /v2/models/lookup/infer HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n", body.len());
+    leaves.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(leaves);
+    assert_eq!(stays.await.unwrap().status, StatusCode::OK);
+    let metrics = send(Method::GET, &server.url("/metrics"), "").await;
+    let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    assert!(text.contains("skiff_batch_size_sum{model=\"lookup\"} 1.0"), "the batch ran the request that left: {text}");
+}
