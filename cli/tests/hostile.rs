@@ -181,3 +181,22 @@ async fn killed_replicas_under_load_fail_only_what_they_held() {
     }
     assert!(up.stop().success());
 }
+
+/// Ctrl-C reaches `skiff up` and its replicas together: the replicas' exits are expected, so none
+/// is reported as crashed or replaced, and nothing is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_replicas_without_replacing_them() {
+    let dir = folder(&["a"]);
+    std::fs::write(dir.path().join("iris.yaml"), manifest("iris", "a", "minReplicas: 2")).unwrap();
+    let mut up = Up::start(dir.path(), CONFIG);
+    up.wait_for("two ready replicas", Duration::from_secs(60), |s| ready_replicas(s, "iris") == 2).await;
+    let logs = std::mem::replace(&mut up.logs, std::sync::mpsc::channel().1);
+    let exit = up.interrupt();
+    std::thread::sleep(Duration::from_millis(200));
+    let logs: Vec<String> = logs.try_iter().collect();
+    assert!(exit.success(), "skiff up exit {exit}");
+    let unexpected: Vec<&String> = logs.iter().filter(|l| l.contains("exited unexpectedly")).collect();
+    assert!(unexpected.is_empty(), "replicas reported as crashed during shutdown: {unexpected:?}");
+    let left = std::process::Command::new("pgrep").args(["-f", &dir.path().display().to_string()]).output().unwrap();
+    assert!(left.stdout.is_empty(), "replicas left behind: {}", String::from_utf8_lossy(&left.stdout));
+}

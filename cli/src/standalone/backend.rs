@@ -1,13 +1,14 @@
 //! Local replicas: `skiff-server` child processes on loopback ports. One supervisor task per
 //! revision converges the children to the desired count, publishes the ready ones to the endpoint
 //! registry (readiness = `/v2/health/ready`, i.e. every model loaded), drains on scale-down with
-//! SIGTERM, and replaces (and counts) replicas that exit on their own.
+//! SIGTERM, and replaces (and counts) replicas that exit on their own, except once `skiff up` is
+//! shutting down: then a replica that exits (Ctrl-C reaches the whole process group) was asked to.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,8 @@ pub struct LocalProcesses {
     ort_dylib: PathBuf,
     revisions: Mutex<HashMap<RevisionKey, Handle>>,
     draining: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Set when `skiff up` shuts down: no replica is started or replaced any more.
+    shutting_down: Arc<AtomicBool>,
 }
 
 impl LocalProcesses {
@@ -71,7 +74,14 @@ impl LocalProcesses {
             ort_dylib,
             revisions: Mutex::new(HashMap::new()),
             draining: Mutex::new(Vec::new()),
+            shutting_down: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// From now on no replica is started or replaced, and one that exits is not counted as a
+    /// restart: `skiff up` is shutting down (and Ctrl-C has signalled the replicas too).
+    pub fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::Release);
     }
 
     /// Starts supervising `revision` at zero replicas.
@@ -85,6 +95,7 @@ impl LocalProcesses {
             ort_dylib: self.ort_dylib.clone(),
             endpoints,
             counts: counts.clone(),
+            shutting_down: self.shutting_down.clone(),
         };
         let supervisor = tokio::spawn(supervisor.run(wanted));
         self.lock().insert(revision.clone(), Handle { desired, counts, supervisor });
@@ -177,6 +188,7 @@ struct Supervisor {
     ort_dylib: PathBuf,
     endpoints: Arc<RevisionEndpoints>,
     counts: Arc<Counts>,
+    shutting_down: Arc<AtomicBool>,
 }
 
 impl Supervisor {
@@ -190,7 +202,8 @@ impl Supervisor {
         loop {
             let desired = if removed { 0 } else { *wanted.borrow_and_update() as usize };
             let live = children.iter().filter(|c| !c.stopping).count();
-            if hold_until.is_none_or(|t| t <= tokio::time::Instant::now()) {
+            let shutting_down = self.shutting_down.load(Ordering::Acquire);
+            if !shutting_down && hold_until.is_none_or(|t| t <= tokio::time::Instant::now()) {
                 hold_until = None;
                 for _ in live..desired {
                     next_id += 1;
@@ -239,6 +252,10 @@ impl Supervisor {
                 let child = children.remove(at);
                 self.publish(children);
                 if child.stopping {
+                    return Outcome::Other;
+                }
+                if self.shutting_down.load(Ordering::Acquire) {
+                    tracing::info!(revision = %self.revision, replica = id, "replica exited during shutdown");
                     return Outcome::Other;
                 }
                 self.counts.restarts.fetch_add(1, Ordering::AcqRel);

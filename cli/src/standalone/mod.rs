@@ -181,6 +181,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         admin.status.store(Arc::new(status));
     }
     println!("skiff up: shutting down");
+    backend.shut_down();
     router_handle.shutdown();
     let _ = stop_activator.send(());
     let _ = activator_task.await;

@@ -56,6 +56,8 @@ pub struct Up {
     pub admin: SocketAddr,
     /// Its stdout lines after the first.
     pub lines: mpsc::Receiver<String>,
+    /// Its log lines (stderr).
+    pub logs: mpsc::Receiver<String>,
 }
 
 impl Up {
@@ -77,11 +79,19 @@ impl Up {
             .env("ORT_DYLIB_PATH", ort)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             // Its own process group, replicas included, so that a failed test leaves nothing behind.
             .process_group(0)
             .spawn()
             .expect("start skiff up");
+        let stderr = child.stderr.take().unwrap();
+        let (log_tx, logs) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                let _ = log_tx.send(line);
+            }
+        });
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -96,12 +106,24 @@ impl Up {
             rest.split([' ', ';', ')']).next().unwrap().parse().unwrap()
         };
         let (addr, admin) = (url(" on http://"), url("admin http://"));
-        Up { child, addr, admin, lines }
+        Up { child, addr, admin, lines, logs }
     }
 
     /// Sends SIGKILL-free SIGTERM and waits for the exit code.
-    pub fn stop(mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+    pub fn stop(self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        self.signal(&["-TERM", &pid])
+    }
+
+    /// Sends SIGINT to `skiff up` and its replicas at once, as Ctrl-C in a terminal does, and
+    /// waits for the exit code.
+    pub fn interrupt(self) -> std::process::ExitStatus {
+        let group = format!("-{}", self.child.id());
+        self.signal(&["-INT", "--", &group])
+    }
+
+    fn signal(mut self, args: &[&str]) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(args).status();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
