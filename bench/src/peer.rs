@@ -56,6 +56,11 @@ impl Peer {
         pids.iter().map(|&pid| rss_kib(pid)).sum::<u64>() as f64 / 1024.0
     }
 
+    /// The peer process's own peak resident memory so far (`VmHWM`), in MiB.
+    pub fn peak_rss_mib(&self) -> f64 {
+        status_kib(self.child.id(), "VmHWM:") as f64 / 1024.0
+    }
+
     /// Stops the peer (SIGTERM, then SIGKILL after 5 s) with its process group's stragglers.
     pub fn stop(mut self) {
         let pid = self.child.id().to_string();
@@ -90,10 +95,15 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `kB` field of `/proc/PID/status`.
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("VmRSS:").and_then(|v| v.trim().trim_end_matches(" kB").parse().ok()))
+            s.lines().find_map(|l| l.strip_prefix(field).and_then(|v| v.trim().trim_end_matches(" kB").parse().ok()))
         })
         .unwrap_or(0)
 }
