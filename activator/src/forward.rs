@@ -22,8 +22,10 @@ use crate::error::{Error, Result, chain};
 /// How long a connection attempt to a replica may take before another replica is tried.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Idle pooled connections to replicas are closed after this long.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle pooled connections to replicas are closed after this long: well before the replica's own
+/// idle cut (`skiff_http::ServeLimits::header_timeout`, 20 s), so a pooled connection is never one
+/// the replica is closing.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), never passed on.
 const HOP_BY_HOP: [HeaderName; 9] = [

@@ -19,6 +19,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use skiff_api::labels::{CONTAINER_CONCURRENCY, QUEUE_PROXY, REVISION_NAME, TIMEOUT_SECONDS};
+use skiff_api::validate::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
 
 use crate::endpoints::RevisionEndpoints;
 use crate::key::RevisionKey;
@@ -75,14 +76,20 @@ fn addresses<'a>(
 }
 
 /// What a revision Service's labels say: its key, `containerConcurrency` (0 when absent) and timeout
-/// (KServe's 300 s when absent). `None` for a slice that is not a revision's.
+/// (KServe's 300 s when absent). The operator writes them from validated specs; a value edited past
+/// the spec's maxima is held to them, never trusted into a clock overflow. `None` for a slice that
+/// is not a revision's.
 pub fn revision_spec(namespace: &str, labels: &BTreeMap<String, String>) -> Option<RevisionSpec> {
     let name = labels.get(REVISION_NAME)?;
-    let number = |key: &str| labels.get(key).and_then(|v| v.parse::<u64>().ok());
+    let number = |key: &str, max: i64| {
+        let max = u64::try_from(max).expect("the spec maxima are positive");
+        labels.get(key).and_then(|v| v.parse::<u64>().ok()).map(|n| n.min(max))
+    };
     Some(RevisionSpec {
         key: RevisionKey::new(namespace, name.as_str()),
-        container_concurrency: number(CONTAINER_CONCURRENCY).unwrap_or(0) as usize,
-        timeout: number(TIMEOUT_SECONDS)
+        container_concurrency: number(CONTAINER_CONCURRENCY, MAX_CONTAINER_CONCURRENCY)
+            .map_or(0, |n| usize::try_from(n).expect("at most the spec's maximum")),
+        timeout: number(TIMEOUT_SECONDS, MAX_TIMEOUT_SECS)
             .filter(|s| *s > 0)
             .map_or(skiff_api::serving::DEFAULT_TIMEOUT, Duration::from_secs),
     })
@@ -266,6 +273,17 @@ mod tests {
         let bare = BTreeMap::from([(REVISION_NAME.to_owned(), "r".to_owned())]);
         let spec = revision_spec("ns", &bare).unwrap();
         assert_eq!((spec.container_concurrency, spec.timeout), (0, Duration::from_secs(300)));
+        let edited = BTreeMap::from([
+            (REVISION_NAME.to_owned(), "r".to_owned()),
+            (CONTAINER_CONCURRENCY.to_owned(), u64::MAX.to_string()),
+            (TIMEOUT_SECONDS.to_owned(), (1u64 << 63).to_string()),
+        ]);
+        let spec = revision_spec("ns", &edited).unwrap();
+        assert_eq!(
+            (spec.container_concurrency, spec.timeout),
+            (1000, Duration::from_secs(3600)),
+            "held to the spec's maxima"
+        );
         assert!(revision_spec("ns", &BTreeMap::new()).is_none());
         assert_eq!(probe_path(&bare), "/v2/health/ready");
         let sidecar = BTreeMap::from([(QUEUE_PROXY.to_owned(), "true".to_owned())]);

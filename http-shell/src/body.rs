@@ -124,6 +124,13 @@ impl Reservation {
 }
 
 impl Reservation {
+    /// Gives back up to `bytes` of what is reserved (the body, once it is decoded and dropped).
+    pub fn release(&mut self, bytes: usize) {
+        let bytes = bytes.min(self.bytes);
+        self.budgets.iter().for_each(|b| b.give(bytes));
+        self.bytes -= bytes;
+    }
+
     /// Counts `bytes` already spent (a request's outputs, its encoded answer) even past a budget:
     /// the work is done, and the requests that come next see the memory it takes.
     pub fn force(&mut self, bytes: usize) {
@@ -238,6 +245,9 @@ mod tests {
                 .await
                 .unwrap();
         assert_eq!((&bytes[..], budget.held()), (&b"hello"[..], 5));
+        let mut held = held;
+        held.release(2);
+        assert_eq!((budget.held(), held.bytes()), (3, 3));
         drop(held);
         assert_eq!(budget.held(), 0);
     }

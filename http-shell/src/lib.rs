@@ -11,6 +11,6 @@ mod limits;
 pub mod response;
 mod serve;
 
-pub use limits::{MAX_CONCURRENCY, MAX_SECS, ServeLimits};
+pub use limits::{MAX_CONCURRENCY, MAX_SECS, ServeLimits, check_concurrency, check_secs};
 pub use response::HttpError;
 pub use serve::serve;

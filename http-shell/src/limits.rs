@@ -11,16 +11,30 @@ pub const MAX_SECS: u64 = 86_400;
 /// real setting, and far inside what its semaphores and queue arithmetic take.
 pub const MAX_CONCURRENCY: usize = 1 << 24;
 
+/// Refuses a `--flag` duration past [`MAX_SECS`], naming the flag.
+pub fn check_secs(flag: &str, secs: u64) -> Result<(), String> {
+    if secs > MAX_SECS { Err(format!("--{flag} {secs} is more than {MAX_SECS} (a day)")) } else { Ok(()) }
+}
+
+/// Refuses a `--container-concurrency` past [`MAX_CONCURRENCY`].
+pub fn check_concurrency(value: usize) -> Result<(), String> {
+    if value > MAX_CONCURRENCY {
+        Err(format!("--container-concurrency {value} is more than {MAX_CONCURRENCY}"))
+    } else {
+        Ok(())
+    }
+}
+
 /// Bounds on one server's connections and the client's phases, and how it drains.
 #[derive(Debug, Clone)]
 pub struct ServeLimits {
     /// Connections held at once; past it the listener stops accepting (the kernel's backlog waits).
     pub max_connections: usize,
-    /// Time an HTTP/1.1 connection may take from waiting for a request to having its whole head
-    /// (hyper starts the timer when it waits, so it also bounds the idle time between requests).
+    /// Time a connection may spend with nothing in flight (just accepted, or its last response
+    /// sent) before its next request's head is complete: it bounds a client dribbling its head (or
+    /// the first bytes that say which HTTP version it speaks) and idle keep-alive alike. Past it the
+    /// connection is closed.
     pub header_timeout: Duration,
-    /// Time a connection with no request in flight stays open (HTTP/1.1 and HTTP/2).
-    pub idle_timeout: Duration,
     /// Time a request body may take to arrive, from its head (see [`crate::body::read_body`]).
     pub body_timeout: Duration,
     /// HTTP/2 streams open at once on one connection.
@@ -37,7 +51,6 @@ impl Default for ServeLimits {
         ServeLimits {
             max_connections: 10_000,
             header_timeout: Duration::from_secs(20),
-            idle_timeout: Duration::from_secs(20),
             body_timeout: Duration::from_secs(60),
             max_h2_streams: 256,
             drain_delay: Duration::ZERO,

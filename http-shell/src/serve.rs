@@ -29,7 +29,7 @@ pub async fn serve<F, Fut, B>(
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<B>> + Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let builder = Arc::new(builder(&limits));
@@ -46,7 +46,8 @@ where
                     continue;
                 }
             };
-            let connection = Connection { builder: builder.clone(), closed: closed.clone(), idle: limits.idle_timeout };
+            let connection =
+                Connection { builder: builder.clone(), closed: closed.clone(), header_timeout: limits.header_timeout };
             tokio::spawn(connection.run(stream, handler.clone(), permit));
         }
     };
@@ -82,16 +83,19 @@ fn builder(limits: &ServeLimits) -> auto::Builder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_h2_streams)
-        .keep_alive_interval(limits.idle_timeout)
+        .keep_alive_interval(limits.header_timeout)
         .keep_alive_timeout(limits.header_timeout);
     builder
 }
 
-/// One accepted connection: served until it ends, the server closes, or it has been idle too long.
+/// One accepted connection: served until it ends, the server closes, or it spends the header
+/// timeout with nothing in flight. hyper's own header timer starts only once hyper-util has read
+/// enough to tell HTTP/1.1 from HTTP/2, and a graceful close does not end a half-read first head,
+/// so that deadline is kept here, from accept, and ends the connection outright.
 struct Connection {
     builder: Arc<auto::Builder<TokioExecutor>>,
     closed: watch::Receiver<bool>,
-    idle: Duration,
+    header_timeout: Duration,
 }
 
 impl Connection {
@@ -99,7 +103,7 @@ impl Connection {
     where
         F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Response<B>> + Send + 'static,
-        B: Body<Data = Bytes> + Send + 'static,
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let _ = stream.set_nodelay(true);
@@ -108,11 +112,7 @@ impl Connection {
         let service = service_fn(move |request| {
             let busy = counted.start();
             let response = handler(request);
-            async move {
-                let response = response.await;
-                drop(busy);
-                Ok::<_, Infallible>(response)
-            }
+            async move { Ok::<_, Infallible>(response.await.map(|body| InFlight { body, busy: Some(busy) })) }
         });
         let connection = self.builder.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);
@@ -129,10 +129,9 @@ impl Connection {
                     connection.as_mut().graceful_shutdown();
                     closing = true;
                 }
-                () = activity.idle_for(self.idle), if !closing => {
-                    tracing::debug!(idle = ?self.idle, "closing an idle connection");
-                    connection.as_mut().graceful_shutdown();
-                    closing = true;
+                () = activity.idle_for(self.header_timeout) => {
+                    tracing::debug!(timeout = ?self.header_timeout, "closing a connection that sent no complete request head in time");
+                    break;
                 }
             }
         }
@@ -140,7 +139,8 @@ impl Connection {
     }
 }
 
-/// The requests in flight on one connection, and a wake-up whenever that number changes.
+/// The requests in flight on one connection (from their head to their response's last frame), and
+/// a wake-up whenever that number changes.
 #[derive(Default)]
 struct Activity {
     in_flight: AtomicUsize,
@@ -157,7 +157,7 @@ impl Activity {
         Busy(self.clone())
     }
 
-    /// Completes once no request has been in flight for `limit`.
+    /// Completes once nothing has been in flight for `limit`.
     async fn idle_for(&self, limit: Duration) {
         loop {
             let changed = self.changed.notified();
@@ -176,6 +176,36 @@ impl Drop for Busy {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.0.changed.notify_waiters();
+    }
+}
+
+/// A response body that keeps its request counted as in flight until its last frame.
+struct InFlight<B> {
+    body: B,
+    busy: Option<Busy>,
+}
+
+impl<B: Body + Unpin> Body for InFlight<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None | Some(Err(_)))) {
+            self.busy = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -282,11 +312,11 @@ mod tests {
         assert!(!String::from_utf8_lossy(&answer).contains("200"), "no answer to a partial request");
     }
 
-    /// A keep-alive connection with nothing in flight is closed after the idle timeout.
+    /// A keep-alive connection with nothing in flight is closed after the header timeout.
     #[tokio::test]
     async fn an_idle_keep_alive_connection_is_closed() {
         let idle = Duration::from_millis(300);
-        let (addr, _stop, _server) = start(ServeLimits { idle_timeout: idle, ..limits() }).await;
+        let (addr, _stop, _server) = start(ServeLimits { header_timeout: idle, ..limits() }).await;
         let mut client = TcpStream::connect(addr).await.unwrap();
         client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
         let answered = Instant::now();
@@ -294,6 +324,47 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         let after = closed - answered;
         assert!(after >= idle, "closed while a request was in flight or too early: {after:?}");
+    }
+
+    /// A client that sends one byte and stops (hyper-util still waiting to tell HTTP/1.1 from
+    /// HTTP/2, before hyper's own header timer runs) is cut at the header timeout too.
+    #[tokio::test]
+    async fn a_client_stuck_before_the_version_is_known_is_cut() {
+        let timeout = Duration::from_millis(400);
+        let (addr, _stop, _server) = start(ServeLimits { header_timeout: timeout, ..limits() }).await;
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client.write_all(b"P").await.unwrap();
+        let started = Instant::now();
+        let (answer, _) = tokio::time::timeout(Duration::from_secs(5), until_closed(&mut client)).await.expect("cut");
+        assert!(started.elapsed() >= timeout / 2 && answer.is_empty(), "{answer:?} after {:?}", started.elapsed());
+    }
+
+    /// A response still streaming counts as in flight: the connection is not cut under it.
+    #[tokio::test]
+    async fn a_long_response_is_not_cut_by_the_header_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let slow_body = |_request: Request<Incoming>| async {
+            let frames = futures_stream_of_slow_frames();
+            Response::new(http_body_util::StreamBody::new(frames))
+        };
+        let limits = ServeLimits { header_timeout: Duration::from_millis(200), ..limits() };
+        tokio::spawn(serve(listener, slow_body, std::future::pending(), limits));
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+        let (answer, _) = until_closed(&mut client).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("1\r\ne\r\n") && answer.ends_with("0\r\n\r\n"), "the whole body: {answer}");
+    }
+
+    /// Five one-byte frames 100 ms apart: half a second of streaming.
+    fn futures_stream_of_slow_frames()
+    -> impl futures::Stream<Item = Result<hyper::body::Frame<Bytes>, Infallible>> + Send + Unpin + 'static {
+        use futures::StreamExt;
+        Box::pin(futures::stream::iter(["a", "b", "c", "d", "e"]).then(|piece| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok(hyper::body::Frame::data(Bytes::from_static(piece.as_bytes())))
+        }))
     }
 
     /// Past the connection cap a new connection waits in the backlog until one closes.

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use skiff_http::{MAX_CONCURRENCY, MAX_SECS, ServeLimits};
+use skiff_http::{ServeLimits, check_concurrency, check_secs};
 
 use crate::error::{Error, Result};
 use crate::model::{BatchConfig, LoadOptions};
@@ -69,13 +69,10 @@ pub struct ServerConfig {
     /// Connections held at once; past it new connections wait in the listen backlog.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
-    /// Seconds a connection may take to send a request's headers, counted from when it starts
-    /// waiting for one (so it also bounds idle HTTP/1.1 keep-alive).
+    /// Seconds a connection may take to send a request's headers, counted from when it has nothing
+    /// in flight (so it also bounds idle keep-alive).
     #[arg(long, default_value_t = 20)]
     pub header_timeout_secs: u64,
-    /// Seconds a connection with no request in flight stays open.
-    #[arg(long, default_value_t = 20)]
-    pub idle_timeout_secs: u64,
     /// Seconds a request body may take to arrive; slower ones get 408.
     #[arg(long, default_value_t = 60)]
     pub body_timeout_secs: u64,
@@ -115,7 +112,6 @@ impl ServerConfig {
         }
         for (flag, secs, min) in [
             ("header-timeout-secs", self.header_timeout_secs, 1),
-            ("idle-timeout-secs", self.idle_timeout_secs, 1),
             ("body-timeout-secs", self.body_timeout_secs, 1),
             ("drain-timeout-secs", self.drain_timeout_secs, 0),
             ("shutdown-delay-secs", self.shutdown_delay_secs, 0),
@@ -123,16 +119,9 @@ impl ServerConfig {
             if secs < min {
                 return Err(Error::Config(format!("--{flag} must be at least {min}")));
             }
-            if secs > MAX_SECS {
-                return Err(Error::Config(format!("--{flag} {secs} is more than {MAX_SECS} (a day)")));
-            }
+            check_secs(flag, secs).map_err(Error::Config)?;
         }
-        if self.container_concurrency > MAX_CONCURRENCY {
-            return Err(Error::Config(format!(
-                "--container-concurrency {} is more than {MAX_CONCURRENCY}",
-                self.container_concurrency
-            )));
-        }
+        check_concurrency(self.container_concurrency).map_err(Error::Config)?;
         if self.max_queued.is_some_and(|n| n > MAX_QUEUED) {
             return Err(Error::Config(format!("--max-queued is more than {MAX_QUEUED}")));
         }
@@ -177,7 +166,6 @@ impl ServerConfig {
         ServeLimits {
             max_connections: self.max_connections,
             header_timeout: Duration::from_secs(self.header_timeout_secs),
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             body_timeout: Duration::from_secs(self.body_timeout_secs),
             drain_delay: Duration::from_secs(self.shutdown_delay_secs),
             drain_timeout: Duration::from_secs(self.drain_timeout_secs),

@@ -19,6 +19,13 @@ fn dtypes() -> String {
     repo().join("tests/fixtures/models/dtypes").display().to_string()
 }
 
+/// The lookup model with batching on, one worker, and a batch window of `window_ms`.
+async fn batching_lookup(window_ms: &str) -> Server {
+    let lookup = repo().join("tests/fixtures/models/lookup").display().to_string();
+    Server::start_ready(&["--model-dir", &lookup, "--enable-batching", "--max-latency-ms", window_ms, "--workers", "1"])
+        .await
+}
+
 fn v2(name: &str, shape: &str, datatype: &str, data: &str) -> String {
     format!(r#"{{"inputs":[{{"name":"{name}","shape":{shape},"datatype":"{datatype}","data":{data}}}]}}"#)
 }
@@ -179,17 +186,7 @@ async fn many_large_bodies_at_once_stay_within_the_memory_budget() {
 /// and only the bad one fails, with a 400 that says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_bad_request_never_fails_the_rest_of_its_batch() {
-    let lookup = repo().join("tests/fixtures/models/lookup").display().to_string();
-    let server = Server::start_ready(&[
-        "--model-dir",
-        &lookup,
-        "--enable-batching",
-        "--max-latency-ms",
-        "500",
-        "--workers",
-        "1",
-    ])
-    .await;
+    let server = batching_lookup("500").await;
     let url = server.url("/v2/models/lookup/infer");
     let clients: Vec<_> = [1, 3, 9, 0, 4]
         .into_iter()
@@ -226,10 +223,7 @@ async fn one_bad_request_never_fails_the_rest_of_its_batch() {
 /// the batch window, its client disconnects, and the batch runs without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_client_left_is_not_run() {
-    let lookup = repo().join("tests/fixtures/models/lookup").display().to_string();
-    let server =
-        Server::start_ready(&["--model-dir", &lookup, "--enable-batching", "--max-latency-ms", "1000", "--workers", "1"])
-            .await;
+    let server = batching_lookup("1000").await;
     let url = server.url("/v2/models/lookup/infer");
     let stays = tokio::spawn(async move { send(Method::POST, &url, v2("index", "[1,1]", "INT64", "[2]")).await });
     let body = v2("index", "[1,1]", "INT64", "[3]");

@@ -43,6 +43,8 @@ impl RevisionConfig {
             "the revision's namespace and name must not be empty".to_owned()
         } else if self.timeout.is_zero() {
             format!("revision {}: timeout must be more than 0", self.key)
+        } else if self.timeout.as_secs() > skiff_http::MAX_SECS {
+            format!("revision {}: timeout {:?} is more than {} s", self.key, self.timeout, skiff_http::MAX_SECS)
         } else if self.max_pending == 0 {
             format!("revision {}: max_pending must be at least 1", self.key)
         } else {
@@ -86,6 +88,11 @@ mod tests {
         c.max_pending = 1;
         c.timeout = Duration::ZERO;
         assert!(c.validate().is_err());
+        c.timeout = Duration::from_secs(1 << 63);
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "invalid configuration: revision ns/r: timeout 9223372036854775808s is more than 86400 s"
+        );
         assert!(RevisionConfig::new(RevisionKey::new("ns", "")).validate().is_err());
     }
 }

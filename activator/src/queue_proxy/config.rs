@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use http::uri::PathAndQuery;
 
-use skiff_http::{MAX_CONCURRENCY, MAX_SECS, ServeLimits};
+use skiff_http::{ServeLimits, check_concurrency, check_secs};
 
 use crate::body::MAX_BODY_BYTES;
 use crate::error::{Error, Result};
@@ -77,16 +77,9 @@ impl QueueProxyConfig {
             ("drain-timeout-secs", self.drain_timeout_secs),
             ("drain-delay-secs", self.drain_delay_secs),
         ] {
-            if secs > MAX_SECS {
-                return Err(Error::Config(format!("--{flag} {secs} is more than {MAX_SECS} (a day)")));
-            }
+            check_secs(flag, secs).map_err(Error::Config)?;
         }
-        if self.container_concurrency > MAX_CONCURRENCY {
-            return Err(Error::Config(format!(
-                "--container-concurrency {} is more than {MAX_CONCURRENCY}",
-                self.container_concurrency
-            )));
-        }
+        check_concurrency(self.container_concurrency).map_err(Error::Config)?;
         if self.max_held_bytes < MAX_BODY_BYTES {
             return Err(Error::Config(format!(
                 "--max-held-bytes {} must be at least the largest body, {MAX_BODY_BYTES}",
@@ -157,6 +150,7 @@ mod tests {
         let (d, p) = (QueueProxyConfig::default(), parse(&[]).unwrap());
         assert_eq!((d.port, d.bind, d.upstream, d.timeout_secs), (p.port, p.bind, p.upstream, p.timeout_secs));
         assert_eq!((d.container_concurrency, d.max_queued, d.drain_timeout_secs), (0, None, p.drain_timeout_secs));
+        assert_eq!((d.drain_delay_secs, d.max_held_bytes), (p.drain_delay_secs, p.max_held_bytes));
     }
 
     #[test]
@@ -170,5 +164,15 @@ mod tests {
         let c = parse(&["--readiness-path", "/v2/health/ready"]).unwrap();
         assert_eq!(c.readiness_path().unwrap().unwrap().as_str(), "/v2/health/ready");
         assert!(parse(&["--upstream", "localhost"]).is_err());
+        assert_eq!(
+            parse(&["--timeout-secs", "9223372036854775808"]).unwrap_err(),
+            "invalid configuration: --timeout-secs 9223372036854775808 is more than 86400 (a day)"
+        );
+        assert_eq!(
+            parse(&["--container-concurrency", "1152921504606846976"]).unwrap_err(),
+            "invalid configuration: --container-concurrency 1152921504606846976 is more than 16777216"
+        );
+        let err = parse(&["--max-held-bytes", "1024"]).unwrap_err();
+        assert!(err.contains("--max-held-bytes 1024 must be at least the largest body"), "{err}");
     }
 }

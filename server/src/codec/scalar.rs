@@ -208,6 +208,10 @@ fn walk<T: Element>(
         return Err(refused);
     }
     parsed.map_err(|e| e.to_string())?;
+    if rectangular && walk.leaf_depth.is_some_and(|depth| depth != walk.dims.len()) {
+        // Leaves beside arrays at the same depth (`[[], 1]`): an array deeper than the leaves.
+        return Err("nested arrays are not rectangular".into());
+    }
     let depth = walk.leaf_depth.unwrap_or(walk.dims.len());
     let shape = walk.dims.iter().take(depth).map(|d| d.unwrap_or(0)).collect();
     Ok((walk.values, shape))

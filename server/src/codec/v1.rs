@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn malformed_instances_are_named() {
         let s = spec(&[("x", Datatype::F32, &[-1, 2])]);
-        let cases: [(&[u8], &str); 6] = [
+        let cases: [(&[u8], &str); 7] = [
             (
                 br#"{"instances":[[1,2],[3]]}"#,
                 "\"instances\" of input 'x': nested arrays are not rectangular (in row 1)",
@@ -227,6 +227,7 @@ mod tests {
                 br#"{"instances":[[1,null]]}"#,
                 "\"instances\" of input 'x': invalid type: null, expected an array of numbers, booleans or strings at line 1 column 8",
             ),
+            (br#"{"instances":[[],1]}"#, "\"instances\" of input 'x': nested arrays are not rectangular"),
             (br#"{"instances":[]}"#, "\"instances\" is empty"),
             (br#"{"rows":[]}"#, "predict request needs \"instances\" (or \"inputs\")"),
             (

@@ -138,28 +138,27 @@ async fn run_inference(
 ) -> Result<HttpResponse> {
     let (body, mut held) = read_body(headers, body, &app.body).await?;
     let spec = &model.spec;
-    let encoded = match protocol {
+    let (inputs, wanted, id) = match protocol {
         Protocol::V2 => {
             let request = v2::decode(&body)?;
             let wanted = request.output_names();
             spec.check_outputs(&wanted)?;
             let id = request.id.map_or_else(|| uuid::Uuid::new_v4().to_string(), Cow::into_owned);
             let tensors = request.inputs.into_iter().map(v2::RequestInput::into_tensor).collect::<Result<Vec<_>>>()?;
-            let inputs = spec.check_inputs(tensors)?;
-            held.add(inputs.iter().map(Tensor::byte_size).sum())?;
-            let _permit = app.admission.admit().await?;
-            let outputs = select(model.executor.infer(inputs).await?, &wanted);
-            held.force(outputs.iter().map(Tensor::byte_size).sum());
-            v2::encode(&spec.name, &id, &outputs)
+            (spec.check_inputs(tensors)?, wanted, Some(id))
         }
-        Protocol::V1 => {
-            let inputs = spec.check_inputs(v1::decode(&body, spec)?)?;
-            held.add(inputs.iter().map(Tensor::byte_size).sum())?;
-            let _permit = app.admission.admit().await?;
-            let outputs = model.executor.infer(inputs).await?;
-            held.force(outputs.iter().map(Tensor::byte_size).sum());
-            v1::encode(&outputs)?
-        }
+        Protocol::V1 => (spec.check_inputs(v1::decode(&body, spec)?)?, Vec::new(), None),
+    };
+    // From here on the tensors stand for the body: it is dropped, and the budget counts them instead.
+    held.add(inputs.iter().map(Tensor::byte_size).sum())?;
+    held.release(body.len());
+    drop(body);
+    let _permit = app.admission.admit().await?;
+    let outputs = select(model.executor.infer(inputs).await?, &wanted);
+    held.force(outputs.iter().map(Tensor::byte_size).sum());
+    let encoded = match id {
+        Some(id) => v2::encode(&spec.name, &id, &outputs),
+        None => v1::encode(&outputs)?,
     };
     Ok(response::json(StatusCode::OK, encoded))
 }
