@@ -62,10 +62,15 @@ pub fn scaled_by_autoscaler(deployment: &Deployment) -> bool {
     })
 }
 
+/// A Deployment's replica count (an `int32`) as the autoscaler counts: a negative one is none.
+fn count(n: i32) -> u32 {
+    u32::try_from(n).unwrap_or(0)
+}
+
 impl ReplicaBackend for Deployments {
     fn scale(&self, revision: &RevisionKey, replicas: u32) {
         let Some(deployment) = self.get(revision) else { return };
-        let current = deployment.spec.as_ref().and_then(|s| s.replicas).map_or(1, |n| n.max(0) as u32);
+        let current = deployment.spec.as_ref().and_then(|s| s.replicas).map_or(1, count);
         let writer = self.writer(revision);
         {
             let mut asked = writer.asked.lock().expect("asked lock");
@@ -85,12 +90,13 @@ impl ReplicaBackend for Deployments {
             let shown = store
                 .get(&ObjectRef::new(&revision.name).within(&revision.namespace))
                 .and_then(|d| d.spec.as_ref()?.replicas)
-                .map(|n| n.max(0) as u32);
+                .map(count);
             if shown == Some(wanted) {
                 return;
             }
             let params = PatchParams { field_manager: Some(AUTOSCALER_FIELD_MANAGER.into()), ..PatchParams::default() };
-            let patch = Patch::Merge(json!({"spec": {"replicas": wanted}}));
+            // `spec.replicas` is an int32: a larger answer asks for the most it can hold.
+            let patch = Patch::Merge(json!({"spec": {"replicas": i32::try_from(wanted).unwrap_or(i32::MAX)}}));
             match api.patch_scale(&revision.name, &params, &patch).await {
                 Ok(_) => {
                     tracing::info!(%revision, from = written.or(shown).unwrap_or(current), to = wanted, "scaled");
@@ -102,7 +108,7 @@ impl ReplicaBackend for Deployments {
     }
 
     fn ready_replicas(&self, revision: &RevisionKey) -> u32 {
-        self.get(revision).and_then(|d| d.status.as_ref()?.ready_replicas).map_or(0, |n| n.max(0) as u32)
+        self.get(revision).and_then(|d| d.status.as_ref()?.ready_replicas).map_or(0, count)
     }
 }
 
@@ -130,5 +136,10 @@ mod tests {
         assert!(scaled_by_autoscaler(&deployment(AUTOSCALER_FIELD_MANAGER)));
         assert!(!scaled_by_autoscaler(&deployment("kubectl")), "someone else's replicas");
         assert!(!scaled_by_autoscaler(&Deployment::default()));
+    }
+
+    #[test]
+    fn replica_counts_convert_without_wrapping() {
+        assert_eq!((count(3), count(0), count(-1), count(i32::MAX)), (3, 0, 0, 2_147_483_647));
     }
 }
