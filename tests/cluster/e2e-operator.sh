@@ -16,8 +16,11 @@
 #    runs skiff-server and a V2 infer to podIP:8080 answers label 1 for [6.8,2.8,4.8,1.4]; a new
 #    storageUri rolls revision 2 (revision 1 collected); canaryTrafficPercent 30 with a new
 #    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
-#    server naming the field; `kubectl get isvc` shows the columns; an idle controller leaves every
-#    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child.
+#    server naming the field (a 60-character name naming metadata.name and its limit of 47,
+#    `timeout: 0`, bounds); `kubectl get isvc` shows the columns; an idle controller leaves every
+#    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; with
+#    inferenceservice-config skiff.allowHostPath false, a file:// InferenceService gets no revision
+#    and its status says why (InvalidSpec, naming spec.predictor.model.storageUri and the setting).
 # 6. Figures: time to Ready for one InferenceService and for $SKIFF_E2E_BULK (200) created at once,
 #    the controller's CPU time (/proc/<pid>/stat) and peak RSS (VmHWM).
 # Exit status 0 only if every check passed; down.sh runs on every exit (state kept on failure).
@@ -308,20 +311,21 @@ wait_until "revision 2 to be collected" gone deployment iris-predictor-00002
 pass "canary removed: revision 3 promoted to 100%, revision 2 collected"
 
 # --- bad specs are refused by the API server, naming the field ---------------------------------------
-refused() { # expected-text predictor-lines
+refused_as() { # name expected-text predictor-lines
   local out
   if out="$(cat <<EOF | k apply -f - 2>&1
 apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
-metadata: {name: bad, namespace: $ns}
+metadata: {name: $1, namespace: $ns}
 spec:
   predictor:
-$2
+$3
 EOF
-)"; then fail "accepted: $2"; fi
-  [[ "$out" == *"$1"* ]] || fail "refusal does not name $1: $out"
+)"; then fail "accepted: $1: $3"; fi
+  [[ "$out" == *"$2"* ]] || fail "refusal does not name $2: $out"
   log "     refused: ${out#*: }"
 }
+refused() { refused_as bad "$@"; }
 onnx="    model: {modelFormat: {name: onnx}, storageUri: 'file:///m'}"
 refused "spec.predictor.minReplicas" "    minReplicas: 3
     maxReplicas: 1
@@ -336,6 +340,12 @@ refused "exactly one of model, containers or a framework" "    sklearn: {storage
 $onnx"
 refused "spec.predictor.model.storageUri" "    model: {modelFormat: {name: onnx}}"
 refused "spec.predictor.model.modelFormat.name" "    model: {modelFormat: {version: '1'}, storageUri: 'file:///m'}"
+refused "spec.predictor.timeout" "    timeout: 0
+$onnx"
+refused "spec.predictor.containerConcurrency" "    containerConcurrency: 1001
+$onnx"
+refused_as "$(printf 'a%.0s' {1..60})" "metadata.name is too long; the limit is 47 characters" "$onnx"
+refused_as 9lives "metadata.name must be a DNS-1035 label" "$onnx"
 pass "bad specs refused by kubectl apply (API server schema bounds and CEL rules), each naming its field"
 
 # --- an idle controller writes nothing ---------------------------------------------------------------
@@ -363,6 +373,28 @@ if ((pods)); then
   wait_until "the iris skiff-server processes to exit" no_iris_server
 fi
 pass "kubectl delete isvc iris: Deployments, ReplicaSets, Services and pods are gone"
+
+# --- the admin switch: allowHostPath false refuses file:// storage, in the status ----------------------
+skiff_config() { # allowHostPath
+  local skiff="{\"serverImage\": \"skiff-server\", \"allowHostPath\": $1}"
+  k -n skiff-system patch configmap inferenceservice-config --type merge \
+    -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"skiff": sys.argv[1]}}))' "$skiff")" >/dev/null
+}
+skiff_config false
+iris "file://$model" | sed 's/name: iris/name: hostpath/' | k apply -f - >/dev/null
+ready_reason() { k -n "$ns" get isvc hostpath -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'; }
+refused_in_status() { [[ "$(ready_reason)" == InvalidSpec ]]; }
+wait_until "hostpath to be refused in its status" refused_in_status
+message="$(k -n "$ns" get isvc hostpath -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')"
+[[ "$message" == *spec.predictor.model.storageUri* && "$message" == *allowHostPath* ]] \
+  || fail "the refusal does not name the field and the setting: $message"
+[[ -z "$(k -n "$ns" get deployments -l serving.kserve.io/inferenceservice=hostpath -o name)" ]] \
+  || fail "a revision was made for a refused file:// InferenceService"
+log "     status: ${message}"
+k -n "$ns" delete isvc hostpath --wait=true >/dev/null
+skiff_config true
+sleep 2 # the controller's ConfigMap watch, before the figures create file:// InferenceServices
+pass "allowHostPath false: a file:// InferenceService gets no revision, Ready False (InvalidSpec) naming the field and the setting"
 
 # --- figures: 200 InferenceServices at once ----------------------------------------------------------------
 proc_cpu_s() { # pid -> user+system CPU seconds

@@ -6,13 +6,16 @@
 //!   UTS namespaces, bind-mounts the container's volumes, sets the hostname and executes the
 //!   container's program. It runs before any thread exists, which `unshare` needs.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use nix::fcntl::{OFlag, open};
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
+use nix::sys::stat::Mode;
 
 use crate::error::{Error, Result};
 use crate::volumes::{Bind, VolumePlan};
@@ -91,10 +94,15 @@ fn prepare(args: &ExecArgs) -> Result<()> {
     // Mounts made here must not propagate back to the host.
     mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_SLAVE, None::<&str>)
         .map_err(|e| Error::sys("making / a slave mount", e))?;
-    for b in args.binds() {
-        ensure_mount_point(&b.source, &b.target, &mut Vec::new())?;
+    let binds = args.binds();
+    // Every source is opened before the first mount, as a kubelet resolves them all on the host: a
+    // mount on `/tmp` (say) must not hide a source under `/tmp` from the mounts after it.
+    let sources: Vec<OwnedFd> = binds.iter().map(|b| open_source(&b.source)).collect::<Result<_>>()?;
+    for (b, source) in binds.iter().zip(&sources) {
+        let source = PathBuf::from(format!("/proc/self/fd/{}", source.as_raw_fd()));
+        ensure_mount_point(&source, &b.target, &mut Vec::new())?;
         let what = || format!("bind mount {} on {}", b.source.display(), b.target.display());
-        mount(Some(&b.source), &b.target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+        mount(Some(&source), &b.target, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
             .map_err(|e| Error::sys(what(), e))?;
         if b.read_only {
             let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
@@ -109,6 +117,12 @@ fn prepare(args: &ExecArgs) -> Result<()> {
         std::env::set_current_dir(w).map_err(|e| Error::io(format!("chdir {}", w.display()), e))?;
     }
     Ok(())
+}
+
+/// A handle on a bind's source that later mounts cannot hide (`O_PATH`: no access to its content).
+fn open_source(source: &Path) -> Result<OwnedFd> {
+    open(source, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| Error::sys(format!("bind mount source {}", source.display()), e))
 }
 
 /// Makes sure `target` exists (a directory, or an empty file when `source` is not a directory).
