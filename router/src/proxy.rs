@@ -26,6 +26,10 @@ use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
 
 /// Time allowed to open a connection to a replica or the activator.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle pooled connections to replicas and activators are closed after this long: well before
+/// their own idle cut (`skiff_http::ServeLimits::header_timeout`, 20 s), so the router never sends
+/// on a connection the upstream is closing.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Extra read time given to the activator: it enforces the revision timeout itself and answers 504 with
 /// a message, so the router must not time out first.
 const ACTIVATOR_MARGIN: Duration = Duration::from_secs(5);
@@ -228,6 +232,7 @@ impl ProxyHttp for Proxy {
         };
         let mut peer = HttpPeer::new(upstream_addr(upstream), false, String::new());
         peer.options.connection_timeout = Some(CONNECT_TIMEOUT);
+        peer.options.idle_timeout = Some(POOL_IDLE_TIMEOUT);
         let via_activator = matches!(ctx.upstream, Some(Upstream::Activator(_)));
         peer.options.read_timeout = Some(if via_activator { ctx.timeout + ACTIVATOR_MARGIN } else { ctx.timeout });
         Ok(Box::new(peer))
