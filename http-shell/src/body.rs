@@ -1,14 +1,16 @@
 //! Reading a request body whole, under a size limit, a deadline and memory budgets: the one way
 //! every Skiff server buffers a body, so none of them can be made to hold unbounded bytes.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode, header};
 use http_body_util::BodyExt;
-use hyper::body::Body;
+use hyper::body::{Body, Frame, SizeHint};
 
 use crate::response::HttpError;
 
@@ -147,6 +149,49 @@ impl Drop for Reservation {
     }
 }
 
+/// A response body that keeps a [`Reservation`] until its last frame is sent: what a request
+/// costs in memory is counted until the client has it.
+#[derive(Debug)]
+pub struct Held<B> {
+    body: B,
+    reservation: Option<Reservation>,
+}
+
+impl<B> Held<B> {
+    /// `body`, holding `reservation` until it ends.
+    pub fn new(body: B, reservation: Reservation) -> Held<B> {
+        Held { body, reservation: Some(reservation) }
+    }
+}
+
+impl<B> From<B> for Held<B> {
+    /// `body`, holding nothing.
+    fn from(body: B) -> Held<B> {
+        Held { body, reservation: None }
+    }
+}
+
+impl<B: Body + Unpin> Body for Held<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.reservation = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// The bounds one body is read under.
 #[derive(Debug, Clone)]
 pub struct BodyLimits {
@@ -222,8 +267,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use http_body_util::{Full, StreamBody};
-    use hyper::body::Frame;
+    use http_body_util::{BodyExt, Full, StreamBody};
 
     use super::*;
 
@@ -249,6 +293,20 @@ mod tests {
         held.release(2);
         assert_eq!((budget.held(), held.bytes()), (3, 3));
         drop(held);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_held_response_gives_its_bytes_back_after_its_last_frame() {
+        let budget = Budget::new("process", 100);
+        let (_, reservation) =
+            read_body(&declared(5), Full::new(Bytes::from_static(b"hello")), &limits(10, vec![budget.clone()]))
+                .await
+                .unwrap();
+        let mut response = Held::new(Full::new(Bytes::from_static(b"answer")), reservation);
+        assert_eq!(budget.held(), 5);
+        assert!(response.frame().await.is_some());
+        assert!(response.frame().await.is_none());
         assert_eq!(budget.held(), 0);
     }
 

@@ -18,11 +18,12 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::{LoadedModel, Models};
 use crate::tensor::Tensor;
-use skiff_http::body::{BodyLimits, read_body};
+use skiff_http::body::{BodyLimits, Held, read_body};
 use skiff_http::response;
 
-/// The response type of every handler.
-type HttpResponse = http::Response<Full<Bytes>>;
+/// The response type of every handler: an inference answer holds its request's memory budget
+/// until it is sent.
+type HttpResponse = http::Response<Held<Full<Bytes>>>;
 
 /// State shared by every connection.
 pub struct App {
@@ -75,12 +76,12 @@ pub async fn handle(app: Arc<App>, request: Request<Incoming>) -> HttpResponse {
     match route(&parts.method, parts.uri.path()) {
         Ok(Route::V1Predict(model)) => infer(&app, model, Protocol::V1, &parts.headers, body).await,
         Ok(Route::V2Infer(model)) => infer(&app, model, Protocol::V2, &parts.headers, body).await,
-        Ok(other) => read_only(&app, other).unwrap_or_else(|e| response::error(&e)),
-        Err(e) => response::error(&e),
+        Ok(other) => read_only(&app, other).unwrap_or_else(|e| response::error(&e)).map(Held::from),
+        Err(e) => response::error(&e).map(Held::from),
     }
 }
 
-fn read_only(app: &App, route: Route<'_>) -> Result<HttpResponse> {
+fn read_only(app: &App, route: Route<'_>) -> Result<http::Response<Full<Bytes>>> {
     let ok = |value| Ok(response::json_value(StatusCode::OK, &value));
     match route {
         Route::Root => ok(json!({ "status": "alive" })),
@@ -122,8 +123,10 @@ async fn infer(app: &App, name: &str, protocol: Protocol, headers: &http::Header
     let started = Instant::now();
     let _in_flight = app.metrics.in_flight();
     let response = match app.models.get(name) {
-        Ok(model) => run_inference(app, model, protocol, headers, body).await.unwrap_or_else(|e| response::error(&e)),
-        Err(e) => return response::error(&e),
+        Ok(model) => run_inference(app, model, protocol, headers, body)
+            .await
+            .unwrap_or_else(|e| response::error(&e).map(Held::from)),
+        Err(e) => return response::error(&e).map(Held::from),
     };
     app.metrics.observe(name, protocol.label(), response.status().as_u16(), started.elapsed());
     response
@@ -155,12 +158,16 @@ async fn run_inference(
     drop(body);
     let _permit = app.admission.admit().await?;
     let outputs = select(model.executor.infer(inputs).await?, &wanted);
-    held.force(outputs.iter().map(Tensor::byte_size).sum());
+    let output_bytes = outputs.iter().map(Tensor::byte_size).sum();
+    held.force(output_bytes);
     let encoded = match id {
         Some(id) => v2::encode(&spec.name, &id, &outputs),
         None => v1::encode(&outputs)?,
     };
-    Ok(response::json(StatusCode::OK, encoded))
+    drop(outputs);
+    held.release(output_bytes);
+    held.force(encoded.len());
+    Ok(response::json(StatusCode::OK, encoded).map(|body| Held::new(body, held)))
 }
 
 /// Keeps the requested outputs, in request order; all of them when none were named.
