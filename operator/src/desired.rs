@@ -31,8 +31,9 @@ pub const SERVICE_PORT: i32 = 80;
 pub const QUEUE_PROXY_PORT: i32 = 8012;
 /// The queue-proxy sidecar's container name (Knative's).
 pub const QUEUE_PROXY: &str = "queue-proxy";
-/// Seconds a model pod keeps serving after SIGTERM, readiness off, so that routers and activators
-/// see it leave its EndpointSlice before it closes its listener.
+/// Seconds a model pod (the model server, or the queue-proxy in front of a custom container) keeps
+/// serving after SIGTERM, readiness off, so that routers and activators see it leave its
+/// EndpointSlice before it closes its listener.
 const SHUTDOWN_DELAY_SECS: u32 = 3;
 /// KServe's name for the serving container.
 pub const CONTAINER_NAME: &str = "kserve-container";
@@ -355,6 +356,8 @@ fn queue_proxy(upstream: i32, serving: Serving, platform: &Platform) -> Containe
         serving.container_concurrency.to_string(),
         "--timeout-secs".into(),
         serving.timeout_secs.to_string(),
+        "--drain-delay-secs".into(),
+        SHUTDOWN_DELAY_SECS.to_string(),
     ];
     Container {
         name: QUEUE_PROXY.into(),

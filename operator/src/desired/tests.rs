@@ -198,7 +198,9 @@ fn a_custom_container_gets_the_queue_proxy_and_its_service_targets_it() {
             "--container-concurrency",
             "4",
             "--timeout-secs",
-            "60"
+            "60",
+            "--drain-delay-secs",
+            "3"
         ]
     );
     assert_eq!(sidecar["readinessProbe"]["httpGet"]["path"], "/healthz");
