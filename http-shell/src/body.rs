@@ -149,36 +149,36 @@ impl Drop for Reservation {
     }
 }
 
-/// A response body that keeps a [`Reservation`] until its last frame is sent: what a request
-/// costs in memory is counted until the client has it.
+/// A response body that keeps `guard` (a [`Reservation`], or a connection's in-flight count) until
+/// its last frame is sent: what a request holds is held until the client has the answer.
 #[derive(Debug)]
-pub struct Held<B> {
+pub struct Held<B, G = Reservation> {
     body: B,
-    reservation: Option<Reservation>,
+    guard: Option<G>,
 }
 
-impl<B> Held<B> {
-    /// `body`, holding `reservation` until it ends.
-    pub fn new(body: B, reservation: Reservation) -> Held<B> {
-        Held { body, reservation: Some(reservation) }
+impl<B, G> Held<B, G> {
+    /// `body`, holding `guard` until it ends (or fails, or is dropped).
+    pub fn new(body: B, guard: G) -> Held<B, G> {
+        Held { body, guard: Some(guard) }
     }
 }
 
-impl<B> From<B> for Held<B> {
+impl<B, G> From<B> for Held<B, G> {
     /// `body`, holding nothing.
-    fn from(body: B) -> Held<B> {
-        Held { body, reservation: None }
+    fn from(body: B) -> Held<B, G> {
+        Held { body, guard: None }
     }
 }
 
-impl<B: Body + Unpin> Body for Held<B> {
+impl<B: Body + Unpin, G: Unpin> Body for Held<B, G> {
     type Data = B::Data;
     type Error = B::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            self.reservation = None;
+            self.guard = None;
         }
         polled
     }

@@ -15,6 +15,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::body::Held;
 use crate::limits::ServeLimits;
 
 /// Serves `handler` on `listener` until `shutdown` completes; then serves on for the drain delay,
@@ -112,7 +113,7 @@ impl Connection {
         let service = service_fn(move |request| {
             let busy = counted.start();
             let response = handler(request);
-            async move { Ok::<_, Infallible>(response.await.map(|body| InFlight { body, busy: Some(busy) })) }
+            async move { Ok::<_, Infallible>(response.await.map(|body| Held::new(body, busy))) }
         });
         let connection = self.builder.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(connection);
@@ -176,36 +177,6 @@ impl Drop for Busy {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.0.changed.notify_waiters();
-    }
-}
-
-/// A response body that keeps its request counted as in flight until its last frame.
-struct InFlight<B> {
-    body: B,
-    busy: Option<Busy>,
-}
-
-impl<B: Body + Unpin> Body for InFlight<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
-        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, std::task::Poll::Ready(None | Some(Err(_)))) {
-            self.busy = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
     }
 }
 

@@ -18,12 +18,12 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::model::{LoadedModel, Models};
 use crate::tensor::Tensor;
-use skiff_http::body::{BodyLimits, Held, read_body};
+use skiff_http::body::{BodyLimits, Held, Reservation, read_body};
 use skiff_http::response;
 
 /// The response type of every handler: an inference answer holds its request's memory budget
 /// until it is sent.
-type HttpResponse = http::Response<Held<Full<Bytes>>>;
+type HttpResponse = http::Response<Held<Full<Bytes>, Reservation>>;
 
 /// State shared by every connection.
 pub struct App {
