@@ -177,9 +177,10 @@ cmd_up() {
     [[ -x "$root/target/$profile/$b" ]] || missing+=("target/$profile/$b")
   done
   ((${#missing[@]} == 0)) || die "missing ${missing[*]}: run \`cargo build --workspace\` first (or \`cargo build --release --bins\`)"
-  local agent="$root/target/release/skiff-node-agent"
-  [[ -x "$agent" ]] || agent="$root/target/debug/skiff-node-agent"
-  [[ -x "$agent" ]] || die "no node agent (target/{release,debug}/skiff-node-agent): run \`cargo build --workspace\` first"
+  # The node agent of the same build as the Skiff binaries (a stale one of the other profile would
+  # run pods as an older agent did).
+  local agent="$root/target/$profile/skiff-node-agent"
+  [[ -x "$agent" ]] || die "no node agent (target/$profile/skiff-node-agent): run \`cargo build --workspace\` first"
   if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
     # shellcheck source=/dev/null
     source "$root/.ort/env"
