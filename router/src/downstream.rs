@@ -37,11 +37,19 @@ pub struct DownstreamLimits {
     pub header_timeout: Duration,
     /// Connections held at once.
     pub max_connections: usize,
+    /// After SIGTERM, how long to keep accepting and serving, readiness off
+    /// ([`crate::RouterHandle::draining`]), before Pingora closes the listener and drains: time for
+    /// load balancers and endpoint lists to stop sending (Knative's drain sleep).
+    pub drain_delay: Duration,
 }
 
 impl Default for DownstreamLimits {
     fn default() -> DownstreamLimits {
-        DownstreamLimits { header_timeout: Duration::from_secs(20), max_connections: 10_000 }
+        DownstreamLimits {
+            header_timeout: Duration::from_secs(20),
+            max_connections: 10_000,
+            drain_delay: Duration::ZERO,
+        }
     }
 }
 

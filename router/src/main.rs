@@ -15,7 +15,7 @@ use skiff_dataplane::discovery::{sync_revisions, sync_service};
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_http::ServeLimits;
 use skiff_router::cluster::follow_routes;
-use skiff_router::{Router, RouterConfig};
+use skiff_router::{DownstreamLimits, Router, RouterConfig};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -44,6 +44,10 @@ struct Args {
     /// Seconds in-flight requests may take to finish after SIGTERM.
     #[arg(long, default_value_t = 5)]
     grace_period_secs: u64,
+    /// Seconds to keep serving after SIGTERM, readiness off, before the listener closes: time for
+    /// the Service's endpoints to drop this pod.
+    #[arg(long, default_value_t = 3)]
+    drain_delay_secs: u64,
     /// Log line format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -72,6 +76,10 @@ async fn main() -> anyhow::Result<()> {
         activator: None,
         threads: args.threads,
         grace_period: Duration::from_secs(args.grace_period_secs),
+        downstream: DownstreamLimits {
+            drain_delay: Duration::from_secs(args.drain_delay_secs),
+            ..DownstreamLimits::default()
+        },
         ..RouterConfig::default()
     };
     let endpoints = Arc::new(Endpoints::default());
@@ -95,14 +103,19 @@ async fn main() -> anyhow::Result<()> {
     let handle = router.start().context("starting the router")?;
     tracing::info!(listen = %handle.listen_addr(), admin = %args.admin_addr, "router started");
     let (stopped, stop_admin) = tokio::sync::oneshot::channel::<()>();
+    let draining = handle.draining();
     let admin_task = tokio::spawn(skiff_http::serve(
         admin,
         move |request: http::Request<hyper::body::Incoming>| {
-            let (router, synced) = (router.clone(), synced.clone());
+            let (router, synced, draining) = (router.clone(), synced.clone(), draining.clone());
             async move {
-                let ready = synced.load(Ordering::Acquire) >= WATCHES;
-                let not_ready =
-                    (!ready).then_some("waiting for the first lists of InferenceServices and EndpointSlices");
+                let not_ready = if draining.load(Ordering::Acquire) {
+                    Some("draining: shutting down")
+                } else if synced.load(Ordering::Acquire) < WATCHES {
+                    Some("waiting for the first lists of InferenceServices and EndpointSlices")
+                } else {
+                    None
+                };
                 skiff_http::admin::respond(&request, not_ready, || router.metrics_text())
             }
         },

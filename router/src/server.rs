@@ -3,7 +3,8 @@
 //! when the [`RouterHandle`] asks or when the process gets SIGTERM.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,10 +36,14 @@ enum Stop {
 }
 
 /// The shutdown signal handed to Pingora: the handle's request or SIGTERM, whichever comes first.
+/// On SIGTERM it first marks the router draining and waits the drain delay, so that Pingora, which
+/// closes its listener as soon as it is told, keeps serving while load balancers catch up.
 struct StopSignal {
     stop: watch::Receiver<Option<Stop>>,
     /// Told once SIGTERM is being watched, so `start` returns only after that.
     armed: mpsc::Sender<()>,
+    draining: Arc<AtomicBool>,
+    drain_delay: Duration,
 }
 
 #[async_trait]
@@ -55,13 +60,18 @@ impl ShutdownSignalWatch for StopSignal {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            asked = stop.wait_for(Option::is_some) => match asked.map(|stop| *stop) {
-                Ok(Some(Stop::Graceful)) => ShutdownSignal::GracefulTerminate,
-                _ => ShutdownSignal::FastShutdown,
-            },
-            () = terminated => {
-                tracing::info!("router got SIGTERM, shutting down gracefully");
+        // The watch's guard is not `Send`: copy what it says out of the select before awaiting more.
+        let asked = tokio::select! {
+            asked = stop.wait_for(Option::is_some) => Some(asked.ok().and_then(|stop| *stop)),
+            () = terminated => None,
+        };
+        match asked {
+            Some(Some(Stop::Graceful)) => ShutdownSignal::GracefulTerminate,
+            Some(_) => ShutdownSignal::FastShutdown,
+            None => {
+                self.draining.store(true, Ordering::Release);
+                tracing::info!(delay = ?self.drain_delay, "router got SIGTERM: serving on for the drain delay, then shutting down gracefully");
+                tokio::time::sleep(self.drain_delay).await;
                 ShutdownSignal::GracefulTerminate
             }
         }
@@ -74,9 +84,15 @@ pub struct RouterHandle {
     addr: SocketAddr,
     stop: watch::Sender<Option<Stop>>,
     thread: Option<thread::JoinHandle<()>>,
+    draining: Arc<AtomicBool>,
 }
 
 impl RouterHandle {
+    /// True once SIGTERM has been received: readiness should fail while the router drains.
+    pub fn draining(&self) -> Arc<AtomicBool> {
+        self.draining.clone()
+    }
+
     /// The address the proxy listens on (the chosen port when the configuration asked for port 0).
     pub fn listen_addr(&self) -> SocketAddr {
         self.addr
@@ -162,6 +178,8 @@ pub(crate) fn start(config: &RouterConfig, proxy: Proxy) -> Result<RouterHandle>
     let downstream = config.downstream;
     let (stop, stop_rx) = watch::channel(None);
     let (armed, armed_rx) = mpsc::channel();
+    let draining = Arc::new(AtomicBool::new(false));
+    let signal = StopSignal { stop: stop_rx, armed, draining: draining.clone(), drain_delay: downstream.drain_delay };
     let thread = thread::Builder::new()
         .name("skiff-router".to_owned())
         .spawn(move || {
@@ -171,10 +189,10 @@ pub(crate) fn start(config: &RouterConfig, proxy: Proxy) -> Result<RouterHandle>
             let mut service = Service::new("skiff-router".to_owned(), Guarded::new(app, downstream));
             service.add_tcp(&addr.to_string());
             server.add_service(service);
-            server.run(RunArgs { shutdown_signal: Box::new(StopSignal { stop: stop_rx, armed }) });
+            server.run(RunArgs { shutdown_signal: Box::new(signal) });
         })
         .map_err(Error::Thread)?;
-    let handle = RouterHandle { addr, stop, thread: Some(thread) };
+    let handle = RouterHandle { addr, stop, thread: Some(thread), draining };
     handle.wait_started(&armed_rx)?;
     tracing::info!(%addr, "router listening");
     Ok(handle)

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn limits(header_timeout: Duration, max_connections: usize) -> DownstreamLimits {
-    DownstreamLimits { header_timeout, max_connections }
+    DownstreamLimits { header_timeout, max_connections, ..DownstreamLimits::default() }
 }
 
 /// Reads what the router sends until it closes the connection.
