@@ -80,7 +80,6 @@ async fn main() -> anyhow::Result<()> {
             drain_delay: Duration::from_secs(args.drain_delay_secs),
             ..DownstreamLimits::default()
         },
-        ..RouterConfig::default()
     };
     let endpoints = Arc::new(Endpoints::default());
     let router = Router::new(config, endpoints.clone()).context("router configuration")?;
