@@ -98,6 +98,14 @@ fn prepare(args: &ExecArgs) -> Result<()> {
     // Every source is opened before the first mount, as a kubelet resolves them all on the host: a
     // mount on `/tmp` (say) must not hide a source under `/tmp` from the mounts after it.
     let sources: Vec<OwnedFd> = binds.iter().map(|b| open_source(&b.source)).collect::<Result<_>>()?;
+    // The image's own files (here: host paths) are the container's root filesystem, under its
+    // volumes, so a volume (an emptyDir at /tmp, say) must not hide them when the checkout lives
+    // there: they are opened first and bound back after the volumes.
+    let image: Vec<(PathBuf, OwnedFd)> = image_paths(&args.argv[0])
+        .into_iter()
+        .filter(|path| binds.iter().any(|b| path.starts_with(&b.target) && *path != b.target))
+        .map(|path| open_source(&path).map(|fd| (path, fd)))
+        .collect::<Result<_>>()?;
     for (b, source) in binds.iter().zip(&sources) {
         let source = PathBuf::from(format!("/proc/self/fd/{}", source.as_raw_fd()));
         ensure_mount_point(&source, &b.target, &mut Vec::new())?;
@@ -109,6 +117,12 @@ fn prepare(args: &ExecArgs) -> Result<()> {
             mount(None::<&str>, &b.target, None::<&str>, flags, None::<&str>).map_err(|e| Error::sys(what(), e))?;
         }
     }
+    for (path, fd) in &image {
+        let source = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        ensure_mount_point(&source, path, &mut Vec::new())?;
+        mount(Some(&source), path, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+            .map_err(|e| Error::sys(format!("binding the image's {} back", path.display()), e))?;
+    }
     if let Some(h) = &args.hostname {
         nix::unistd::sethostname(h).map_err(|e| Error::sys("sethostname", e))?;
     }
@@ -117,6 +131,16 @@ fn prepare(args: &ExecArgs) -> Result<()> {
         std::env::set_current_dir(w).map_err(|e| Error::io(format!("chdir {}", w.display()), e))?;
     }
     Ok(())
+}
+
+/// What stands for the image's files: the program, and every environment value that names an
+/// existing file by its absolute path (the ONNX Runtime library in `ORT_DYLIB_PATH`).
+fn image_paths(program: &str) -> Vec<PathBuf> {
+    std::iter::once(program.to_owned())
+        .chain(std::env::vars().map(|(_, value)| value))
+        .map(PathBuf::from)
+        .filter(|path| path.is_absolute() && path.is_file())
+        .collect()
 }
 
 /// A handle on a bind's source that later mounts cannot hide (`O_PATH`: no access to its content).
