@@ -338,6 +338,18 @@ mod tests {
         }))
     }
 
+    /// An HTTP/2 client is told the stream cap in the server's settings.
+    #[tokio::test]
+    async fn http2_clients_are_told_the_stream_cap() {
+        let (addr, _stop, _server) = start(ServeLimits { max_h2_streams: 3, ..limits() }).await;
+        let (mut client, connection) = h2::client::handshake(TcpStream::connect(addr).await.unwrap()).await.unwrap();
+        tokio::spawn(connection);
+        let request = Request::get(format!("http://{addr}/")).body(()).unwrap();
+        let (response, _) = client.send_request(request, true).unwrap();
+        assert_eq!(response.await.unwrap().status(), 200);
+        assert_eq!(client.current_max_send_streams(), 3);
+    }
+
     /// Past the connection cap a new connection waits in the backlog until one closes.
     #[tokio::test]
     async fn connections_past_the_cap_wait_for_one_to_close() {
