@@ -1,7 +1,8 @@
 //! One request's way to a replica, shared by the activator and the queue-proxy: admit (bounded),
 //! poke the autoscaler when nothing is ready, read the body, wait for a slot (bounded queue),
 //! forward, and retry on another replica when the connection failed before the request was sent
-//! (and, in the activator, once when the replica failed before answering). Everything is bounded by the target's timeout; the slot and the counts are kept until the
+//! (and, in the activator, once when the replica failed before answering). Everything is bounded
+//! by the target's timeout; the slot and the counts are kept until the
 //! response body has been sent.
 
 use std::sync::Arc;

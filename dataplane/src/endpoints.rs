@@ -45,8 +45,12 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.replica.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if let Some(slots) = self.replica.slots.upgrade() {
+        // Sequentially consistent with `acquire`'s queueing: either this sees the waiter counted,
+        // or that waiter's second look sees this slot free. With nobody waiting, no lock is taken.
+        self.replica.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if let Some(slots) = self.replica.slots.upgrade()
+            && slots.waiting.load(Ordering::SeqCst) > 0
+        {
             slots.hand_out();
         }
     }
@@ -71,7 +75,7 @@ impl Slots {
         let mut candidates: Vec<&Arc<Replica>> = ready.iter().collect();
         candidates.sort_by_key(|r| r.in_flight());
         for replica in candidates {
-            let taken = replica.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            let taken = replica.in_flight.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (self.container_concurrency == 0 || n < self.container_concurrency).then_some(n + 1)
             });
             if taken.is_ok() {
@@ -81,13 +85,19 @@ impl Slots {
         None
     }
 
-    /// Gives free slots to the waiters in arrival order, skipping those that gave up.
-    /// Always under the lock: a waiter queued while a slot is freed is then either seen here or
-    /// finds the slot itself (`acquire` tries under the same lock).
+    /// Gives free slots to the waiters in arrival order.
     fn hand_out(&self) {
-        // Declared before the lock so that it drops after it: dropping a slot hands out again.
-        let mut unclaimed: Option<Slot> = None;
         let mut waiters = self.waiters.lock().expect("waiters lock");
+        let unclaimed = self.serve(&mut waiters);
+        drop(waiters);
+        // After the lock: dropping a slot hands out again.
+        drop(unclaimed);
+    }
+
+    /// Under the lock: free slots to the waiters at the head of the queue, skipping those that gave
+    /// up. Returns a slot taken for a waiter that left meanwhile, to be dropped after the lock.
+    fn serve(&self, waiters: &mut VecDeque<oneshot::Sender<Slot>>) -> Option<Slot> {
+        let mut unclaimed: Option<Slot> = None;
         while let Some(waiter) = waiters.front() {
             if waiter.is_closed() {
                 waiters.pop_front();
@@ -97,7 +107,8 @@ impl Slots {
             let waiter = waiters.pop_front().expect("a front waiter");
             unclaimed = waiter.send(slot).err();
         }
-        self.waiting.store(waiters.len(), Ordering::Release);
+        self.waiting.store(waiters.len(), Ordering::SeqCst);
+        unclaimed
     }
 }
 
@@ -176,7 +187,7 @@ impl RevisionEndpoints {
 
     /// Waits for a slot, behind every request that waited first.
     pub async fn acquire(&self) -> Slot {
-        let turn = {
+        let (turn, unclaimed) = {
             let mut waiters = self.slots.waiters.lock().expect("waiters lock");
             if waiters.is_empty()
                 && let Some(slot) = self.slots.take()
@@ -185,9 +196,12 @@ impl RevisionEndpoints {
             }
             let (turn, wait) = oneshot::channel();
             waiters.push_back(turn);
-            self.slots.waiting.store(waiters.len(), Ordering::Release);
-            wait
+            self.slots.waiting.store(waiters.len(), Ordering::SeqCst);
+            // A slot freed after the look above, by a drop that saw nobody waiting yet, is found
+            // by this second look (see `Slot`'s drop).
+            (wait, self.slots.serve(&mut waiters))
         };
+        drop(unclaimed);
         match turn.await {
             Ok(slot) => slot,
             Err(_) => std::future::pending().await,

@@ -123,9 +123,7 @@ impl Reservation {
         self.bytes += bytes;
         Ok(())
     }
-}
 
-impl Reservation {
     /// Gives back up to `bytes` of what is reserved (the body, once it is decoded and dropped).
     pub fn release(&mut self, bytes: usize) {
         let bytes = bytes.min(self.bytes);

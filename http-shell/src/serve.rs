@@ -76,10 +76,11 @@ where
     drained
 }
 
-/// hyper's builder with the limits' header timeout (it needs a timer to fire) and HTTP/2 bounds.
+/// hyper's builder with the HTTP/2 bounds. HTTP/1.1 gets no timer of hyper's: the connection's
+/// own head deadline ([`Connection`]) already covers what hyper's header timeout would, from
+/// accept rather than from version detection, without a second timer per request.
 fn builder(limits: &ServeLimits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -90,9 +91,9 @@ fn builder(limits: &ServeLimits) -> auto::Builder<TokioExecutor> {
 }
 
 /// One accepted connection: served until it ends, the server closes, or it spends the header
-/// timeout with nothing in flight. hyper's own header timer starts only once hyper-util has read
-/// enough to tell HTTP/1.1 from HTTP/2, and a graceful close does not end a half-read first head,
-/// so that deadline is kept here, from accept, and ends the connection outright.
+/// timeout with nothing in flight. (hyper's own header timer would start only once hyper-util has
+/// read enough to tell HTTP/1.1 from HTTP/2, and a graceful close does not end a half-read first
+/// head, so the deadline is kept here, from accept, and ends the connection outright.)
 struct Connection {
     builder: Arc<auto::Builder<TokioExecutor>>,
     closed: watch::Receiver<bool>,

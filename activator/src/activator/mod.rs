@@ -125,17 +125,9 @@ impl Activator {
             return Ok(());
         }
         let name = config.key.to_string();
-        let (load, budget) = match revisions.get(&config.key) {
-            Some(existing) => (existing.load.clone(), existing.body.budgets[1].clone()),
-            None => (
-                Load::new(self.metrics.load_gauges(&name)),
-                Budget::new(format!("revision {name}"), self.limits.revision_held_bytes),
-            ),
-        };
-        let body = BodyLimits {
-            max_bytes: MAX_BODY_BYTES,
-            timeout: self.limits.serve.body_timeout,
-            budgets: vec![self.held_bytes.clone(), budget],
+        let (load, body) = match revisions.get(&config.key) {
+            Some(existing) => (existing.load.clone(), existing.body.clone()),
+            None => (Load::new(self.metrics.load_gauges(&name)), self.body_limits(&name)),
         };
         let revision = Revision {
             body,
@@ -208,6 +200,18 @@ impl Activator {
         };
         skiff_http::serve(listener, handler, shutdown, limits).await;
         Ok(())
+    }
+
+    /// How a new revision's bodies are read: within the process's budget and one of its own.
+    fn body_limits(&self, name: &str) -> BodyLimits {
+        BodyLimits {
+            max_bytes: MAX_BODY_BYTES,
+            timeout: self.limits.serve.body_timeout,
+            budgets: vec![
+                self.held_bytes.clone(),
+                Budget::new(format!("revision {name}"), self.limits.revision_held_bytes),
+            ],
+        }
     }
 
     fn revision(&self, key: &RevisionKey) -> Option<Arc<Revision>> {

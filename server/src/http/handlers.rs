@@ -141,33 +141,42 @@ async fn run_inference(
 ) -> Result<HttpResponse> {
     let (body, mut held) = read_body(headers, body, &app.body).await?;
     let spec = &model.spec;
-    let (inputs, wanted, id) = match protocol {
+    let (inputs, reply) = match protocol {
         Protocol::V2 => {
             let request = v2::decode(&body)?;
             let wanted = request.output_names();
             spec.check_outputs(&wanted)?;
             let id = request.id.map_or_else(|| uuid::Uuid::new_v4().to_string(), Cow::into_owned);
             let tensors = request.inputs.into_iter().map(v2::RequestInput::into_tensor).collect::<Result<Vec<_>>>()?;
-            (spec.check_inputs(tensors)?, wanted, Some(id))
+            (spec.check_inputs(tensors)?, Reply::V2 { id, wanted })
         }
-        Protocol::V1 => (spec.check_inputs(v1::decode(&body, spec)?)?, Vec::new(), None),
+        Protocol::V1 => (spec.check_inputs(v1::decode(&body, spec)?)?, Reply::V1),
     };
     // From here on the tensors stand for the body: it is dropped, and the budget counts them instead.
     held.add(inputs.iter().map(Tensor::byte_size).sum())?;
     held.release(body.len());
     drop(body);
     let _permit = app.admission.admit().await?;
-    let outputs = select(model.executor.infer(inputs).await?, &wanted);
+    let outputs = model.executor.infer(inputs).await?;
     let output_bytes = outputs.iter().map(Tensor::byte_size).sum();
     held.force(output_bytes);
-    let encoded = match id {
-        Some(id) => v2::encode(&spec.name, &id, &outputs),
-        None => v1::encode(&outputs)?,
+    let encoded = match reply {
+        Reply::V2 { id, wanted } => v2::encode(&spec.name, &id, &select(outputs, &wanted)),
+        Reply::V1 => {
+            let encoded = v1::encode(&outputs)?;
+            drop(outputs);
+            encoded
+        }
     };
-    drop(outputs);
     held.release(output_bytes);
     held.force(encoded.len());
     Ok(response::json(StatusCode::OK, encoded).map(|body| Held::new(body, held)))
+}
+
+/// How an inference is answered: V2 with its id and the outputs asked for, or V1.
+enum Reply {
+    V1,
+    V2 { id: String, wanted: Vec<String> },
 }
 
 /// Keeps the requested outputs, in request order; all of them when none were named.
