@@ -1,0 +1,73 @@
+//! The crate's error type, and the one place errors become HTTP answers.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde_json::json;
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Auth is on and the request carries no user.
+    #[error("no user: the {0} header is missing")]
+    Unauthenticated(String),
+    /// The user may not do this, or the namespace is not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A mutating request without the CSRF cookie and a matching header.
+    #[error("CSRF check failed: {0}")]
+    Csrf(&'static str),
+    /// The request is malformed: names the field.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No such object.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The API server (or `skiff up`) refused the request: its status and message, shown as they are.
+    #[error("{message}")]
+    Refused {
+        /// The status the API server answered with.
+        status: u16,
+        /// Its message (validation refusals name the field).
+        message: String,
+    },
+    /// A dependency (API server, Prometheus) cannot be reached or answered nonsense.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) | Error::Csrf(_) => StatusCode::FORBIDDEN,
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Refused { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY),
+            Error::Unavailable(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+}
+
+impl From<kube::Error> for Error {
+    fn from(error: kube::Error) -> Self {
+        match error {
+            kube::Error::Api(status) => Error::Refused { status: status.code, message: status.message },
+            other => Error::Unavailable(format!("the Kubernetes API: {other}")),
+        }
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(error = %self, "request failed");
+        }
+        (status, Json(json!({ "status": status.as_u16(), "error": self.to_string() }))).into_response()
+    }
+}

@@ -1,0 +1,41 @@
+//! `skiff-web` on a cluster: the models web app with the Kubernetes API behind it, settings from
+//! the environment (see [`skiff_web::config`]), access reviews per user unless `APP_DISABLE_AUTH`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use skiff_web::access::SubjectAccessReviews;
+use skiff_web::config::Settings;
+use skiff_web::kube_backend::KubeBackend;
+use skiff_web::metrics::prometheus::Prometheus;
+use skiff_web::metrics::sampler::Sampler;
+use skiff_web::{App, Mode, app};
+use tokio::signal::unix::{SignalKind, signal};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    let settings = Settings::from_env(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
+    let client = kube::Client::try_default().await.context("no Kubernetes API (in-cluster or kubeconfig)")?;
+    let backend = Arc::new(KubeBackend::new(client.clone()));
+    let access = (!settings.disable_auth).then(|| Arc::new(SubjectAccessReviews::new(client)) as _);
+    let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
+    let sampler = Sampler::new(backend.clone(), None, prometheus);
+    tokio::spawn(sampler.clone().run());
+    let listen = SocketAddr::from(([0, 0, 0, 0], settings.port));
+    let prefix = settings.prefix.clone();
+    let state = Arc::new(App { settings, backend, access, sampler, mode: Mode { name: "cluster", router: None } });
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    tracing::info!(%listen, %prefix, "skiff-web serving");
+    let mut terminate = signal(SignalKind::terminate())?;
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! The detail page and its tabs: overview (conditions, URL, curl), revisions and traffic (with the
+//! canary buttons), events, YAML, logs (streamed by the script) and metrics (charts drawn by it).
+
+use maud::{Markup, html};
+
+use super::layout;
+use crate::App;
+use crate::backend::{EventView, PodView, ServiceView};
+use crate::error::{Error, Result};
+
+/// The tabs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    /// Conditions, URL, curl.
+    Overview,
+    /// Revisions, traffic, canary.
+    Revisions,
+    /// Events.
+    Events,
+    /// The manifest.
+    Yaml,
+    /// Streamed logs.
+    Logs,
+    /// Charts.
+    Metrics,
+}
+
+const TABS: [(Tab, &str, &str); 6] = [
+    (Tab::Overview, "overview", "Overview"),
+    (Tab::Revisions, "revisions", "Revisions and traffic"),
+    (Tab::Events, "events", "Events"),
+    (Tab::Yaml, "yaml", "YAML"),
+    (Tab::Logs, "logs", "Logs"),
+    (Tab::Metrics, "metrics", "Metrics"),
+];
+
+impl Tab {
+    /// The tab named in `?tab=` (overview by default).
+    pub fn parse(name: Option<&str>) -> Result<Tab> {
+        match name {
+            None | Some("") => Ok(Tab::Overview),
+            Some(name) => TABS
+                .iter()
+                .find(|(_, id, _)| *id == name)
+                .map(|(tab, _, _)| *tab)
+                .ok_or_else(|| Error::BadRequest(format!("tab: no tab {name:?}"))),
+        }
+    }
+}
+
+/// What a tab needed from the backend.
+pub enum Content {
+    /// Nothing beyond the service.
+    None,
+    /// Events.
+    Events(Vec<EventView>),
+    /// The manifest.
+    Yaml(String),
+    /// Replicas whose logs can be read.
+    Pods(Vec<PodView>),
+}
+
+/// The detail page on `tab`.
+pub fn page(app: &App, namespaces: &[String], service: &ServiceView, tab: Tab, content: &Content) -> Markup {
+    let prefix = &app.settings.prefix;
+    let (namespace, name) = (&service.namespace, &service.name);
+    let base = format!("{prefix}/details/{namespace}/{name}");
+    let api = format!("{prefix}/api/namespaces/{namespace}/inferenceservices/{name}");
+    let body = html! {
+        div.title {
+            h1 { (name) " " span class={ "status " (service.ready.to_lowercase()) } { "Ready: " (service.ready) } }
+            button.danger #delete data-api=(api) data-index={ (prefix) "/?ns=" (namespace) } data-name=(name) { "Delete" }
+        }
+        nav.tabs {
+            @for (t, id, label) in TABS {
+                a.active[t == tab] href={ (base) "?tab=" (id) } { (label) }
+            }
+        }
+        section.tab #tab data-api=(api) {
+            @match (tab, content) {
+                (Tab::Overview, _) => (overview(app, service)),
+                (Tab::Revisions, _) => (revisions(service, &api)),
+                (Tab::Events, Content::Events(events)) => (events_table(events)),
+                (Tab::Yaml, Content::Yaml(yaml)) => pre.yaml { (yaml) },
+                (Tab::Logs, Content::Pods(pods)) => (logs(prefix, namespace, pods)),
+                (Tab::Metrics, _) => (metrics(app, &api)),
+                _ => p { "Nothing to show." },
+            }
+        }
+    };
+    layout::page(app, name, namespace, namespaces, body)
+}
+
+/// The curl that reaches the service: its URL, or `skiff up`'s router with the URL's host.
+pub fn curl(app: &App, service: &ServiceView) -> String {
+    let url = service.url.clone().unwrap_or_else(|| format!("http://{}.{}", service.name, service.namespace));
+    let path = if service.protocol == "v1" {
+        format!("/v1/models/{}:predict", service.name)
+    } else {
+        format!("/v2/models/{}/infer", service.name)
+    };
+    let body = if service.protocol == "v1" { "@input.json" } else { "@input-v2.json" };
+    match &app.mode.router {
+        Some(router) => {
+            let host = url.trim_start_matches("http://").trim_start_matches("https://");
+            format!("curl -s -H 'Host: {host}' -H 'Content-Type: application/json' http://{router}{path} -d {body}")
+        }
+        None => format!("curl -s -H 'Content-Type: application/json' {url}{path} -d {body}"),
+    }
+}
+
+fn overview(app: &App, service: &ServiceView) -> Markup {
+    let curl = curl(app, service);
+    html! {
+        dl.facts {
+            dt { "URL" } dd { (service.url.as_deref().unwrap_or("-")) }
+            dt { "Namespace" } dd { (service.namespace) }
+            dt { "Model format" } dd { (service.model_format.as_deref().unwrap_or("-")) }
+            dt { "Protocol" } dd { (service.protocol) }
+        }
+        h2 { "Try it" }
+        div.curl { code #curl { (curl) } button #copy-curl type="button" { "Copy" } }
+        h2 { "Conditions" }
+        table {
+            thead { tr { th { "Type" } th { "Status" } th { "Reason" } th { "Message" } th { "Last transition" } } }
+            tbody {
+                @for c in &service.conditions {
+                    tr {
+                        td { (c.type_) }
+                        td { span class={ "status " (c.status.to_lowercase()) } { (c.status) } }
+                        td { (c.reason.as_deref().unwrap_or("")) }
+                        td { (c.message.as_deref().unwrap_or("")) }
+                        td { (c.last_transition_time.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn revisions(service: &ServiceView, api: &str) -> Markup {
+    html! {
+        table #revisions {
+            thead { tr { th { "Revision" } th { "Tag" } th { "Traffic" } th { "Ready" } th { "Desired" } } }
+            tbody {
+                @for r in &service.revisions {
+                    tr data-revision=(r.name) {
+                        td { (r.name) }
+                        td { (r.tag.as_deref().unwrap_or("")) }
+                        td.percent { (r.percent) "%" }
+                        td { (r.ready.map_or("-".into(), |n| n.to_string())) }
+                        td { (r.desired.map_or("-".into(), |n| n.to_string())) }
+                    }
+                }
+            }
+        }
+        h2 { "Canary" }
+        p {
+            "canaryTrafficPercent: "
+            strong #canary { (service.canary_percent.map_or("not set (the latest revision takes all traffic)".into(), |p| format!("{p}%"))) }
+        }
+        div.canary data-api=(api) {
+            button #promote type="button" title="Remove canaryTrafficPercent: the latest revision takes all traffic" { "Promote" }
+            button #rollback type="button" title="canaryTrafficPercent: 0, all traffic to the previous revision" { "Roll back" }
+            label { "Set " input #canary-percent type="number" min="0" max="100" value=(service.canary_percent.unwrap_or(10)); " %" }
+            button #set-canary type="button" { "Set" }
+        }
+    }
+}
+
+fn events_table(events: &[EventView]) -> Markup {
+    html! {
+        @if events.is_empty() { p.empty { "No events." } }
+        @else {
+            table #events {
+                thead { tr { th { "Type" } th { "Reason" } th { "Object" } th { "Message" } th { "Count" } th { "Last seen" } } }
+                tbody {
+                    @for e in events {
+                        tr class=(e.kind.to_lowercase()) {
+                            td { (e.kind) } td { (e.reason) } td { (e.object) } td { (e.message) }
+                            td { (e.count) } td { (e.last_seen.as_deref().unwrap_or("")) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn logs(prefix: &str, namespace: &str, pods: &[PodView]) -> Markup {
+    html! {
+        @if pods.is_empty() { p.empty { "No replicas are running (the revision may be at zero)." } }
+        @else {
+            label { "Replica "
+                select #pod data-logs={ (prefix) "/api/namespaces/" (namespace) "/pods/" } {
+                    @for p in pods {
+                        option value=(p.name) data-container=(p.container) { (p.name) " (" (p.revision) ", " (p.phase) ")" }
+                    }
+                }
+            }
+            pre #logs .logs {}
+        }
+    }
+}
+
+fn metrics(app: &App, api: &str) -> Markup {
+    html! {
+        p.hint { "From " (app.sampler.source()) "; updated every 5 s." }
+        div #charts .charts data-metrics={ (api) "/metrics?minutes=15" } {}
+    }
+}

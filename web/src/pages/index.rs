@@ -1,0 +1,63 @@
+//! The index: the namespace's InferenceServices with status, URL, latest and previous revision
+//! with their traffic, replicas and age; the script replaces the rows as they change.
+
+use maud::{Markup, html};
+
+use super::{age, layout};
+use crate::App;
+use crate::backend::{RevisionView, ServiceView};
+
+/// The index page.
+pub fn page(app: &App, namespace: &str, namespaces: &[String], services: &[ServiceView]) -> Markup {
+    let prefix = &app.settings.prefix;
+    let body = html! {
+        h1 { "InferenceServices in " (namespace) }
+        table.services #services data-live={ (prefix) "/api/namespaces/" (namespace) "/rows" } {
+            thead {
+                tr {
+                    th { "Status" } th { "Name" } th { "URL" } th { "Latest revision" } th { "Previous revision" }
+                    th { "Replicas" } th { "Age" }
+                }
+            }
+            tbody { (rows(app, services)) }
+        }
+    };
+    layout::page(app, "InferenceServices", namespace, namespaces, body)
+}
+
+fn revision_cell(revision: Option<&RevisionView>) -> Markup {
+    html! {
+        @if let Some(r) = revision {
+            span.revision { (r.name) } " " span.percent { (r.percent) "%" }
+        } @else { "-" }
+    }
+}
+
+fn replicas(revisions: &[RevisionView]) -> String {
+    let ready: u32 = revisions.iter().filter_map(|r| r.ready).sum();
+    let desired: u32 = revisions.iter().filter_map(|r| r.desired).sum();
+    format!("{ready}/{desired}")
+}
+
+/// The table rows (also sent on their own to the live index).
+pub fn rows(app: &App, services: &[ServiceView]) -> Markup {
+    let prefix = &app.settings.prefix;
+    html! {
+        @if services.is_empty() {
+            tr { td colspan="7" .empty { "No InferenceServices yet." } }
+        }
+        @for s in services {
+            @let latest = s.revisions.iter().find(|r| r.tag.as_deref() == Some("latest")).or(s.revisions.first());
+            @let previous = s.revisions.iter().find(|r| r.tag.as_deref() == Some("prev"));
+            tr data-name=(s.name) data-ready=(s.ready) {
+                td { span class={ "status " (s.ready.to_lowercase()) } title={ "Ready: " (s.ready) } { (s.ready) } }
+                td { a href={ (prefix) "/details/" (s.namespace) "/" (s.name) } { (s.name) } }
+                td.url { (s.url.as_deref().unwrap_or("-")) }
+                td { (revision_cell(latest)) }
+                td { (revision_cell(previous)) }
+                td.replicas { (replicas(&s.revisions)) }
+                td { (age(s.created)) }
+            }
+        }
+    }
+}
