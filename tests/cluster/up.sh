@@ -17,8 +17,14 @@
 #   SKIFF_NODE_AGENT        command line of the node agent (run by bash -c, in its own process group,
 #                           log logs/node-agent.log); its environment has KUBECONFIG=admin.kubeconfig,
 #                           SKIFF_NODE_KUBECONFIG=node.kubeconfig (system:node:<name>, for the Node
-#                           authorizer), SKIFF_NODE_NAME and SKIFF_CLUSTER_DIR
+#                           authorizer), SKIFF_NODE_NAME, SKIFF_CLUSTER_DIR and the kubelet API's
+#                           SKIFF_KUBELET_TLS_CERT/_KEY (pki/kubelet.crt, .key), SKIFF_KUBELET_CLIENT_CA
+#                           (pki/ca.crt) and SKIFF_KUBELET_PORT
 #   SKIFF_NODE_NAME         node name exported to the agent, also in node.crt (skiff-node)
+#   SKIFF_NODE_IP           node InternalIP: the IP SAN of pki/kubelet.crt, which the apiserver checks
+#                           when it calls the node (10.244.0.1, the agent's default); exported to the
+#                           agent only when set
+#   SKIFF_KUBELET_PORT      the agent's kubelet API port (10250), checked to be free with an agent
 #   SKIFF_NODE_TIMEOUT      seconds to wait for a Ready node   (120)
 #   SKIFF_READY_TIMEOUT     seconds to wait for each component (120)
 #   SKIFF_APISERVER_ARGS    extra kube-apiserver flags (word-split)
@@ -32,6 +38,8 @@ etcd_peer_port="$((etcd_port + 1))"
 kcm_port="${SKIFF_KCM_PORT:-10257}"
 sched_port="${SKIFF_SCHEDULER_PORT:-10259}"
 node_name="${SKIFF_NODE_NAME:-skiff-node}"
+node_ip="${SKIFF_NODE_IP:-10.244.0.1}"
+kubelet_port="${SKIFF_KUBELET_PORT:-10250}"
 node_timeout="${SKIFF_NODE_TIMEOUT:-120}"
 ready_timeout="${SKIFF_READY_TIMEOUT:-120}"
 service_cidr="10.96.0.0/16"
@@ -79,9 +87,11 @@ if compgen -G "$dir/pids/*.pid" >/dev/null; then
     fi
   done
 fi
-for p in "$etcd_port" "$etcd_peer_port" "$api_port" "$kcm_port" "$sched_port"; do
+ports=("$etcd_port" "$etcd_peer_port" "$api_port" "$kcm_port" "$sched_port")
+[[ -n "${SKIFF_NODE_AGENT:-}" ]] && ports+=("$kubelet_port")
+for p in "${ports[@]}"; do
   if ss -Hltn "sport = :$p" | grep -q .; then
-    die "port 127.0.0.1:$p is already in use (set SKIFF_*_PORT or stop the other cluster)"
+    die "port $p is already in use (set SKIFF_*_PORT or stop the other cluster)"
   fi
 done
 
@@ -93,7 +103,7 @@ step_done "build (cached: ${bin##*/})"
 mkdir -p "$dir"/{pki,etcd,logs,pids}
 chmod 700 "$dir" "$dir/etcd"
 pki="$dir/pki"
-"$bin/pki" --dir "$pki" --service-ip "$service_ip" --node-name "$node_name" >/dev/null
+"$bin/pki" --dir "$pki" --service-ip "$service_ip" --node-name "$node_name" --node-ip "$node_ip" >/dev/null
 
 b64() { base64 -w0 <"$1"; }
 write_kubeconfig() { # file user [cert-base | token:<t>]
@@ -188,6 +198,7 @@ apiserver_args=(
   --service-account-signing-key-file="$pki/sa.key"
   --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt"
   --kubelet-client-key="$pki/apiserver-kubelet-client.key"
+  --kubelet-certificate-authority="$pki/ca.crt"
   --kubelet-preferred-address-types=InternalIP,Hostname
   --requestheader-client-ca-file="$pki/front-proxy-ca.crt"
   --requestheader-allowed-names=front-proxy-client
@@ -207,6 +218,9 @@ admin=(kubectl --kubeconfig "$dir/admin.kubeconfig" --request-timeout=5s)
 wait_for kube-apiserver "$ready_timeout" "kube-apiserver /readyz" \
   sh -c "kubectl --kubeconfig '$dir/admin.kubeconfig' --request-timeout=5s get --raw /readyz | grep -qx ok"
 step_done "kube-apiserver ready (:$api_port)"
+# The apiserver's kubelet client (not in system:masters) may call the kubelet API, as kubeadm sets it.
+"${admin[@]}" create clusterrolebinding skiff:apiserver-kubelet-api-admin --clusterrole=system:kubelet-api-admin \
+  --user=kube-apiserver-kubelet-client --dry-run=client -o yaml | "${admin[@]}" apply -f - >/dev/null
 
 # --- kube-controller-manager and kube-scheduler -----------------------------------------------
 start kube-controller-manager "$bin/kube-controller-manager" \
@@ -245,7 +259,10 @@ step_done "default ServiceAccount exists"
 
 # --- optional node agent ----------------------------------------------------------------------
 if [[ -n "${SKIFF_NODE_AGENT:-}" ]]; then
+  [[ -n "${SKIFF_NODE_IP:-}" ]] && export SKIFF_NODE_IP
   KUBECONFIG="$dir/admin.kubeconfig" SKIFF_NODE_KUBECONFIG="$dir/node.kubeconfig" SKIFF_NODE_NAME="$node_name" \
+    SKIFF_KUBELET_TLS_CERT="$pki/kubelet.crt" SKIFF_KUBELET_TLS_KEY="$pki/kubelet.key" \
+    SKIFF_KUBELET_CLIENT_CA="$pki/ca.crt" SKIFF_KUBELET_PORT="$kubelet_port" \
     start node-agent bash -c "$SKIFF_NODE_AGENT"
   node_ready() {
     "${admin[@]}" get nodes \

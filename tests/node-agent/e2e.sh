@@ -7,8 +7,12 @@
 # tests/cluster/up.sh with SKIFF_NODE_AGENT set (it waits for a Ready node); create a Deployment
 # running `python3 -m http.server 8080` with an httpGet readinessProbe, and a Service; wait for the
 # pod to be Running and Ready with a 10.244.0.x IP; curl the pod IP from the host; check that an
-# EndpointSlice lists the ready pod IP; delete the Deployment and check that the pod object, its
-# process, its network namespace and its veth are gone; down.sh, then check that no process,
+# EndpointSlice lists the ready pod IP; logs through the kubelet API with a pod `talk` that prints
+# three lines and then one per HTTP request: `kubectl logs` (all, --tail=1, --limit-bytes), `logs -f`
+# gets a line printed after it started and ends when the pod is deleted, an unknown container is
+# an error, and the agent's :10250 answers 404 for an unknown container, 403 for a client
+# certificate without nodes/proxy and 401 without one; delete the Deployment and check that the pod
+# object, its process, its network namespace and its veth are gone; down.sh, then check that no process,
 # namespace, veth or bridge is left. Exit status 0 only if every check passed. On failure the state
 # dir is kept (KEEP_STATE=1) and the agent's log tail is printed.
 #
@@ -53,8 +57,10 @@ printf '{"python-http": "%s"}\n' "$python" >"$work/image-map.json"
 
 cluster_started=0
 passed=0
+follow_pid=""
 cleanup() {
   local rc=$?
+  [[ -z "$follow_pid" ]] || kill "$follow_pid" 2>/dev/null || true
   if ((cluster_started)); then
     if ((passed)); then
       "$root/tests/cluster/down.sh" || rc=1
@@ -165,6 +171,87 @@ slice_lists_ip() {
 wait_until "an EndpointSlice with the ready pod IP" slice_lists_ip
 slice="$(k -n "$ns" get endpointslices -l kubernetes.io/service-name=web -o jsonpath='{.items[0].metadata.name}')"
 log "EndpointSlice $slice lists $ip as ready"
+
+# --- logs through the kubelet API ---------------------------------------------------------------
+k -n "$ns" apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: talk
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: talk
+    image: python-http
+    args:
+    - -u
+    - -c
+    - |
+      import http.server
+      for i in (1, 2, 3):
+          print(f"hello {i}")
+      class Say(http.server.BaseHTTPRequestHandler):
+          def do_GET(self):
+              print("said " + self.path[1:])
+              self.send_response(200)
+              self.end_headers()
+          def log_message(self, *args):
+              pass
+      http.server.HTTPServer(("", 8082), Say).serve_forever()
+    readinessProbe:
+      tcpSocket: {port: 8082}
+      periodSeconds: 1
+EOF
+talk_ready() {
+  [[ "$(k -n "$ns" get pod talk -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
+}
+wait_until "pod talk to be Ready" talk_ready
+talk_ip="$(k -n "$ns" get pod talk -o jsonpath='{.status.podIP}')"
+out="$(k -n "$ns" logs talk)"
+[[ "$out" == $'hello 1\nhello 2\nhello 3' ]] || fail "kubectl logs talk printed: $out"
+log "kubectl logs talk: the three lines the container printed"
+out="$(k -n "$ns" logs talk --tail=1)"
+[[ "$out" == "hello 3" ]] || fail "kubectl logs --tail=1 printed: $out"
+out="$(k -n "$ns" logs talk --limit-bytes=5)"
+[[ "$out" == "hello" ]] || fail "kubectl logs --limit-bytes=5 printed: $out"
+log "kubectl logs --tail=1: 'hello 3'; --limit-bytes=5: 'hello'"
+if out="$(k -n "$ns" logs talk -c nope 2>&1)"; then fail "kubectl logs -c nope succeeded: $out"; fi
+[[ "$out" == *nope* ]] || fail "kubectl logs -c nope did not name the container: $out"
+log "kubectl logs -c nope fails: $out"
+
+k -n "$ns" logs -f talk >"$work/follow.out" 2>&1 &
+follow_pid=$!
+wait_until "kubectl logs -f to print the first lines" grep -qx 'hello 3' "$work/follow.out"
+curl -fsS -m 5 -o /dev/null "http://$talk_ip:8082/late" || fail "pod talk does not answer on $talk_ip:8082"
+wait_until "kubectl logs -f to print a line written after it started" grep -qx 'said late' "$work/follow.out"
+log "kubectl logs -f streamed 'said late', printed after it started"
+
+# The agent's kubelet API directly, with the cluster's certificates.
+pki="$dir/pki"
+kubelet() { # cert-base-or-empty path; prints the HTTP status, the body goes to $work/kubelet.out
+  local auth=()
+  [[ -z "$1" ]] || auth=(--cert "$pki/$1.crt" --key "$pki/$1.key")
+  curl -sS -m 5 --cacert "$pki/ca.crt" "${auth[@]}" -o "$work/kubelet.out" -w '%{http_code}' \
+    "https://$host_ip:10250$2"
+}
+code="$(kubelet apiserver-kubelet-client "/containerLogs/$ns/talk/nope")"
+[[ "$code" == 404 ]] && grep -q '"nope"' "$work/kubelet.out" || fail "unknown container: HTTP $code $(cat "$work/kubelet.out")"
+log "kubelet API, unknown container: 404 $(cat "$work/kubelet.out")"
+code="$(kubelet apiserver-kubelet-client "/containerLogs/$ns/talk/talk?tailLines=1")"
+[[ "$code" == 200 && "$(cat "$work/kubelet.out")" == "said late" ]] || fail "tailLines=1: HTTP $code $(cat "$work/kubelet.out")"
+code="$(kubelet scheduler "/containerLogs/$ns/talk/talk")"
+[[ "$code" == 403 ]] || fail "the scheduler's certificate got HTTP $code: $(cat "$work/kubelet.out")"
+log "kubelet API, a certificate without nodes/proxy: 403 $(cat "$work/kubelet.out")"
+code="$(kubelet "" "/containerLogs/$ns/talk/talk")"
+[[ "$code" == 401 ]] || fail "no client certificate got HTTP $code: $(cat "$work/kubelet.out")"
+log "kubelet API, no client certificate: 401"
+
+k -n "$ns" delete pod talk --wait=false >/dev/null
+follow_done() { ! kill -0 "$follow_pid" 2>/dev/null; }
+wait_until "kubectl logs -f to end after pod talk was deleted" follow_done
+wait "$follow_pid" || fail "kubectl logs -f exited with $?: $(tail -n 3 "$work/follow.out")"
+follow_pid=""
+log "kubectl logs -f ended when pod talk was deleted"
 
 k -n "$ns" delete deployment web --wait=false >/dev/null
 log "deleted Deployment web"

@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ipam::Ipam;
+use crate::logfiles::PodLogs;
 use crate::net::Network;
 use crate::node::{self, NodeFacts};
 use crate::pod::{self, Ctx, PodHandle, Stop};
@@ -50,6 +51,11 @@ pub async fn run(config: Config) -> Result<()> {
     config.validate()?;
     let (client, kube_config) = client(&config).await?;
     let programs = Arc::new(Programs::discover()?);
+    // Before the network is touched: a bad certificate or a busy port ends the agent here.
+    let logs = PodLogs::new(config.clone());
+    let kubelet_cancel = CancellationToken::new();
+    let kubelet_port =
+        crate::kubelet_api::start(&config, client.clone(), logs.clone(), kubelet_cancel.clone()).await?.unwrap_or(0);
     let cidr = config.cidr();
     let net = Network::new(programs.ip.clone(), &config.bridge, cidr);
     let stale = net.sweep().await;
@@ -85,14 +91,17 @@ pub async fn run(config: Config) -> Result<()> {
     }
 
     let node_ip = config.node_ip();
-    let facts = NodeFacts::detect(
-        &config.node_name,
-        node_ip,
-        &cidr.to_string(),
-        config.max_pods,
-        config.cpu.clone(),
-        config.memory.clone(),
-    );
+    let facts = NodeFacts {
+        kubelet_port,
+        ..NodeFacts::detect(
+            &config.node_name,
+            node_ip,
+            &cidr.to_string(),
+            config.max_pods,
+            config.cpu.clone(),
+            config.memory.clone(),
+        )
+    };
     let recorder = Recorder::new(
         client.clone(),
         Reporter { controller: "kubelet".into(), instance: Some(config.node_name.clone()) },
@@ -108,6 +117,7 @@ pub async fn run(config: Config) -> Result<()> {
         pod_routes,
         mount_points: Mutex::new(Vec::new()),
         recorder,
+        logs,
     });
     if let Some(map) = &config.image_map {
         match crate::image::ImageMap::load(map) {
@@ -157,6 +167,7 @@ pub async fn run(config: Config) -> Result<()> {
         warn!(error = %e, "removing the bridge failed");
     }
     proxy_cancel.cancel();
+    kubelet_cancel.cancel();
     crate::sandbox::remove_mount_points(&ctx.mount_points.lock().expect("mount points lock"));
     let _ = node_task.await;
     info!("stopped");

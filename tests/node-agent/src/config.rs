@@ -1,7 +1,7 @@
 //! The agent's configuration: one struct, read from flags or the environment by [`Cli::parse_args`].
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -89,6 +89,24 @@ pub struct Config {
     /// Reported memory capacity, e.g. 8Gi (default: MemTotal).
     #[arg(long)]
     pub memory: Option<String>,
+    /// Address of the kubelet API (the container log endpoint, HTTPS on `--kubelet-port`). It is
+    /// bound before the bridge is set up, so the bridge address (the default node IP) works only
+    /// if the bridge is left from an earlier run; the default binds every address.
+    #[arg(long, env = "SKIFF_KUBELET_ADDRESS", default_value = "0.0.0.0")]
+    pub kubelet_address: Ipv4Addr,
+    /// Port of the kubelet API, advertised in the Node's `daemonEndpoints`.
+    #[arg(long, env = "SKIFF_KUBELET_PORT", default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// Serving certificate (PEM) of the kubelet API; with `--tls-private-key-file` and
+    /// `--client-ca-file`. Without all three the kubelet API is off.
+    #[arg(long, env = "SKIFF_KUBELET_TLS_CERT")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of the serving certificate.
+    #[arg(long, env = "SKIFF_KUBELET_TLS_KEY")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA (PEM) that signs the client certificates the kubelet API accepts (the cluster CA).
+    #[arg(long, env = "SKIFF_KUBELET_CLIENT_CA")]
+    pub client_ca_file: Option<PathBuf>,
     /// Host environment variables passed to every container (before its own env).
     #[arg(long, value_delimiter = ',', default_value = "PATH,HOME,LANG,LC_ALL,TZ,USER,PYENV_ROOT")]
     pub pass_env: Vec<String>,
@@ -113,6 +131,15 @@ impl Config {
         if !(1..=60).contains(&self.heartbeat_secs) {
             return Err(Error::Config("--heartbeat-secs must be between 1 and 60".into()));
         }
+        let tls = [&self.tls_cert_file, &self.tls_private_key_file, &self.client_ca_file];
+        if tls.iter().any(|f| f.is_some()) && self.kubelet_tls().is_none() {
+            return Err(Error::Config(
+                "--tls-cert-file, --tls-private-key-file and --client-ca-file go together (all or none)".into(),
+            ));
+        }
+        if self.kubelet_port == 0 {
+            return Err(Error::Config("--kubelet-port must be between 1 and 65535".into()));
+        }
         if self.shutdown_grace_secs > 30 {
             return Err(Error::Config("--shutdown-grace-secs must be at most 30".into()));
         }
@@ -132,6 +159,16 @@ impl Config {
     /// Directory of container logs and per-pod state.
     pub fn pods_dir(&self) -> PathBuf {
         self.cluster_dir.join("pods")
+    }
+
+    /// A container's log file: `<cluster dir>/pods/<namespace>_<pod>_<container>.log`.
+    pub fn container_log(&self, namespace: &str, pod: &str, container: &str) -> PathBuf {
+        self.pods_dir().join(format!("{namespace}_{pod}_{container}.log"))
+    }
+
+    /// The kubelet API's certificate, key and client CA, if all three are set.
+    pub fn kubelet_tls(&self) -> Option<(&Path, &Path, &Path)> {
+        Some((self.tls_cert_file.as_deref()?, self.tls_private_key_file.as_deref()?, self.client_ca_file.as_deref()?))
     }
 
     /// Restart back-off bounds.
@@ -154,6 +191,8 @@ mod tests {
         assert!(cli.command.is_none());
         let c = cli.config;
         c.validate().unwrap();
+        assert_eq!((c.kubelet_port, c.kubelet_tls()), (10250, None));
+        assert_eq!(c.container_log("ns", "p", "c"), c.cluster_dir.join("pods/ns_p_c.log"));
         assert_eq!(c.node_ip(), Ipv4Addr::new(10, 244, 0, 1));
         assert!(c.pass_env.contains(&"PATH".to_string()));
     }
@@ -166,6 +205,11 @@ mod tests {
         assert!(c.validate().is_err());
         let c = parse(&["--backoff-initial-secs", "10", "--backoff-max-secs", "5"]).config;
         assert!(c.validate().is_err());
+        let c = parse(&["--tls-cert-file", "/a.crt"]).config;
+        assert!(c.validate().unwrap_err().to_string().contains("all or none"));
+        let c = parse(&["--tls-cert-file", "/a", "--tls-private-key-file", "/b", "--client-ca-file", "/c"]).config;
+        c.validate().unwrap();
+        assert!(c.kubelet_tls().is_some());
     }
 
     #[test]

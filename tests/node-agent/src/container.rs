@@ -152,10 +152,6 @@ enum RunOutcome {
     NotStarted { reason: String, message: String },
 }
 
-fn log_path(shared: &PodShared, container: &str) -> PathBuf {
-    shared.ctx.config.pods_dir().join(format!("{}_{}_{}.log", shared.namespace, shared.name, container))
-}
-
 async fn run_once(
     shared: &Arc<PodShared>,
     kind: Kind,
@@ -240,7 +236,9 @@ async fn run_once(
         });
         return RunOutcome::Ended(128, false);
     }
-    let mut child = match launch.spawn(&ctx.programs, &log_path(shared, &container.name)) {
+    let mut child = match launch
+        .spawn(&ctx.programs, &ctx.config.container_log(&shared.namespace, &shared.name, &container.name))
+    {
         Ok(c) => c,
         Err(e) => {
             shared.update_container(kind, |c| c.state = RunState::Terminated(start_error(e.to_string())));

@@ -60,6 +60,17 @@ pub enum Error {
     /// A pod's spec cannot be run by this agent (unsupported volume, missing reference, ...).
     #[error("{0}")]
     Unsupported(String),
+    /// The kubelet API's certificate, key or client CA cannot be used.
+    #[error("kubelet API TLS: {0}")]
+    Tls(String),
+    /// A kubelet API request is refused with an HTTP status (unknown pod, bad query, forbidden).
+    #[error("{message}")]
+    Refused {
+        /// The HTTP status code of the answer.
+        status: u16,
+        /// Why, for the client.
+        message: String,
+    },
 }
 
 impl Error {
@@ -71,6 +82,11 @@ impl Error {
     /// Wraps an errno with what was being done.
     pub fn sys(context: impl Into<String>, source: nix::Error) -> Self {
         Error::Sys { context: context.into(), source }
+    }
+
+    /// A kubelet API refusal with this HTTP status.
+    pub fn refused(status: u16, message: impl Into<String>) -> Self {
+        Error::Refused { status, message: message.into() }
     }
 
     /// True if this is an API error with the given HTTP status code.

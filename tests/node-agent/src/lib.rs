@@ -7,9 +7,13 @@
 //! so the real controllers (EndpointSlices, Deployments) work unchanged. Images map to local
 //! programs through an image map file.
 //!
+//! The kubelet API's log endpoint (HTTPS on :10250, client certificates, SubjectAccessReview)
+//! serves each container's log file, so `kubectl logs [-f]` works.
+//!
 //! Layout: pure decisions in [`image`], [`mod@env`], [`probe`], [`restart`], [`status`], [`ipam`],
-//! [`volumes`]; the I/O shell in [`agent`], [`pod`], [`container`], [`probe_run`], [`process`],
-//! [`net`], [`node`], [`sandbox`], [`apiproxy`].
+//! [`volumes`], [`logquery`]; the I/O shell in [`agent`], [`pod`], [`container`], [`probe_run`],
+//! [`process`], [`net`], [`node`], [`sandbox`], [`apiproxy`], [`kubelet_api`], [`kubelet_tls`],
+//! [`logfiles`].
 
 pub mod agent;
 pub mod apiproxy;
@@ -19,6 +23,10 @@ pub mod env;
 pub mod error;
 pub mod image;
 pub mod ipam;
+pub mod kubelet_api;
+pub mod kubelet_tls;
+pub mod logfiles;
+pub mod logquery;
 pub mod net;
 pub mod node;
 pub mod pod;

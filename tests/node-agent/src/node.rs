@@ -29,6 +29,8 @@ pub struct NodeFacts {
     pub name: String,
     /// InternalIP.
     pub ip: Ipv4Addr,
+    /// Port of the kubelet API (`daemonEndpoints.kubeletEndpoint`); 0 when it is off.
+    pub kubelet_port: u16,
     /// Host name.
     pub hostname: String,
     /// CPU capacity (a quantity).
@@ -44,7 +46,8 @@ pub struct NodeFacts {
 }
 
 impl NodeFacts {
-    /// Reads CPU count, memory, host name and system identifiers from this machine.
+    /// Reads CPU count, memory, host name and system identifiers from this machine (kubelet port
+    /// 10250).
     pub fn detect(
         name: &str,
         ip: Ipv4Addr,
@@ -75,6 +78,7 @@ impl NodeFacts {
         NodeFacts {
             name: name.to_string(),
             ip,
+            kubelet_port: 10250,
             hostname,
             cpu: cpu.unwrap_or_else(|| cpus.to_string()),
             memory: memory.unwrap_or_else(|| format!("{mem_kib}Ki")),
@@ -159,7 +163,9 @@ pub fn node_status(facts: &NodeFacts, now: Timestamp, ready_since: Timestamp) ->
             NodeAddress { type_: "InternalIP".into(), address: facts.ip.to_string() },
             NodeAddress { type_: "Hostname".into(), address: facts.hostname.clone() },
         ]),
-        daemon_endpoints: Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }) }),
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port: facts.kubelet_port.into() }),
+        }),
         node_info: Some(facts.info.clone()),
         ..Default::default()
     }
@@ -302,6 +308,7 @@ mod tests {
         assert_eq!(ready.last_transition_time, Some(Time(t0)));
         assert_eq!(s.addresses.as_ref().unwrap()[0].address, "10.244.0.1");
         assert_eq!(s.node_info.as_ref().unwrap().operating_system, "linux");
+        assert_eq!(s.daemon_endpoints.unwrap().kubelet_endpoint.unwrap().port, 10250);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::env::{PodFacts, RefData};
 use crate::error::Error;
 use crate::image::{ImageMap, image_id};
 use crate::ipam::{Ipam, netns_name, veth_name};
+use crate::logfiles::PodLogs;
 use crate::net::Network;
 use crate::process::Programs;
 use crate::restart::RestartPolicy;
@@ -54,6 +55,8 @@ pub struct Ctx {
     pub mount_points: Mutex<Vec<PathBuf>>,
     /// Event recorder.
     pub recorder: Recorder,
+    /// The pods whose container logs the kubelet API serves.
+    pub logs: Arc<PodLogs>,
 }
 
 impl Ctx {
@@ -283,6 +286,10 @@ fn initial_run(ctx: &Ctx, pod: &Pod) -> PodRun {
 async fn worker(shared: Arc<PodShared>, mut stop_rx: watch::Receiver<Option<Stop>>) {
     let key = shared.key();
     let already_terminal = shared.pod().status.and_then(|s| s.phase).is_some_and(|p| status::is_terminal(&p));
+    let logs = shared.ctx.logs.register(&shared.namespace, &shared.name, &shared.uid, container_names(&shared.pod()));
+    if already_terminal {
+        logs.finished();
+    }
     let writer_cancel = CancellationToken::new();
     let writer = if already_terminal {
         None
@@ -298,6 +305,7 @@ async fn worker(shared: Arc<PodShared>, mut stop_rx: watch::Receiver<Option<Stop
             _ = stop_rx.wait_for(Option::is_some) => {}
             _ = lifecycle(&shared) => {
                 info!(pod = %key, phase = status::phase(&shared.run.lock().expect("run lock")), "pod finished");
+                logs.finished();
             }
         }
     }
@@ -307,6 +315,7 @@ async fn worker(shared: Arc<PodShared>, mut stop_rx: watch::Receiver<Option<Stop
     };
     info!(pod = %key, ?stop, "stopping pod");
     stop_containers(&shared, stop, &mut stop_rx).await;
+    logs.finished();
     // Final status (not at agent shutdown: the API server may be stopping too), then the object
     // goes away as the kubelet does it.
     writer_cancel.cancel();
@@ -336,6 +345,15 @@ async fn worker(shared: Arc<PodShared>, mut stop_rx: watch::Receiver<Option<Stop
         }
     }
     teardown(&shared).await;
+    drop(logs);
+}
+
+/// Names of the pod's init and app containers (those with a log).
+fn container_names(pod: &Pod) -> Vec<String> {
+    let spec = pod.spec.as_ref();
+    let init = spec.and_then(|s| s.init_containers.as_ref()).into_iter().flatten();
+    let app = spec.map(|s| s.containers.iter()).into_iter().flatten();
+    init.chain(app).map(|c| c.name.clone()).collect()
 }
 
 /// Sandbox, init containers, app containers; returns once every app container is finished for

@@ -1,7 +1,8 @@
 // Command pki writes the certificates and keys of the local test control plane
 // into one directory: a cluster CA, the apiserver serving certificate, the
 // front-proxy CA and client, client certificates for the admin and the control
-// plane components, and the service-account signing key pair.
+// plane components, the node's kubelet serving certificate, and the
+// service-account signing key pair.
 //
 // TLS keys are ECDSA P-256 in PKCS#8 PEM; the service-account key is RSA 2048
 // (RS256 tokens, the most widely understood). Existing files are left alone,
@@ -157,6 +158,7 @@ func main() {
 	serviceIP := flag.String("service-ip", "10.96.0.1", "first IP of the service CIDR (the kubernetes Service)")
 	extraSANs := flag.String("extra-sans", "", "comma-separated extra DNS names or IPs for the apiserver certificate")
 	nodeName := flag.String("node-name", "skiff-node", "node name for the node client certificate (system:node:<name>)")
+	nodeIP := flag.String("node-ip", "10.244.0.1", "node InternalIP, a SAN of the kubelet serving certificate (kubelet.crt)")
 	flag.Parse()
 	if dir == "" {
 		log.Fatal("--dir is required")
@@ -196,8 +198,25 @@ func main() {
 	client("admin", "kubernetes-admin", []string{"system:masters"}, clusterCA)
 	client("controller-manager", "system:kube-controller-manager", nil, clusterCA)
 	client("scheduler", "system:kube-scheduler", nil, clusterCA)
-	client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, clusterCA)
+	// Not in system:masters: up.sh binds it to system:kubelet-api-admin, which is what the node
+	// agent's SubjectAccessReview (nodes/proxy) checks.
+	client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", nil, clusterCA)
 	client("node", "system:node:"+*nodeName, []string{"system:nodes"}, clusterCA)
+
+	// The kubelet API's serving certificate (what the apiserver checks with
+	// --kubelet-certificate-authority when it dials the node's InternalIP).
+	ip := net.ParseIP(*nodeIP)
+	if ip == nil {
+		log.Fatalf("bad --node-ip %q", *nodeIP)
+	}
+	issue("kubelet", &x509.Certificate{
+		Subject:               pkix.Name{CommonName: "system:node:" + *nodeName, Organization: []string{"system:nodes"}},
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:              []string{*nodeName, "localhost"},
+		IPAddresses:           []net.IP{ip, net.ParseIP("127.0.0.1")},
+	}, &clusterCA)
 
 	frontProxyCA := ca("front-proxy-ca", "skiff-test-front-proxy-ca")
 	client("front-proxy-client", "front-proxy-client", nil, frontProxyCA)
