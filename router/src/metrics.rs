@@ -1,11 +1,12 @@
-//! The router's Prometheus metrics: requests by service, revision and status, their latency, and how many
-//! went straight to a replica or through the activator.
+//! The router's Prometheus metrics: requests by service, revision and status, their latency, how many
+//! went straight to a replica or through the activator, and how many are in flight.
 
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -59,6 +60,7 @@ pub struct RouterMetrics {
     requests: Family<RequestLabels, Counter>,
     duration: Family<RevisionLabels, Histogram, fn() -> Histogram>,
     upstreams: Family<UpstreamLabels, Counter>,
+    in_flight: Family<RevisionLabels, Gauge>,
 }
 
 impl Default for RouterMetrics {
@@ -67,6 +69,7 @@ impl Default for RouterMetrics {
             requests: Family::default(),
             duration: Family::new_with_constructor(latency_histogram),
             upstreams: Family::default(),
+            in_flight: Family::default(),
         }
     }
 }
@@ -85,6 +88,19 @@ impl RouterMetrics {
             "Requests proxied, by where they went (direct to a replica or via the activator)",
             self.upstreams.clone(),
         );
+        registry.register(
+            "inflight_requests",
+            "Requests being proxied now, by service and revision",
+            self.in_flight.clone(),
+        );
+    }
+
+    /// Counts a request in flight to `revision`; the caller decrements the returned gauge when it ends.
+    pub(crate) fn started(&self, service: &str, revision: &str) -> Gauge {
+        let labels = RevisionLabels { service: service.to_owned(), revision: revision.to_owned() };
+        let gauge = self.in_flight.get_or_create_owned(&labels);
+        gauge.inc();
+        gauge
     }
 
     /// Counts one proxied request by destination.
@@ -99,5 +115,29 @@ impl RouterMetrics {
         self.duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
         let RevisionLabels { service, revision } = labels;
         self.requests.get_or_create(&RequestLabels { service, revision, status }).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    #[test]
+    fn in_flight_counts_until_the_gauge_is_given_back() {
+        let metrics = RouterMetrics::default();
+        let mut registry = Registry::with_prefix("skiff_router");
+        metrics.register(&mut registry);
+        let first = metrics.started("default/iris", "iris-predictor-00001");
+        let _second = metrics.started("default/iris", "iris-predictor-00001");
+        first.dec();
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                r#"skiff_router_inflight_requests{service="default/iris",revision="iris-predictor-00001"} 1"#
+            ),
+            "{text}"
+        );
     }
 }

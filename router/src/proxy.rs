@@ -14,6 +14,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType};
+use prometheus_client::metrics::gauge::Gauge;
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
 use skiff_http::response::brief_str;
@@ -61,6 +62,8 @@ pub(crate) struct RequestCtx {
     path: Option<String>,
     timeout: Duration,
     upstream: Option<Upstream>,
+    /// The revision's in-flight gauge while this request counts in it.
+    in_flight: Option<Gauge>,
 }
 
 /// Requests the router answers itself; the only place such outcomes become HTTP statuses.
@@ -115,6 +118,7 @@ impl Proxy {
                 None => return Err(Rejection::NoActivator { revision: key.to_string() }),
             },
         };
+        ctx.in_flight = Some(self.metrics.started(&ctx.service, &key.name));
         ctx.revision = Some(key);
         ctx.upstream = Some(upstream);
         Ok(())
@@ -209,6 +213,7 @@ impl ProxyHttp for Proxy {
             path: None,
             timeout: DEFAULT_TIMEOUT,
             upstream: None,
+            in_flight: None,
         }
     }
 
@@ -323,6 +328,9 @@ impl ProxyHttp for Proxy {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         // Taking the upstream drops the replica slot: the request no longer counts as in flight.
         let upstream = ctx.upstream.take();
+        if let Some(in_flight) = ctx.in_flight.take() {
+            in_flight.dec();
+        }
         if ctx.healthz {
             return;
         }

@@ -164,7 +164,7 @@ function chart(panel) {
     plot.appendChild(empty);
   } else {
     const t0 = Math.min(...points.map((p) => p[0])), t1 = Math.max(...points.map((p) => p[0]));
-    const top = Math.max(...points.map((p) => p[1]), 1e-9);
+    const top = Math.max(...points.map((p) => p[1])) || 1;
     const x = (t) => left + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (width - left - 4);
     const y = (v) => height - bottom - (v / top) * (height - bottom - 8);
     plot.appendChild(svg("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, class: "axis" }));

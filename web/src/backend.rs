@@ -110,3 +110,8 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Log lines as they come; ends when the replica goes.
 pub type LogStream = BoxStream<'static, Result<String>>;
+
+/// `t` as RFC 3339, as event times are shown.
+pub fn rfc3339(t: SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(t).map(|t| t.to_string()).unwrap_or_default()
+}

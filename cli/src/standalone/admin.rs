@@ -1,19 +1,20 @@
-//! The admin endpoint of `skiff up` (loopback only): `/status` for `skiff get`, `/metrics` for the
-//! router's and activator's Prometheus metrics, `/healthz`.
+//! The admin endpoint of `skiff up` (loopback by default): `/status` for `skiff get`, `/metrics`
+//! for the router's and activator's Prometheus metrics, `/healthz`, and the models web app under
+//! `/models`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use axum::Router;
+use axum::response::IntoResponse;
+use axum::routing::get;
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
+use http::StatusCode;
+use http::header::CONTENT_TYPE;
+use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
 
 use super::status::Status;
@@ -26,32 +27,30 @@ pub struct Admin {
     pub metrics: Box<dyn Fn() -> String + Send + Sync>,
 }
 
-/// Serves until the task is dropped.
-pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
-    let builder = auto::Builder::new(TokioExecutor::new());
-    loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
-        let admin = admin.clone();
-        let service = service_fn(move |request| answer(admin.clone(), request));
-        tokio::spawn(builder.serve_connection(TokioIo::new(stream), service).into_owned());
-    }
+/// The admin routes, with `web` (the models web app) beside them.
+pub fn routes(admin: Arc<Admin>, web: Router) -> Router {
+    let status = admin.clone();
+    Router::new()
+        .route("/status", get(move || async move { axum::Json((**status.status.load()).clone()) }))
+        .route(
+            "/metrics",
+            get(move || async move {
+                ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0")], (admin.metrics)())
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(web)
+        .fallback(|uri: http::Uri| async move {
+            (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({ "error": format!("no route for {}", uri.path()) })))
+                .into_response()
+        })
 }
 
-async fn answer(admin: Arc<Admin>, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let (status, content_type, body) = match request.uri().path() {
-        "/status" => {
-            (StatusCode::OK, "application/json", serde_json::to_vec(&**admin.status.load()).expect("status serialises"))
-        }
-        "/metrics" => (StatusCode::OK, "application/openmetrics-text; version=1.0.0", (admin.metrics)().into_bytes()),
-        "/healthz" => (StatusCode::OK, "text/plain", b"ok".to_vec()),
-        path => {
-            (StatusCode::NOT_FOUND, "application/json", format!(r#"{{"error":"no route for {path}"}}"#).into_bytes())
-        }
-    };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
-    Ok(response)
+/// Serves `routes` until the task is dropped.
+pub async fn serve(listener: TcpListener, routes: Router) {
+    if let Err(error) = axum::serve(listener, routes).await {
+        tracing::warn!(%error, "the admin endpoint stopped");
+    }
 }
 
 /// Fetches the status from a running `skiff up`.

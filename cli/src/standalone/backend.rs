@@ -18,6 +18,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
+use super::logs::ReplicaLogs;
+
 /// How a revision's replicas run `skiff-server`: its arguments for the predictor
 /// ([`skiff_api::serving::server_args`], the operator's too), to which the backend adds a loopback
 /// bind and JSON logs.
@@ -64,6 +66,8 @@ pub struct LocalProcesses {
     draining: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Set when `skiff up` shuts down: no replica is started or replaced any more.
     shutting_down: Arc<AtomicBool>,
+    /// The running replicas' output.
+    pub logs: Arc<ReplicaLogs>,
 }
 
 impl LocalProcesses {
@@ -75,6 +79,7 @@ impl LocalProcesses {
             revisions: Mutex::new(HashMap::new()),
             draining: Mutex::new(Vec::new()),
             shutting_down: Arc::new(AtomicBool::new(false)),
+            logs: Arc::new(ReplicaLogs::default()),
         })
     }
 
@@ -89,6 +94,8 @@ impl LocalProcesses {
         let (desired, wanted) = watch::channel(0);
         let counts = Arc::new(Counts::default());
         let supervisor = Supervisor {
+            key: revision.clone(),
+            logs: self.logs.clone(),
             revision: revision.to_string(),
             spec,
             server_bin: self.server_bin.clone(),
@@ -182,6 +189,8 @@ struct Child {
 }
 
 struct Supervisor {
+    key: RevisionKey,
+    logs: Arc<ReplicaLogs>,
     revision: String,
     spec: ServeSpec,
     server_bin: PathBuf,
@@ -311,15 +320,14 @@ impl Supervisor {
         };
         let pid = process.id();
         let stderr = process.stderr.take().expect("stderr is piped");
+        let (logs, key) = (self.logs.clone(), self.key.clone());
+        let log = logs.start(&key, id);
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             let mut announced = false;
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(%revision, replica = id, "{line}");
-                if announced {
-                    continue;
-                }
-                if let Some(addr) = listening_address(&line) {
+                if !announced && let Some(addr) = listening_address(&line) {
                     announced = true;
                     let listening = Instant::now();
                     let events = events.clone();
@@ -329,8 +337,10 @@ impl Supervisor {
                         }
                     });
                 }
+                log.push(line);
             }
             let _ = process.wait().await;
+            logs.finish(&key, id);
             let _ = events.send(Event::Exited { id });
         });
         Child { id, pid, replica: None, stopping: false }

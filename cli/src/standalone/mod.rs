@@ -6,14 +6,17 @@ mod admin;
 mod backend;
 mod config;
 mod controller;
+mod events;
+mod logs;
 mod manifests;
 mod signal;
 mod status;
+mod web;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
@@ -29,7 +32,15 @@ use admin::Admin;
 use backend::LocalProcesses;
 use config::UpConfig;
 use controller::{Controller, DataPlane};
+use events::EventLog;
+use logs::ReplicaLogs;
 use signal::Signal;
+use skiff_web::backend::rfc3339;
+use skiff_web::config::Settings;
+use skiff_web::metrics::prometheus::Prometheus;
+use skiff_web::metrics::sampler::Sampler;
+use skiff_web::{App, Mode};
+use web::{AdminMetrics, FolderBackend};
 
 /// `skiff up` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -88,6 +99,34 @@ async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProc
             autoscaler.report_held(&revision, LOCAL_ACTIVATOR, held);
         }
     }
+}
+
+/// The models web app over the folder: auth off (the admin port is on loopback), metrics sampled
+/// from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes `/metrics`.
+fn web_app(
+    dir: &std::path::Path,
+    config: &UpConfig,
+    admin: Arc<Admin>,
+    logs: Arc<ReplicaLogs>,
+    events: Arc<EventLog>,
+    router: SocketAddr,
+) -> anyhow::Result<axum::Router> {
+    let mut settings = Settings::standalone();
+    settings.prometheus_url = Settings::from_env(|name| std::env::var(name).ok())
+        .map_err(|e| anyhow::anyhow!("models web app: {e}"))?
+        .prometheus_url;
+    let folder = Arc::new(FolderBackend {
+        dir: dir.to_owned(),
+        autoscaler: config.autoscaler.clone(),
+        admin: admin.clone(),
+        logs,
+        events,
+    });
+    let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
+    let sampler = Sampler::new(folder.clone(), Some(Arc::new(AdminMetrics(admin))), prometheus);
+    tokio::spawn(sampler.clone().run());
+    let mode = Mode { name: "skiff up", router: Some(router.to_string()) };
+    Ok(skiff_web::app(Arc::new(App { settings, backend: folder, access: None, sampler, mode })))
 }
 
 /// Runs standalone mode until SIGTERM or Ctrl-C.
@@ -149,14 +188,17 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("admin port {} is taken (another skiff up?)", args.admin_port))?;
     let admin_addr = admin_listener.local_addr()?;
-    tokio::spawn(admin::serve(admin_listener, admin.clone()));
+    let events = Arc::new(EventLog::default());
+    let web = web_app(&args.dir, &config, admin.clone(), backend.logs.clone(), events.clone(), listen)?;
+    tokio::spawn(admin::serve(admin_listener, admin::routes(admin.clone(), web)));
     let autoscaler_task = tokio::spawn(autoscaler.clone().run());
     let report_task = tokio::spawn(report_held(activator.clone(), autoscaler));
 
     let plane = DataPlane { plane, backend: backend.clone(), activator, router };
     let mut controller = Controller::new(args.dir.clone(), config.clone(), plane);
     println!(
-        "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; status: skiff get --admin-port {})",
+        "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; models web app \
+         http://{admin_addr}/models/; status: skiff get --admin-port {})",
         args.dir.display(),
         admin_addr.port()
     );
@@ -178,6 +220,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
                 );
             }
         }
+        events.record(events::diff(&admin.status.load(), &status, &rfc3339(SystemTime::now())));
         admin.status.store(Arc::new(status));
     }
     println!("skiff up: shutting down");

@@ -1,0 +1,166 @@
+//! Events in standalone mode, for the web app's events tab: what changed between two status
+//! snapshots (a revision created, a service ready or not, replicas asked for and ready, a replica
+//! that exited on its own), kept for the last [`KEPT`] changes.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use skiff_web::backend::EventView;
+
+use super::status::{ServiceStatus, Status};
+
+/// Events kept.
+const KEPT: usize = 1000;
+
+/// One event and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Namespace of the service.
+    pub namespace: String,
+    /// The service.
+    pub service: String,
+    /// The event.
+    pub event: EventView,
+}
+
+fn event(service: &ServiceStatus, kind: &str, reason: &str, object: String, message: String, at: &str) -> Recorded {
+    Recorded {
+        namespace: service.namespace.clone(),
+        service: service.name.clone(),
+        event: EventView {
+            kind: kind.into(),
+            reason: reason.into(),
+            object,
+            message,
+            count: 1,
+            last_seen: Some(at.to_owned()),
+        },
+    }
+}
+
+/// The events between `old` and `new`, at time `at` (RFC 3339).
+pub fn diff(old: &Status, new: &Status, at: &str) -> Vec<Recorded> {
+    let mut events = Vec::new();
+    for service in &new.services {
+        let before = old.services.iter().find(|s| s.name == service.name && s.namespace == service.namespace);
+        let isvc = format!("InferenceService/{}", service.name);
+        if before.is_none() {
+            events.push(event(service, "Normal", "Created", isvc.clone(), format!("read from {}", service.file), at));
+        }
+        if let Some(revision) = &service.latest_created_revision
+            && before.and_then(|b| b.latest_created_revision.as_ref()) != Some(revision)
+        {
+            let message = "the predictor's spec changed: a new revision".to_owned();
+            events.push(event(service, "Normal", "RevisionCreated", format!("Revision/{revision}"), message, at));
+        }
+        if before.map(|b| b.ready) != Some(service.ready) && (before.is_some() || service.ready) {
+            let (kind, reason, message) = if service.ready {
+                ("Normal", "Ready", format!("serving at {}", service.url))
+            } else {
+                ("Warning", "NotReady", "no revision can serve".to_owned())
+            };
+            events.push(event(service, kind, reason, isvc.clone(), message, at));
+        }
+        for revision in &service.revisions {
+            let then = before.and_then(|b| b.revisions.iter().find(|r| r.name == revision.name));
+            let object = format!("Revision/{}", revision.name);
+            let (desired, ready, restarts) = then.map_or((0, 0, 0), |t| (t.desired, t.ready, t.restarts));
+            if desired != revision.desired {
+                let message = format!("replicas asked for: {desired} → {}", revision.desired);
+                events.push(event(service, "Normal", "Scaled", object.clone(), message, at));
+            }
+            if ready != revision.ready {
+                let message = format!("ready replicas: {ready} → {}", revision.ready);
+                events.push(event(service, "Normal", "ReplicasReady", object.clone(), message, at));
+            }
+            if revision.restarts > restarts {
+                let message = format!("a replica exited on its own and was replaced ({} so far)", revision.restarts);
+                events.push(event(service, "Warning", "ReplicaRestarted", object, message, at));
+            }
+        }
+    }
+    events
+}
+
+/// The latest events.
+#[derive(Default)]
+pub struct EventLog {
+    events: Mutex<VecDeque<Recorded>>,
+}
+
+impl EventLog {
+    /// Adds events, forgetting the oldest past [`KEPT`].
+    pub fn record(&self, events: Vec<Recorded>) {
+        let mut kept = self.events.lock().expect("event log lock");
+        for event in events {
+            if kept.len() == KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(event);
+        }
+    }
+
+    /// The events of one service, newest first.
+    pub fn of(&self, namespace: &str, service: &str) -> Vec<EventView> {
+        let kept = self.events.lock().expect("event log lock");
+        kept.iter()
+            .rev()
+            .filter(|e| e.namespace == namespace && e.service == service)
+            .map(|e| e.event.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::standalone::status::RevisionStatus;
+
+    fn service(ready: bool, desired: u32, ready_replicas: u32, restarts: u32) -> ServiceStatus {
+        ServiceStatus {
+            name: "iris".into(),
+            namespace: "default".into(),
+            url: "http://iris.default.example.com".into(),
+            ready,
+            file: "iris.yaml".into(),
+            latest_created_revision: Some("iris-predictor-00001".into()),
+            latest_ready_revision: None,
+            latest_rolledout_revision: None,
+            previous_rolledout_revision: None,
+            revisions: vec![RevisionStatus {
+                name: "iris-predictor-00001".into(),
+                percent: 100,
+                tag: None,
+                desired,
+                ready: ready_replicas,
+                restarts,
+                last_start_ms: None,
+                last_spawn_ms: None,
+                replicas: Vec::new(),
+                queued: 0,
+            }],
+        }
+    }
+
+    fn reasons(old: &Status, new: &Status) -> Vec<String> {
+        diff(old, new, "2026-11-22T21:00:00Z").into_iter().map(|e| e.event.reason).collect()
+    }
+
+    #[test]
+    fn changes_between_snapshots_are_events() {
+        let empty = Status::default();
+        let starting = Status { services: vec![service(false, 1, 0, 0)], errors: Vec::new() };
+        assert_eq!(reasons(&empty, &starting), ["Created", "RevisionCreated", "Scaled"]);
+        let ready = Status { services: vec![service(true, 1, 1, 0)], errors: Vec::new() };
+        assert_eq!(reasons(&starting, &ready), ["Ready", "ReplicasReady"]);
+        let restarted = Status { services: vec![service(true, 1, 1, 1)], errors: Vec::new() };
+        assert_eq!(reasons(&ready, &restarted), ["ReplicaRestarted"]);
+        assert!(reasons(&restarted, &restarted).is_empty());
+        let log = EventLog::default();
+        log.record(diff(&empty, &starting, "t1"));
+        log.record(diff(&starting, &ready, "t2"));
+        let events = log.of("default", "iris");
+        assert_eq!(events[0].reason, "ReplicasReady", "newest first");
+        assert!(log.of("default", "other").is_empty());
+    }
+}

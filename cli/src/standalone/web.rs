@@ -1,0 +1,234 @@
+//! The models web app in `skiff up`: the same app as on a cluster, over the folder of manifests.
+//! Namespaces are those of the manifests; create writes a checked YAML file into the folder (a
+//! refusal reads `file: field: message`, as `skiff get` shows it), a canary change rewrites it,
+//! delete removes it; logs are the replicas' output; events are the changes `skiff up` saw;
+//! metrics come from the router's own counters.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+use skiff_api::status::Condition;
+use skiff_autoscaler::AutoscalerConfig;
+use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
+use skiff_web::error::{Error, Result};
+use skiff_web::manifest::to_yaml;
+use skiff_web::metrics::sampler::Scrape;
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::admin::Admin;
+use super::events::EventLog;
+use super::logs::ReplicaLogs;
+use super::manifests::{Manifest, parse, read_folder};
+use super::status::ServiceStatus;
+
+/// The folder behind the web app.
+pub struct FolderBackend {
+    /// The manifest folder.
+    pub dir: PathBuf,
+    /// Settings manifests are checked against.
+    pub autoscaler: AutoscalerConfig,
+    /// The latest status.
+    pub admin: Arc<Admin>,
+    /// The replicas' output.
+    pub logs: Arc<ReplicaLogs>,
+    /// What changed.
+    pub events: Arc<EventLog>,
+}
+
+fn condition(type_: &str, ready: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ready { "True" } else { "False" }.into(),
+        last_transition_time: None,
+        reason: (!reason.is_empty()).then(|| reason.to_owned()),
+        message: (!message.is_empty()).then(|| message.to_owned()),
+    }
+}
+
+/// What the pages show of a manifest and, once `skiff up` serves it, its status.
+fn view(manifest: &Manifest, status: Option<&ServiceStatus>) -> ServiceView {
+    let isvc = &manifest.isvc;
+    let model = isvc.spec.predictor.model.as_ref();
+    let ready = status.is_some_and(|s| s.ready);
+    let (reason, message) = match status {
+        None => ("Pending", "skiff up has not read this manifest yet"),
+        Some(s) if !s.ready => ("RevisionNotReady", "no revision can serve yet"),
+        Some(_) => ("", ""),
+    };
+    ServiceView {
+        name: isvc.name().to_owned(),
+        namespace: isvc.namespace().to_owned(),
+        ready: if status.is_some() { if ready { "True" } else { "False" } } else { "Unknown" }.into(),
+        url: status.map(|s| s.url.clone()),
+        conditions: vec![
+            condition("Ready", ready, reason, message),
+            condition("PredictorReady", ready, reason, message),
+        ],
+        revisions: status
+            .map(|s| {
+                s.revisions
+                    .iter()
+                    .map(|r| RevisionView {
+                        name: r.name.clone(),
+                        percent: r.percent,
+                        tag: r.tag.clone(),
+                        desired: Some(r.desired),
+                        ready: Some(r.ready),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        canary_percent: isvc.spec.predictor.canary_traffic_percent.and_then(|p| u32::try_from(p).ok()),
+        model_format: model.map(|m| m.model_format.name.clone()),
+        protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
+        created: std::fs::metadata(&manifest.path).and_then(|m| m.created().or_else(|_| m.modified())).ok(),
+    }
+}
+
+fn unavailable(what: &str, error: impl std::fmt::Display) -> Error {
+    Error::Unavailable(format!("{what}: {error}"))
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary name the folder watch ignores, then a rename).
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("manifest");
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, text).map_err(|e| unavailable(&format!("writing {}", temporary.display()), e))?;
+    std::fs::rename(&temporary, path).map_err(|e| unavailable(&format!("writing {}", path.display()), e))
+}
+
+impl FolderBackend {
+    fn manifests(&self) -> Result<std::collections::BTreeMap<String, Manifest>> {
+        let folder = read_folder(&self.dir, &self.autoscaler).map_err(|e| unavailable("reading the folder", e))?;
+        Ok(folder.manifests)
+    }
+
+    fn manifest(&self, namespace: &str, name: &str) -> Result<Manifest> {
+        self.manifests()?
+            .remove(&format!("{namespace}/{name}"))
+            .ok_or_else(|| Error::NotFound(format!("InferenceService {namespace}/{name}")))
+    }
+
+    fn status(&self, namespace: &str, name: &str) -> Option<ServiceStatus> {
+        self.admin.status.load().services.iter().find(|s| s.namespace == namespace && s.name == name).cloned()
+    }
+
+    /// Checks `text` as `skiff up` will when it reads it from `path`: `file: field: message` if not.
+    fn check(&self, path: &Path, text: &str) -> Result<Manifest> {
+        parse(path, text, &self.autoscaler)
+            .map_err(|message| Error::Refused { status: 422, message: format!("{}: {message}", path.display()) })
+    }
+}
+
+#[async_trait]
+impl Backend for FolderBackend {
+    async fn namespaces(&self) -> Result<Vec<String>> {
+        let mut namespaces: BTreeSet<String> =
+            self.manifests()?.values().map(|m| m.isvc.namespace().to_owned()).collect();
+        namespaces.insert("default".into());
+        Ok(namespaces.into_iter().collect())
+    }
+
+    async fn list(&self, namespace: &str) -> Result<Vec<ServiceView>> {
+        let status = self.admin.status.load();
+        Ok(self
+            .manifests()?
+            .values()
+            .filter(|m| m.isvc.namespace() == namespace)
+            .map(|m| view(m, status.services.iter().find(|s| s.namespace == namespace && s.name == m.isvc.name())))
+            .collect())
+    }
+
+    async fn get(&self, namespace: &str, name: &str) -> Result<ServiceView> {
+        let manifest = self.manifest(namespace, name)?;
+        Ok(view(&manifest, self.status(namespace, name).as_ref()))
+    }
+
+    async fn manifest(&self, namespace: &str, name: &str) -> Result<String> {
+        let manifest = self.manifest(namespace, name)?;
+        std::fs::read_to_string(&manifest.path)
+            .map_err(|e| unavailable(&format!("reading {}", manifest.path.display()), e))
+    }
+
+    async fn create(&self, namespace: &str, manifest: Value) -> Result<ServiceView> {
+        let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        if self.manifests()?.contains_key(&format!("{namespace}/{name}")) {
+            return Err(Error::Refused {
+                status: 409,
+                message: format!("InferenceService {namespace}/{name} already exists"),
+            });
+        }
+        let file = if namespace == "default" { format!("{name}.yaml") } else { format!("{namespace}-{name}.yaml") };
+        let path = self.dir.join(&file);
+        if path.exists() {
+            return Err(Error::Refused { status: 409, message: format!("{}: the file exists", path.display()) });
+        }
+        let text = to_yaml(&manifest);
+        let checked = self.check(&path, &text)?;
+        write_atomically(&path, &text)?;
+        Ok(view(&checked, None))
+    }
+
+    async fn patch(&self, namespace: &str, name: &str, patch: Value) -> Result<()> {
+        let manifest = self.manifest(namespace, name)?;
+        let text = std::fs::read_to_string(&manifest.path)
+            .map_err(|e| unavailable(&format!("reading {}", manifest.path.display()), e))?;
+        let mut value: Value = serde_saphyr::from_str(&text)
+            .map_err(|e| Error::BadRequest(format!("{}: not YAML: {e}", manifest.path.display())))?;
+        json_patch::merge(&mut value, &patch);
+        let text = to_yaml(&value);
+        self.check(&manifest.path, &text)?;
+        write_atomically(&manifest.path, &text)
+    }
+
+    async fn delete(&self, namespace: &str, name: &str) -> Result<()> {
+        let manifest = self.manifest(namespace, name)?;
+        std::fs::remove_file(&manifest.path)
+            .map_err(|e| unavailable(&format!("removing {}", manifest.path.display()), e))
+    }
+
+    async fn events(&self, namespace: &str, name: &str) -> Result<Vec<EventView>> {
+        Ok(self.events.of(namespace, name))
+    }
+
+    async fn pods(&self, namespace: &str, name: &str) -> Result<Vec<PodView>> {
+        let revisions: Vec<String> = self
+            .status(namespace, name)
+            .map(|s| s.revisions.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default();
+        Ok(self
+            .logs
+            .pods(namespace, &revisions)
+            .into_iter()
+            .map(|r| PodView {
+                name: r.pod,
+                revision: r.revision,
+                container: "kserve-container".into(),
+                phase: "Running".into(),
+            })
+            .collect())
+    }
+
+    async fn logs(&self, namespace: &str, pod: &str, _container: &str, tail: u32) -> Result<LogStream> {
+        let (lines, feed) = self
+            .logs
+            .follow(namespace, pod, tail as usize)
+            .ok_or_else(|| Error::NotFound(format!("replica {namespace}/{pod}")))?;
+        let live = BroadcastStream::new(feed).filter_map(|line| async move { line.ok().map(Ok) });
+        Ok(futures::stream::iter(lines.into_iter().map(Ok)).chain(live).boxed())
+    }
+}
+
+/// Skiff's metrics text, read in process.
+pub struct AdminMetrics(pub Arc<Admin>);
+
+#[async_trait]
+impl Scrape for AdminMetrics {
+    async fn scrape(&self) -> Result<String> {
+        Ok((self.0.metrics)())
+    }
+}
