@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages
-# (cmake, procps, curl, iproute2 for the node agent's network namespaces),
+# (cmake, procps, curl, iproute2 for the node agent's network namespaces, chromium, chromium-driver
+# and prometheus for the web app's tests),
 # ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/; pip checks the
 # wheel against the SHA-256 hashes in scripts/onnxruntime-requirements.txt), and the release
 # binaries. Idempotent. Afterwards: `source .ort/env` sets ORT_DYLIB_PATH.
@@ -16,8 +17,12 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v pgrep >/dev/null || missing+=(procps)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
+# The models web app's tests: a real headless browser and a real Prometheus.
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+command -v prometheus >/dev/null || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
-  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ ! -f "$ORT_LIB" ]; then
   # The requirements file pins the version and the hash of every Linux wheel of it.

@@ -46,6 +46,15 @@ pub fn routes(admin: Arc<Admin>, web: Router) -> Router {
         })
 }
 
+/// One OpenMetrics exposition from several: each part's `# EOF` dropped, one at the end (a
+/// second `# EOF` in the middle makes Prometheus refuse the whole scrape).
+pub fn exposition(parts: &[String]) -> String {
+    let mut text: String =
+        parts.iter().flat_map(|part| part.lines()).filter(|l| *l != "# EOF").flat_map(|l| [l, "\n"]).collect();
+    text.push_str("# EOF\n");
+    text
+}
+
 /// Serves `routes` until the task is dropped.
 pub async fn serve(listener: TcpListener, routes: Router) {
     if let Err(error) = axum::serve(listener, routes).await {
@@ -62,4 +71,15 @@ pub async fn fetch_status(admin: SocketAddr) -> anyhow::Result<Status> {
         .map_err(|e| anyhow::anyhow!("no skiff up answers on {admin} ({e}); is it running with this --admin-port?"))?;
     let body = response.into_body().collect().await?.to_bytes();
     Ok(serde_json::from_slice(&body)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expositions_join_with_one_eof_at_the_end() {
+        let joined = exposition(&["a_total 1\n# EOF\n".into(), "b 2\n# EOF\n".into()]);
+        assert_eq!(joined, "a_total 1\nb 2\n# EOF\n");
+    }
 }

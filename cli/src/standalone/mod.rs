@@ -181,7 +181,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         status: ArcSwap::from_pointee(Default::default()),
         metrics: Box::new({
             let (router, activator) = (router.clone(), activator.clone());
-            move || format!("{}{}", router.metrics_text(), activator.metrics_text())
+            move || admin::exposition(&[router.metrics_text(), activator.metrics_text()])
         }),
     });
     let admin_listener = TcpListener::bind(("127.0.0.1", args.admin_port))

@@ -65,6 +65,11 @@ pub struct Up {
 impl Up {
     /// Starts `skiff up dir --config config` on free ports and waits for its first line.
     pub fn start(dir: &Path, config: &str) -> Up {
+        Up::start_with_env(dir, config, &[])
+    }
+
+    /// [`Up::start`] with extra environment variables.
+    pub fn start_with_env(dir: &Path, config: &str, env: &[(&str, &str)]) -> Up {
         let config_path = dir.join("skiff-config.yml.txt");
         std::fs::write(&config_path, config).unwrap();
         let ort = std::env::var("ORT_DYLIB_PATH")
@@ -80,6 +85,7 @@ impl Up {
             .arg(&server)
             .env("ORT_DYLIB_PATH", ort)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Its own process group, replicas included, so that a failed test leaves nothing behind.
