@@ -7,7 +7,7 @@
 #   scripts/local-cluster.sh down     # stop everything (safe to run twice)
 #
 # `up` builds no Rust (run `cargo build --workspace` first; `cargo build --release --bins` for
-# release binaries, which are used when all four Skiff binaries are there). It starts the real
+# release binaries, which are used when all five Skiff binaries are there). It starts the real
 # control plane of tests/cluster (its Go build is cached in ~/.cache/skiff-cluster: about 15
 # minutes the first time) with the node agent of tests/node-agent, which runs every pod's containers
 # as local processes in a network namespace of their own (bridge $SKIFF_LOCAL_BRIDGE). Its image map
@@ -16,6 +16,7 @@
 #   ghcr.io/skiff-serving/skiff-router:*     -> target/<profile>/skiff-router
 #   ghcr.io/skiff-serving/skiff-activator:*  -> target/<profile>/skiff-activator (activator and queue-proxy)
 #   ghcr.io/skiff-serving/skiff-server:*     -> target/<profile>/skiff-server
+#   ghcr.io/skiff-serving/skiff-web:*        -> target/<profile>/skiff-web (the models web app)
 # (the map is $SKIFF_CLUSTER_DIR/image-map.json; the agent rereads it at each container start, so
 # more images can be added while the cluster runs). Pods reach the API server at the `kubernetes`
 # Service address (10.96.0.1:443), which the agent forwards, so the Skiff pods use their in-cluster
@@ -54,7 +55,7 @@ pod_cidr="${SKIFF_LOCAL_POD_CIDR:-10.244.8.0/22}"
 ready_timeout="${SKIFF_LOCAL_READY_TIMEOUT:-180}"
 api_service_ip=10.96.0.1
 system_ns=skiff-system
-skiff_bins=(skiff-controller skiff-router skiff-activator skiff-server)
+skiff_bins=(skiff-controller skiff-router skiff-activator skiff-server skiff-web)
 
 t0=$SECONDS
 log() { printf '[local-cluster %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
@@ -164,7 +165,7 @@ cmd_up() {
     die "a cluster from $dir is already running (scripts/local-cluster.sh down first, or set SKIFF_CLUSTER_DIR)"
   fi
 
-  # --- binaries: this checkout's, release if all four are built, else debug ------------------------
+  # --- binaries: this checkout's, release if all five are built, else debug ------------------------
   local profile="${SKIFF_LOCAL_PROFILE:-}" b missing=()
   if [[ -z "$profile" ]]; then
     profile=release
@@ -216,6 +217,10 @@ cmd_up() {
     echo "${skiff_bins[*]}"
   )), node agent ${agent#"$root"/}; image map $map"
 
+  # The node's InternalIP is the bridge's address (the pod CIDR's first): the kubelet serving
+  # certificate must name it, for the API server to reach the agent's log endpoint (kubectl logs,
+  # the web app's Logs tab).
+  export SKIFF_NODE_IP="${SKIFF_NODE_IP:-$(python3 -c 'import ipaddress, sys; print(ipaddress.ip_network(sys.argv[1], strict=False).network_address + 1)' "$pod_cidr")}"
   export SKIFF_NODE_AGENT="$agent --image-map $map --bridge $bridge --pod-cidr $pod_cidr \
 --api-service-ip $api_service_ip --backoff-max-secs 10 --pass-env PATH,HOME,LANG,ORT_DYLIB_PATH"
   log "starting the control plane and the node agent (tests/cluster/up.sh)"

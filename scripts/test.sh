@@ -4,7 +4,8 @@
 # tests on a real local Kubernetes control plane (tests/cluster; its Go build is cached in
 # ~/.cache/skiff-cluster, about 15 minutes the first time): the node agent's, the operator's, then
 # the serverless one (scripts/local-cluster.sh: Skiff installed from deploy/ as pods; scale from
-# and to zero, scale out, canary, custom container, no loss through kills, deletion).
+# and to zero, scale out, canary, custom container, no loss through kills, deletion), then the web
+# app's (headless Chromium as a non-admin user: listing, 403s, CSRF, create, logs).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
 set -euo pipefail
@@ -31,8 +32,9 @@ if [[ "$(id -u)" == 0 ]]; then
   tests/node-agent/e2e.sh
   tests/cluster/e2e-operator.sh
   tests/cluster/e2e-serverless.sh
+  tests/cluster/e2e-web.sh
 else
   # Pods need network namespaces, so root; without it the operator is tested without a node.
-  echo "not root: the node agent cannot run pods here; the operator e2e runs without a node, the serverless e2e does not run"
+  echo "not root: the node agent cannot run pods here; the operator e2e runs without a node, the serverless and web e2e do not run"
   SKIFF_E2E_NODE_AGENT=0 tests/cluster/e2e-operator.sh
 fi

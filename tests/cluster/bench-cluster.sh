@@ -30,7 +30,7 @@
 #      cluster's step, so the two steps do not share the cores.
 # Then a summary table. Everything is torn down on every exit (local-cluster.sh down; skiff up
 # SIGTERMed). Needs root, release binaries (skiff, skiff-server, skiff-loadgen, skiff-controller,
-# skiff-router, skiff-activator, skiff-node-agent), kubectl, python3, ONNX Runtime (.ort/env), and
+# skiff-router, skiff-activator, skiff-web, skiff-node-agent), kubectl, python3, ONNX Runtime (.ort/env), and
 # the machine to itself: it refuses to start while a kube-apiserver runs.
 #
 # Environment: SKIFF_BENCH_COLD_STARTS (5), SKIFF_BENCH_WARM_SECONDS (3), SKIFF_BENCH_WARM_RUNS (3),
@@ -70,7 +70,7 @@ die() {
 for tool in kubectl python3 ip curl setsid; do
   command -v "$tool" >/dev/null || die "$tool not found on PATH"
 done
-for b in skiff skiff-server skiff-loadgen skiff-controller skiff-router skiff-activator skiff-node-agent; do
+for b in skiff skiff-server skiff-loadgen skiff-controller skiff-router skiff-activator skiff-web skiff-node-agent; do
   [[ -x "$bin/$b" ]] || die "target/release/$b is missing: cargo build --release --bins"
 done
 if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then

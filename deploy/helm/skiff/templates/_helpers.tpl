@@ -12,7 +12,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s/%s:%s" $root.Values.imageRegistry (index . 1) (default $root.Chart.AppVersion $root.Values.imageTag) -}}
 {{- end -}}
 
-{{/* Pod and container security settings shared by the three Deployments. */}}
+{{/* Pod and container security settings shared by the Deployments. */}}
 {{- define "skiff.podSecurity" -}}
 runAsNonRoot: true
 runAsUser: 65532

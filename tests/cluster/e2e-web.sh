@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# End-to-end test of the models web app (skiff-web) on a local cluster, in a real headless Chromium,
+# as a non-admin user (scripts/local-cluster.sh up: the real control plane of tests/cluster, the
+# node agent of tests/node-agent, deploy/base applied as it is, skiff-web included, auth on).
+#
+#   tests/cluster/e2e-web.sh     # build, local-cluster up, set-up, browser test, local-cluster down
+#
+# Set-up: namespaces team-a and team-b; user alice (no groups) gets a Role in team-a only
+# (InferenceServices, events, pods, pods/log); InferenceService iris in team-a (minReplicas 1),
+# Ready, answering one V2 infer through a router pod; skiff-web exactly as deploy/base has it (auth
+# on, USERID_HEADER kubeflow-userid, Secure CSRF cookie: the browser talks to http://127.0.0.1,
+# which browsers treat as a secure origin). Then `cargo test -p skiff --test web_cluster -- --ignored`
+# (cli/tests/web_cluster.rs) runs against the skiff-web pod's IP:5000 (no kube-proxy: the host
+# reaches pods through the bridge), through a proxy in the test that adds `kubeflow-userid: alice`:
+#   - straight to the app without the header: 401
+#   - a POST without the CSRF cookie and header (plain client): 403
+#   - the app's log stream of iris's running pod (kserve-container) gives a line
+#   - in Chromium: the index of team-a lists iris; ?ns=team-b is a 403 saying alice may not list
+#     inferenceservices in team-b; fetch() POST from the page without X-XSRF-TOKEN is a 403; with
+#     minReplicas -1 the API server's 422 comes back naming the field; with cookie and header it
+#     creates iris-from-browser (201), which the live index then shows without a reload
+# Afterwards the script checks with kubectl that iris-from-browser exists in team-a and that none of
+# the refused ones (nor anything in team-b) does. Screenshots of every page: target/web-screenshots/web_cluster/.
+# Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
+# logs kept on failure, with the tails of the pods' logs printed).
+#
+# Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace` (the test binary is still built
+# by cargo test if needed); SKIFF_E2E_TIMEOUT (seconds per wait, 120); SKIFF_LOCAL_PROFILE (debug);
+# the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-web, ports to
+# 7043/2979/10857/10859, bridge skweb0, pods 10.244.20.0/22). Needs chromium and chromedriver.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-web}"
+export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7043}"
+export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2979}"
+export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10857}"
+export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10859}"
+export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skweb0}"
+export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.20.0/22}"
+export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
+dir="$SKIFF_CLUSTER_DIR"
+timeout="${SKIFF_E2E_TIMEOUT:-120}"
+ns=team-a
+other_ns=team-b
+user=alice
+t0=$SECONDS
+
+log() { printf '[e2e-web %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
+pass() { log "ok   $*"; }
+fail() {
+  log "FAIL $*"
+  exit 1
+}
+
+# Polls "$@" every 0.25 s until it succeeds or $timeout seconds pass.
+wait_until() { # description command...
+  local what="$1" deadline=$((SECONDS + timeout))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out waiting for $what (${timeout}s)"
+    sleep 0.25
+  done
+}
+
+# --- build ---------------------------------------------------------------------------------------
+if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
+  log "building the workspace (debug)"
+  (cd "$root" && cargo build --workspace --quiet)
+fi
+[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+for tool in chromium chromedriver; do
+  command -v "$tool" >/dev/null || fail "$tool is needed (apt-get install chromium chromium-driver)"
+done
+
+work="$(mktemp -d /tmp/skiff-e2e-web.XXXXXX)"
+cluster_started=0
+passed=0
+cleanup() {
+  local rc=$?
+  set +e
+  if ((cluster_started)); then
+    if ((passed)); then
+      "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
+    else
+      for f in "$dir"/pods/skiff-system_skiff-web-*.log "$dir"/pods/"$ns"_*.log "$dir/logs/node-agent.log"; do
+        [[ -f "$f" ]] || continue
+        echo "---- $f (tail) ----"
+        tail -n 25 "$f"
+      done
+      KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
+      echo "state and logs kept in $dir"
+    fi
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- cluster -------------------------------------------------------------------------------------
+log "scripts/local-cluster.sh up"
+cluster_started=1
+"$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+export KUBECONFIG="$dir/admin.kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+
+# --- namespaces and alice's rights ---------------------------------------------------------------
+k create namespace "$ns" >/dev/null
+k create namespace "$other_ns" >/dev/null
+k apply -f - >/dev/null <<EOF
+# What a Kubeflow profile's contributor gets for models, in $ns only.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: models-user
+  namespace: $ns
+rules:
+  - apiGroups: [serving.kserve.io]
+    resources: [inferenceservices]
+    verbs: [get, list, watch, create, patch, delete]
+  - apiGroups: [""]
+    resources: [events, pods]
+    verbs: [get, list, watch]
+  - apiGroups: [""]
+    resources: [pods/log]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: models-user-$user
+  namespace: $ns
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: models-user
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: $user
+EOF
+can_i() { k auth can-i "$@" --as "$user" 2>/dev/null || true; }
+[[ "$(can_i list inferenceservices.serving.kserve.io -n "$ns")" == yes ]] || fail "$user may not list inferenceservices in $ns"
+[[ "$(can_i list inferenceservices.serving.kserve.io -n "$other_ns")" == no ]] || fail "$user may list inferenceservices in $other_ns"
+[[ "$(can_i list namespaces)" == no ]] || fail "$user may list namespaces"
+pass "namespaces $ns and $other_ns; $user may use InferenceServices, events, pods and pods/log in $ns only"
+
+# --- skiff-web: auth on, cookies for plain HTTP --------------------------------------------------
+web_env() { k -n skiff-system get deployment skiff-web -o jsonpath="{.spec.template.spec.containers[0].env[?(@.name==\"$1\")].value}"; }
+[[ "$(web_env APP_DISABLE_AUTH)" == false ]] || fail "deploy/base has APP_DISABLE_AUTH=$(web_env APP_DISABLE_AUTH), not false"
+[[ "$(web_env USERID_HEADER)" == kubeflow-userid ]] || fail "deploy/base has USERID_HEADER=$(web_env USERID_HEADER)"
+# APP_SECURE_COOKIES stays true: browsers keep Secure cookies from http://127.0.0.1 (a potentially
+# trustworthy origin), which is where the test's proxy listens.
+[[ "$(web_env APP_SECURE_COOKIES)" == true ]] || fail "deploy/base has APP_SECURE_COOKIES=$(web_env APP_SECURE_COOKIES)"
+web_ip() {
+  k -n skiff-system get pods -l app.kubernetes.io/name=skiff-web -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' |
+    awk '$2 == "True" && $3 == "" && $1 != "" {print $1}' | head -n 1
+}
+one_web_pod() { [[ "$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-web --no-headers | wc -l)" == 1 && -n "$(web_ip)" ]]; }
+wait_until "one Ready skiff-web pod" one_web_pod
+web="http://$(web_ip):5000"
+code="$(curl -sS -m 10 -o /dev/null -w '%{http_code}' "$web/models/healthz")"
+[[ "$code" == 200 ]] || fail "$web/models/healthz answered $code"
+pass "skiff-web at $web as deploy/base has it (auth on, USERID_HEADER kubeflow-userid, Secure CSRF cookie); /models/healthz 200"
+
+# --- an InferenceService in team-a ---------------------------------------------------------------
+k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: iris
+  namespace: $ns
+spec:
+  predictor:
+    minReplicas: 1
+    model:
+      modelFormat: {name: onnx}
+      protocolVersion: v2
+      storageUri: file://$root/examples/models/iris
+EOF
+isvc_ready() { [[ "$(k -n "$ns" get isvc iris -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+wait_until "iris Ready" isvc_ready
+url="$(k -n "$ns" get isvc iris -o jsonpath='{.status.url}')"
+host="${url#*://}"
+host="${host%%/*}"
+router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+  awk '$2 == "True" && $1 != "" {print $1 ":8080"; exit}')"
+[[ -n "$router" ]] || fail "no Ready router pod"
+# One request through the router (from zero, if the revision were there, this brings a pod up).
+body='{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}'
+code="$(curl -sS -m 120 -o "$work/answer" -w '%{http_code}' -H "Host: $host" -H 'Content-Type: application/json' \
+  "http://$router/v2/models/iris/infer" -d "$body")" || fail "the infer request through $router failed"
+[[ "$code" == 200 ]] || fail "the infer request through $router answered $code: $(head -c 300 "$work/answer")"
+running_pod() {
+  k -n "$ns" get pods -l serving.kserve.io/inferenceservice=iris -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -qx Running
+}
+wait_until "a Running pod of iris" running_pod
+pass "iris in $ns is Ready ($url) and answered a V2 infer through router $router"
+
+# --- the browser test ------------------------------------------------------------------------------
+log "cargo test -p skiff --test web_cluster -- --ignored --nocapture (app $web, user $user)"
+if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
+  # shellcheck source=/dev/null
+  source "$root/.ort/env"
+fi
+(
+  cd "$root"
+  SKIFF_WEB_URL="$web" SKIFF_WEB_USER="$user" SKIFF_WEB_NAMESPACE="$ns" SKIFF_WEB_FORBIDDEN_NAMESPACE="$other_ns" \
+    SKIFF_WEB_SERVICE=iris SKIFF_WEB_MODEL_URI="file://$root/examples/models/iris" \
+    cargo test --quiet -p skiff --test web_cluster -- --ignored --nocapture 2>&1 | sed 's/^/    /'
+  exit "${PIPESTATUS[0]}"
+) || fail "the browser test failed (screenshots and failure.html in $root/target/web-screenshots/web_cluster/)"
+pass "browser test: index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs"
+
+# --- what the cluster says -------------------------------------------------------------------------
+managers="$(k -n "$ns" get isvc iris-from-browser -o jsonpath='{range .metadata.managedFields[*]}{.manager}/{.operation}{" "}{end}')" ||
+  fail "iris-from-browser is not in $ns"
+for name in iris-no-csrf iris-no-header iris-invalid; do
+  [[ -z "$(k -n "$ns" get isvc "$name" --ignore-not-found -o name)" ]] || fail "$name was created although refused"
+done
+[[ -z "$(k -n "$other_ns" get isvc -o name)" ]] || fail "something was created in $other_ns"
+pass "kubectl: iris-from-browser exists in $ns (field managers: ${managers% }); the refused ones do not"
+log "screenshots: $(find "$root/target/web-screenshots/web_cluster" -name '*.png' | sort | sed "s|$root/||" | tr '\n' ' ')"
+
+passed=1
+log "PASS in $((SECONDS - t0)) s"
