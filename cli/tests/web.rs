@@ -133,6 +133,19 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             .await;
             b.shot("promoted").await;
 
+            // What happened, and the manifest as stored.
+            b.open(&format!("{base}/details/default/iris?tab=events"), "events").await;
+            let events = b.text("#events").await;
+            for reason in ["Created", "RevisionCreated", "Ready", "Scaled"] {
+                assert!(events.contains(reason), "no {reason} event: {events}");
+            }
+            b.open(&format!("{base}/details/default/iris?tab=yaml"), "yaml").await;
+            let yaml = b.text("pre.yaml").await;
+            assert!(
+                yaml.contains("storageUri: file://./models/iris") && yaml.contains("containerConcurrency: 8"),
+                "{yaml}"
+            );
+
             // A replica's output, streamed.
             b.open(&format!("{base}/details/default/iris?tab=logs"), "logs").await;
             let logs = b.wait_text("#logs", "log lines", |t| t.contains("listening")).await;

@@ -62,6 +62,33 @@ impl From<kube::Error> for Error {
     }
 }
 
+/// An error on a page load: the same status, shown as a small HTML page rather than JSON.
+#[derive(Debug)]
+pub struct PageError(pub Error);
+
+impl From<Error> for PageError {
+    fn from(error: Error) -> Self {
+        PageError(error)
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        let page = maud::html! {
+            (maud::DOCTYPE)
+            html lang="en" {
+                head { meta charset="utf-8"; title { (status) } }
+                body {
+                    h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
+                    p #error .error { (self.0.to_string()) }
+                }
+            }
+        };
+        (status, axum::response::Html(page.into_string())).into_response()
+    }
+}
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let status = self.status();

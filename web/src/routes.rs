@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::access::Action;
 use crate::backend::{EventView, PodView, ServiceView};
-use crate::error::{Error, Result};
+use crate::error::{Error, PageError, Result};
 use crate::manifest::{Form, canary_patch, force_namespace, parse, to_yaml};
 use crate::metrics::Panel;
 use crate::security::User;
@@ -84,7 +84,7 @@ async fn index(
     State(app): AppState,
     Extension(user): Extension<User>,
     Query(query): Query<NamespaceQuery>,
-) -> Result<Html<String>> {
+) -> Result<Html<String>, PageError> {
     let (namespace, namespaces) = selected(&app, &user, query.ns).await?;
     app.authorize(&user, Action::isvc("list", &namespace)).await?;
     let services = app.backend.list(&namespace).await?;
@@ -95,7 +95,7 @@ async fn new(
     State(app): AppState,
     Extension(user): Extension<User>,
     Query(query): Query<NamespaceQuery>,
-) -> Result<Html<String>> {
+) -> Result<Html<String>, PageError> {
     let (namespace, namespaces) = selected(&app, &user, query.ns).await?;
     app.authorize(&user, Action::isvc("create", &namespace)).await?;
     Ok(Html(pages::create::page(&app, &namespace, &namespaces).into_string()))
@@ -111,7 +111,7 @@ async fn details(
     Extension(user): Extension<User>,
     Path((namespace, name)): Path<(String, String)>,
     Query(query): Query<TabQuery>,
-) -> Result<Html<String>> {
+) -> Result<Html<String>, PageError> {
     app.authorize(&user, Action::isvc("get", &namespace)).await?;
     let service = app.backend.get(&namespace, &name).await?;
     let tab = pages::detail::Tab::parse(query.tab.as_deref())?;

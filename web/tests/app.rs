@@ -168,8 +168,10 @@ async fn listing_is_reviewed_per_user_and_namespace() {
     let asked = h.reviews.asked.lock().unwrap().clone();
     assert_eq!(asked[0].0, "alice");
     assert_eq!(asked[0].1, Action::isvc("list", "team-a"));
-    let (status, _, _) = send(&h.app, get("/models/?ns=team-b", Some("bob"))).await;
+    let (status, headers, body) = send(&h.app, get("/models/?ns=team-b", Some("bob"))).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "the page as well as the API");
+    assert!(headers["content-type"].to_str().unwrap().starts_with("text/html"), "a page answers with a page");
+    assert!(body.contains("user bob may not list inferenceservices.serving.kserve.io in namespace team-b"), "{body}");
 }
 
 #[tokio::test]
