@@ -36,7 +36,8 @@ enum LogFormat {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),

@@ -8,6 +8,8 @@
 //!   SKIFF_WEB_NAMESPACE  where alice may work (team-a); SKIFF_WEB_FORBIDDEN_NAMESPACE where not (team-b)
 //!   SKIFF_WEB_SERVICE    the InferenceService in team-a (iris)
 //!   SKIFF_WEB_MODEL_URI  storageUri of the service this test creates (file://<repo>/examples/models/iris)
+//!   SKIFF_WEB_ROUTER     a router pod, ip:port, and SKIFF_WEB_HOST the service's host: requests sent
+//!                        there must show on the metrics charts (sampled from the router pods)
 //!
 //! In front of the app the test runs what Kubeflow puts there: a small reverse proxy on 127.0.0.1
 //! that adds `kubeflow-userid: <user>` to every request (and drops one sent by the client). The
@@ -17,12 +19,11 @@ mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::IRIS_ROW;
 use common::browser::Browser;
-use futures::FutureExt;
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -188,21 +189,35 @@ async fn a_non_admin_user_on_the_cluster() {
     assert!(!line.is_empty(), "an empty first log line from {logs_url}");
     eprintln!("ok: logs of {ns}/{pod_name} ({container}) through the app, first line: {line}");
 
-    let setup = Setup { base, user, ns, forbidden, service, model_uri };
-    let mut browser = Browser::start("web_cluster").await;
-    // (`Browser::run` cannot take these steps: its closure's future may not borrow the browser.)
-    let outcome = AssertUnwindSafe(browse(&mut browser, &setup)).catch_unwind().await;
-    if outcome.is_err() {
-        let shot = browser.shot("failure").await;
-        if let Ok(html) = browser.client.source().await {
-            let _ = std::fs::write(shot.with_extension("html"), html);
+    // Requests through a router pod move the request-rate chart: without PROMETHEUS_URL the app
+    // samples the router pods' /metrics, found through the router Service's EndpointSlices.
+    let (router, host) = (env("SKIFF_WEB_ROUTER", None), env("SKIFF_WEB_HOST", None));
+    let metrics_url = format!("{base}/api/namespaces/{ns}/inferenceservices/{service}/metrics?minutes=5");
+    let infer_url = format!("http://{router}/v2/models/{service}/infer");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let rate = loop {
+        let reply = common::send(Method::GET, &metrics_url, Bytes::new(), &[]).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{metrics_url}: {}", reply.json());
+        let panels = reply.json();
+        let rate = panels.as_array().and_then(|p| p.iter().find(|p| p["id"] == "rate")).cloned().unwrap_or_default();
+        let last =
+            rate["series"].as_array().and_then(|s| s.first()).and_then(|s| s["points"].as_array()?.last()?[1].as_f64());
+        if last.is_some_and(|v| v > 0.0) {
+            break rate;
         }
-        eprintln!("screenshot of the failure: {}", shot.display());
-    }
-    browser.run(|_| async {}).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
+        assert!(Instant::now() < deadline, "the rate chart never moved: {panels}");
+        for _ in 0..10 {
+            let reply =
+                common::send(Method::POST, &infer_url, Bytes::from_static(IRIS_ROW.as_bytes()), &[("host", &host)])
+                    .await;
+            assert_eq!(reply.map(|r| r.status).ok(), Some(StatusCode::OK), "an infer request through {router}");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    eprintln!("ok: requests through {router} show on the rate chart: {}", rate["series"][0]["label"]);
+
+    let setup = Setup { base, user, ns, forbidden, service, model_uri };
+    Browser::start("web_cluster").await.run(async |b| browse(b, &setup).await).await;
 }
 
 /// Where the browser goes and what it expects.

@@ -208,10 +208,11 @@ fi
   cd "$root"
   SKIFF_WEB_URL="$web" SKIFF_WEB_USER="$user" SKIFF_WEB_NAMESPACE="$ns" SKIFF_WEB_FORBIDDEN_NAMESPACE="$other_ns" \
     SKIFF_WEB_SERVICE=iris SKIFF_WEB_MODEL_URI="file://$root/examples/models/iris" \
+    SKIFF_WEB_ROUTER="$router" SKIFF_WEB_HOST="$host" \
     cargo test --quiet -p skiff --test web_cluster -- --ignored --nocapture 2>&1 | sed 's/^/    /'
   exit "${PIPESTATUS[0]}"
 ) || fail "the browser test failed (screenshots and failure.html in $root/target/web-screenshots/web_cluster/)"
-pass "browser test: index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs"
+pass "browser test: index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs, metrics from the router pods"
 
 # --- what the cluster says -------------------------------------------------------------------------
 managers="$(k -n "$ns" get isvc iris-from-browser -o jsonpath='{range .metadata.managedFields[*]}{.manager}/{.operation}{" "}{end}')" ||

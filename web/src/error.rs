@@ -62,9 +62,14 @@ impl From<kube::Error> for Error {
     }
 }
 
-/// An error on a page load: the same status, shown as a small HTML page rather than JSON.
+/// An error on a page load: the same status, shown as a page of the app (the guard renders it
+/// with the app's frame, [`crate::pages::layout::error_page`]) rather than as JSON.
 #[derive(Debug)]
 pub struct PageError(pub Error);
+
+/// What a failed page load carries to the guard, which renders it.
+#[derive(Debug, Clone)]
+pub struct PageFailure(pub String);
 
 impl From<Error> for PageError {
     fn from(error: Error) -> Self {
@@ -75,17 +80,12 @@ impl From<Error> for PageError {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let status = self.0.status();
-        let page = maud::html! {
-            (maud::DOCTYPE)
-            html lang="en" {
-                head { meta charset="utf-8"; title { (status) } }
-                body {
-                    h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
-                    p #error .error { (self.0.to_string()) }
-                }
-            }
-        };
-        (status, axum::response::Html(page.into_string())).into_response()
+        if status.is_server_error() {
+            tracing::warn!(error = %self.0, "page failed");
+        }
+        let mut response = status.into_response();
+        response.extensions_mut().insert(PageFailure(self.0.to_string()));
+        response
     }
 }
 

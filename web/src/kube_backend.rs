@@ -22,6 +22,8 @@ use crate::manifest::to_yaml;
 const MODEL_CONTAINER: &str = "kserve-container";
 /// Sidecar whose logs are not the model's.
 const QUEUE_PROXY: &str = "queue-proxy";
+/// The field manager of what the app writes.
+const FIELD_MANAGER: &str = "skiff-web";
 /// Events shown at most.
 const MAX_EVENTS: usize = 200;
 
@@ -142,7 +144,8 @@ impl Backend for KubeBackend {
     async fn create(&self, namespace: &str, manifest: Value) -> Result<ServiceView> {
         let object: DynamicObject =
             serde_json::from_value(manifest).map_err(|e| Error::BadRequest(format!("metadata: {e}")))?;
-        let created = self.dynamic(namespace).create(&PostParams::default(), &object).await?;
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+        let created = self.dynamic(namespace).create(&params, &object).await?;
         let isvc: InferenceServiceResource = serde_json::from_value(serde_json::to_value(created).unwrap_or_default())
             .map_err(|e| Error::Unavailable(format!("the API server answered with an odd object: {e}")))?;
         Ok(view_of(&isvc))
@@ -150,7 +153,11 @@ impl Backend for KubeBackend {
 
     async fn patch(&self, namespace: &str, name: &str, patch: Value) -> Result<()> {
         self.dynamic(namespace)
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                name,
+                &PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() },
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(|e| not_found(e, format!("InferenceService {namespace}/{name}")))?;
         Ok(())

@@ -1,5 +1,7 @@
 //! `skiff-web` on a cluster: the models web app with the Kubernetes API behind it, settings from
-//! the environment (see [`skiff_web::config`]), access reviews per user unless `APP_DISABLE_AUTH`.
+//! the environment (see [`skiff_web::config`]), access reviews per user unless `APP_DISABLE_AUTH`;
+//! without `PROMETHEUS_URL` the charts come from the router pods of `SKIFF_ROUTER_SERVICE`
+//! (default `skiff-system/skiff-router`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,19 +11,25 @@ use skiff_web::access::SubjectAccessReviews;
 use skiff_web::config::Settings;
 use skiff_web::kube_backend::KubeBackend;
 use skiff_web::metrics::prometheus::Prometheus;
+use skiff_web::metrics::router_pods::RouterPods;
 use skiff_web::metrics::sampler::Sampler;
 use skiff_web::{App, Mode, app};
 use tokio::signal::unix::{SignalKind, signal};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     let settings = Settings::from_env(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
     let client = kube::Client::try_default().await.context("no Kubernetes API (in-cluster or kubeconfig)")?;
     let backend = Arc::new(KubeBackend::new(client.clone()));
-    let access = (!settings.disable_auth).then(|| Arc::new(SubjectAccessReviews::new(client)) as _);
+    let access = (!settings.disable_auth).then(|| Arc::new(SubjectAccessReviews::new(client.clone())) as _);
     let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
-    let sampler = Sampler::new(backend.clone(), None, prometheus);
+    let router = std::env::var("SKIFF_ROUTER_SERVICE").unwrap_or_else(|_| "skiff-system/skiff-router".into());
+    let scrape = RouterPods::new(client.clone(), &router).map_err(anyhow::Error::msg)?;
+    let sampler = Sampler::new(backend.clone(), Some(Arc::new(scrape)), prometheus);
     tokio::spawn(sampler.clone().run());
     let listen = SocketAddr::from(([0, 0, 0, 0], settings.port));
     let prefix = settings.prefix.clone();

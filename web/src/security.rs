@@ -1,19 +1,20 @@
 //! The guard every request passes: the user from `USERID_HEADER` (401 without it when auth is on),
 //! the double-submit CSRF check on mutating requests (403 without it), the CSRF cookie, and the
-//! browser headers (Content-Security-Policy without inline scripts, `nosniff`, no framing).
+//! browser headers (Content-Security-Policy without inline scripts, `nosniff`, no framing), and a
+//! failed page load rendered as a page of the app.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use http::header::{CONTENT_SECURITY_POLICY, COOKIE, SET_COOKIE};
 use http::{HeaderMap, HeaderValue, Method};
 use rand::RngCore;
 
 use crate::App;
 use crate::config::Settings;
-use crate::error::{Error, Result};
+use crate::error::{Error, PageFailure, Result};
 
 /// Name of the CSRF cookie (as Kubeflow's apps name it).
 pub const CSRF_COOKIE: &str = "XSRF-TOKEN";
@@ -102,6 +103,10 @@ pub async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next
         Err(_) if open => next.run(request).await,
         Err(error) => error.into_response(),
     };
+    if let Some(PageFailure(message)) = response.extensions_mut().remove::<PageFailure>() {
+        let page = crate::pages::layout::error_page(&app, response.status(), &message).into_string();
+        response = (response.status(), Html(page)).into_response();
+    }
     let headers = response.headers_mut();
     headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));

@@ -2,12 +2,14 @@
 //! time and cold starts, per revision, drawn as charts in the page without Grafana.
 //!
 //! Rates and latencies come from Prometheus when `PROMETHEUS_URL` is set ([`prometheus`]),
-//! otherwise from Skiff's own `/metrics` sampled by the app ([`sampler`]). Replicas and cold starts
+//! otherwise from Skiff's own `/metrics` sampled by the app ([`sampler`]; on a cluster the router
+//! pods', [`router_pods`]). Replicas and cold starts
 //! (a revision going from zero ready replicas to one or more) are always sampled from the backend,
 //! which knows them in both modes.
 
 pub mod history;
 pub mod prometheus;
+pub mod router_pods;
 pub mod sampler;
 pub mod text;
 

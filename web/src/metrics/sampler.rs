@@ -58,7 +58,7 @@ impl Sampler {
     pub fn source(&self) -> &'static str {
         match (&self.prometheus, &self.scrape) {
             (Some(_), _) => "Prometheus",
-            (None, Some(_)) => "Skiff's /metrics, sampled every 2 s",
+            (None, Some(_)) => "the router's /metrics, sampled every 2 s",
             (None, None) => "nothing (set PROMETHEUS_URL)",
         }
     }

@@ -42,3 +42,13 @@ pub fn page(app: &App, title: &str, namespace: &str, namespaces: &[String], body
         }
     }
 }
+
+/// A failed page load: the status and the message (an API refusal as the API server wrote it).
+pub fn error_page(app: &App, status: http::StatusCode, message: &str) -> Markup {
+    let body = html! {
+        h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
+        div #failure .error { (message) }
+        p { a href={ (app.settings.prefix) "/" } { "Back to the InferenceServices" } }
+    };
+    page(app, &status.to_string(), "", &[], body)
+}
