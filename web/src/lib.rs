@@ -92,6 +92,28 @@ impl App {
     }
 }
 
+/// Serves `routes` (the app, or the app with more routes) on `listener` with Skiff's HTTP shell
+/// and its limits (connection cap, head and body deadlines, drain) until `shutdown`; returns whether
+/// every request was answered.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    routes: axum::Router,
+    shutdown: impl std::future::Future<Output = ()>,
+    limits: skiff_http::ServeLimits,
+) -> bool {
+    use tower::ServiceExt;
+    let handler = move |request: http::Request<hyper::body::Incoming>| {
+        let routes = routes.clone();
+        async move {
+            match routes.oneshot(request.map(axum::body::Body::new)).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    };
+    skiff_http::serve(listener, handler, shutdown, limits).await
+}
+
 /// The app's routes under `settings.prefix`, behind the security guard, gzip-compressed.
 pub fn app(state: Arc<App>) -> axum::Router {
     routes::routes(&state.settings.prefix)

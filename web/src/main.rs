@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use skiff_http::ServeLimits;
 use skiff_web::access::SubjectAccessReviews;
 use skiff_web::config::Settings;
 use skiff_web::kube_backend::KubeBackend;
@@ -37,13 +38,14 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!(%listen, %prefix, "skiff-web serving");
     let mut terminate = signal(SignalKind::terminate())?;
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        })
-        .await?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    };
+    // Log streams and the live index end when the drain timeout does.
+    let limits = ServeLimits { drain_timeout: std::time::Duration::from_secs(5), ..ServeLimits::default() };
+    skiff_web::serve(listener, app(state), shutdown, limits).await;
     Ok(())
 }

@@ -55,11 +55,9 @@ pub fn exposition(parts: &[String]) -> String {
     text
 }
 
-/// Serves `routes` until the task is dropped.
+/// Serves `routes` with the HTTP shell's limits until the task is dropped.
 pub async fn serve(listener: TcpListener, routes: Router) {
-    if let Err(error) = axum::serve(listener, routes).await {
-        tracing::warn!(%error, "the admin endpoint stopped");
-    }
+    skiff_web::serve(listener, routes, std::future::pending(), skiff_http::ServeLimits::default()).await;
 }
 
 /// Fetches the status from a running `skiff up`.
