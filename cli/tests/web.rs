@@ -53,6 +53,19 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             b.open(&format!("{base}/"), "index-empty").await;
             b.wait_text("#services tbody", "the empty index", |t| t.contains("No InferenceServices yet")).await;
 
+            // A manifest written by hand that skiff up refuses shows on the index with its reason.
+            let broken = common::manifest("broken", "iris", "minReplicas: 9\nmaxReplicas: 2");
+            std::fs::write(dir.path().join("broken.yaml"), broken).unwrap();
+            let refused =
+                reload_until(b, &format!("{base}/"), "#refused", "the refused manifest", |t| t.contains("broken.yaml"))
+                    .await;
+            assert!(
+                refused.contains("broken.yaml: spec.predictor.minReplicas: 9 is more than maxReplicas 2"),
+                "{refused}"
+            );
+            b.shot("index-refused").await;
+            std::fs::remove_file(dir.path().join("broken.yaml")).unwrap();
+
             // The form shows the YAML it will submit; a refused manifest shows `file: field: message`.
             b.click("#new").await;
             b.fill("input[name=name]", "iris").await;

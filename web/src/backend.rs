@@ -106,6 +106,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn pods(&self, namespace: &str, name: &str) -> Result<Vec<PodView>>;
     /// The last `tail` lines of a replica's model container, then new lines as they come.
     async fn logs(&self, namespace: &str, pod: &str, container: &str, tail: u32) -> Result<LogStream>;
+    /// Manifests that were refused and so are not on the list (`skiff up`'s `file: field: message`);
+    /// on a cluster the API server refuses them at once, so there are none.
+    async fn refused(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Log lines as they come; ends when the replica goes.

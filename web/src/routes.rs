@@ -88,7 +88,8 @@ async fn index(
     let (namespace, namespaces) = selected(&app, &user, query.ns).await?;
     app.authorize(&user, Action::isvc("list", &namespace)).await?;
     let services = app.backend.list(&namespace).await?;
-    Ok(Html(pages::index::page(&app, &namespace, &namespaces, &services).into_string()))
+    let refused = app.backend.refused().await?;
+    Ok(Html(pages::index::page(&app, &namespace, &namespaces, &services, &refused).into_string()))
 }
 
 async fn new(

@@ -221,6 +221,10 @@ impl Backend for FolderBackend {
         let live = BroadcastStream::new(feed).filter_map(|line| async move { line.ok().map(Ok) });
         Ok(futures::stream::iter(lines.into_iter().map(Ok)).chain(live).boxed())
     }
+
+    async fn refused(&self) -> Result<Vec<String>> {
+        Ok(self.admin.status.load().errors.clone())
+    }
 }
 
 /// Skiff's metrics text, read in process.

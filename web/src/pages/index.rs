@@ -8,10 +8,16 @@ use crate::App;
 use crate::backend::{RevisionView, ServiceView};
 
 /// The index page.
-pub fn page(app: &App, namespace: &str, namespaces: &[String], services: &[ServiceView]) -> Markup {
+pub fn page(app: &App, namespace: &str, namespaces: &[String], services: &[ServiceView], refused: &[String]) -> Markup {
     let prefix = &app.settings.prefix;
     let body = html! {
         h1 { "InferenceServices in " (namespace) }
+        @if !refused.is_empty() {
+            div #refused .error {
+                strong { "Refused manifests (not served):" }
+                ul { @for message in refused { li { (message) } } }
+            }
+        }
         table.services #services data-live={ (prefix) "/api/namespaces/" (namespace) "/rows" } {
             thead {
                 tr {
