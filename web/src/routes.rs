@@ -236,6 +236,8 @@ async fn metrics(
     Query(query): Query<WindowQuery>,
 ) -> Result<Json<Vec<Panel>>> {
     app.authorize(&user, Action::isvc("get", &namespace)).await?;
+    // Only a service that exists starts being sampled.
+    app.backend.get(&namespace, &name).await?;
     let minutes = query.minutes.unwrap_or(15).clamp(1, 30);
     Ok(Json(app.sampler.panels(&namespace, &name, Duration::from_secs(minutes * 60)).await?))
 }

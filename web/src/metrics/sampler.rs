@@ -19,6 +19,8 @@ use crate::error::Result;
 pub const INTERVAL: Duration = Duration::from_secs(2);
 /// How long a service stays watched after its metrics were last asked for.
 const WATCH_FOR: Duration = Duration::from_secs(600);
+/// Services watched at most; past it the one asked for longest ago is forgotten.
+const MAX_WATCHED: usize = 500;
 
 /// Reads Skiff's metrics text (the router's and the activator's).
 #[async_trait]
@@ -30,6 +32,14 @@ pub trait Scrape: Send + Sync + 'static {
 struct Watched {
     asked: Instant,
     history: History,
+}
+
+/// Forgets the services asked for longest ago until fewer than `max` are watched.
+fn make_room<K: Clone + Eq + std::hash::Hash>(watched: &mut HashMap<K, Watched>, max: usize) {
+    while watched.len() >= max.max(1) {
+        let Some(oldest) = watched.iter().min_by_key(|(_, w)| w.asked).map(|(k, _)| k.clone()) else { return };
+        watched.remove(&oldest);
+    }
 }
 
 /// The metrics of the services being looked at.
@@ -72,9 +82,12 @@ impl Sampler {
         let since = unix_now() - window.as_secs_f64();
         let (history_panels, replicas, cold) = {
             let mut watched = self.lock();
-            let entry = watched
-                .entry((namespace.to_owned(), name.to_owned()))
-                .or_insert_with(|| Watched { asked: Instant::now(), history: History::default() });
+            let key = (namespace.to_owned(), name.to_owned());
+            if !watched.contains_key(&key) {
+                make_room(&mut watched, MAX_WATCHED);
+            }
+            let entry =
+                watched.entry(key).or_insert_with(|| Watched { asked: Instant::now(), history: History::default() });
             entry.asked = Instant::now();
             (entry.history.traffic(since), entry.history.replicas(since), entry.history.cold_starts(since))
         };
@@ -129,5 +142,23 @@ impl Sampler {
                 watched.history.push(sample);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_asked_for_longest_ago_makes_room() {
+        let start = Instant::now();
+        let mut watched: HashMap<u32, Watched> = (0..3)
+            .map(|i| {
+                (i, Watched { asked: start + Duration::from_secs(u64::from(10 - i)), history: History::default() })
+            })
+            .collect();
+        make_room(&mut watched, 3);
+        assert_eq!(watched.len(), 2);
+        assert!(!watched.contains_key(&2), "2 was asked for first");
     }
 }
