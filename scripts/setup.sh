@@ -4,7 +4,8 @@
 # and prometheus for the web app's tests),
 # ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/; pip checks the
 # wheel against the SHA-256 hashes in scripts/onnxruntime-requirements.txt), and the release
-# binaries. Idempotent. Afterwards: `source .ort/env` sets ORT_DYLIB_PATH.
+# binaries. Idempotent. The binaries find the library in .ort/ themselves; `source .ort/env` sets
+# ORT_DYLIB_PATH for tools that need it named (the cluster scripts pass it to pods).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

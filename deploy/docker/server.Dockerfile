@@ -24,9 +24,9 @@ RUN grep -q "^onnxruntime==${ORT_VERSION} " /tmp/onnxruntime-requirements.txt \
 
 # Digest (multi-arch OCI index) from NDDev-OpenNetwork/pi-setup-system Dockerfile (also chrisbennight/mcp-unifi-rs Dockerfile)
 FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
-COPY --from=onnxruntime /libonnxruntime.so /usr/lib/skiff/libonnxruntime.so
+# Next to the binary: skiff-server finds it there without ORT_DYLIB_PATH (which still wins).
+COPY --from=onnxruntime /libonnxruntime.so /usr/local/bin/libonnxruntime.so
 COPY --from=build /skiff-server /usr/local/bin/skiff-server
-ENV ORT_DYLIB_PATH=/usr/lib/skiff/libonnxruntime.so
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/skiff-server"]

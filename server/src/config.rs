@@ -86,7 +86,8 @@ pub struct ServerConfig {
     /// for routers and activators to see the pod leave its EndpointSlice (Knative's drain sleep).
     #[arg(long, default_value_t = 0)]
     pub shutdown_delay_secs: u64,
-    /// Path of ONNX Runtime's shared library (`scripts/setup.sh` installs it).
+    /// Path of ONNX Runtime's shared library; by default next to this binary, or where
+    /// `scripts/setup.sh` installs it in the checkout this binary was built in.
     #[arg(long, env = "ORT_DYLIB_PATH")]
     pub ort_dylib: Option<PathBuf>,
     /// Log format.
@@ -147,13 +148,10 @@ impl ServerConfig {
         }
     }
 
-    /// The ONNX Runtime library to load.
+    /// The ONNX Runtime library to load: `--ort-dylib` / `ORT_DYLIB_PATH`, else found
+    /// ([`crate::onnxruntime::locate`]).
     pub fn ort_dylib(&self) -> Result<PathBuf> {
-        self.ort_dylib.clone().ok_or_else(|| {
-            Error::Config(
-                "ONNX Runtime library unknown: set ORT_DYLIB_PATH or --ort-dylib (scripts/setup.sh installs it)".into(),
-            )
-        })
+        crate::onnxruntime::locate(self.ort_dylib.clone())
     }
 
     /// Requests that may queue for a concurrency slot.

@@ -172,3 +172,15 @@ async fn a_model_that_cannot_load_ends_the_process_with_the_reason() {
     let logs = server.drain_logs().join("\n");
     assert!(logs.contains("cannot load model 'broken'"), "{logs}");
 }
+
+/// The first hour: a binary built in the checkout finds the library `scripts/setup.sh` installed,
+/// with no `ORT_DYLIB_PATH` and no flag.
+#[tokio::test]
+async fn onnx_runtime_is_found_without_environment_variables() {
+    let server = Server::start_with_ort(&["--model-dir", &iris_dir()], None);
+    server.wait_ready().await;
+    let row = one_row(&[json!(6.8), json!(2.8), json!(4.8), json!(1.4)]);
+    let (status, body) = post(&server.url("/v2/models/iris/infer"), &row).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outputs"][0]["data"], json!([1]), "{body}");
+}

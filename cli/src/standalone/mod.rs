@@ -62,9 +62,10 @@ pub struct UpArgs {
     /// The `skiff-server` binary replicas run (default: next to this executable).
     #[arg(long)]
     pub server_bin: Option<PathBuf>,
-    /// ONNX Runtime's shared library (`scripts/setup.sh` installs it).
+    /// ONNX Runtime's shared library; by default next to this binary, or where `scripts/setup.sh`
+    /// installs it in the checkout this binary was built in.
     #[arg(long, env = "ORT_DYLIB_PATH")]
-    pub ort_dylib: PathBuf,
+    pub ort_dylib: Option<PathBuf>,
 }
 
 /// `skiff get` flags.
@@ -144,7 +145,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
 
     let endpoints = Arc::new(Endpoints::default());
-    let backend = LocalProcesses::new(server_bin, args.ort_dylib);
+    let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
+    let backend = LocalProcesses::new(server_bin, ort_dylib);
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
     let limits = Limits { max_pending: config.max_pending, ..Limits::default() };

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use futures::FutureExt;
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
 use super::repo;
@@ -43,8 +44,6 @@ impl Browser {
     pub async fn start(test: &str) -> Browser {
         let driver_bin = which(&["chromedriver"]).expect("chromedriver is missing: apt-get install chromium-driver");
         let chromium = which(&["chromium", "chromium-browser"]).expect("chromium is missing: apt-get install chromium");
-        // fantoccini's TLS client needs a process-wide crypto provider (ring, as the workspace's).
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let port = free_port();
         let driver = Command::new(driver_bin)
             .arg(format!("--port={port}"))
@@ -63,8 +62,7 @@ impl Browser {
         );
         let deadline = Instant::now() + Duration::from_secs(30);
         let client = loop {
-            match ClientBuilder::rustls()
-                .expect("rustls client")
+            match ClientBuilder::new(HttpConnector::new())
                 .capabilities(capabilities.clone())
                 .connect(&format!("http://127.0.0.1:{port}"))
                 .await

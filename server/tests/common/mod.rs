@@ -42,10 +42,19 @@ pub struct Server {
 impl Server {
     /// Starts the server with `args` (plus a loopback bind, port 0 and JSON logs) and waits until it listens.
     pub fn start(args: &[&str]) -> Server {
-        let child = Command::new(env!("CARGO_BIN_EXE_skiff-server"))
+        Server::start_with_ort(args, Some(ort_dylib()))
+    }
+
+    /// [`Server::start`] with `ORT_DYLIB_PATH` set to `ort`, or unset when `None`.
+    pub fn start_with_ort(args: &[&str], ort: Option<PathBuf>) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skiff-server"));
+        match ort {
+            Some(path) => command.env("ORT_DYLIB_PATH", path),
+            None => command.env_remove("ORT_DYLIB_PATH"),
+        };
+        let child = command
             .args(["--bind", "127.0.0.1", "--http-port", "0", "--log-format", "json"])
             .args(args)
-            .env("ORT_DYLIB_PATH", ort_dylib())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
