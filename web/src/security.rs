@@ -81,13 +81,18 @@ fn csrf_cookie(settings: &Settings) -> String {
     format!("{CSRF_COOKIE}={token}; Path={path}; SameSite={}{secure}", settings.csrf_samesite)
 }
 
+/// Paths served without a user: the probe and the script and stylesheet.
+fn is_open(prefix: &str, path: &str) -> bool {
+    path.strip_prefix(prefix).is_some_and(|rest| rest == "/healthz" || rest.starts_with("/static/"))
+}
+
 fn mutating(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 /// Middleware: user, CSRF, cookie and browser headers.
 pub async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
-    let open = request.uri().path().ends_with("/healthz") || request.uri().path().contains("/static/");
+    let open = is_open(&app.settings.prefix, request.uri().path());
     let checked = User::from_headers(&app.settings, request.headers()).and_then(|user| {
         if mutating(request.method()) {
             check_csrf(request.headers())?;
@@ -154,6 +159,14 @@ mod tests {
             User::Anonymous,
             "auth off: no header needed"
         );
+    }
+
+    #[test]
+    fn only_the_probe_and_the_assets_need_no_user() {
+        assert!(is_open("/models", "/models/healthz") && is_open("/models", "/models/static/app.js"));
+        assert!(!is_open("/models", "/models/api/namespaces/static/inferenceservices"));
+        assert!(!is_open("/models", "/models/details/x/healthz"));
+        assert!(is_open("", "/healthz"));
     }
 
     #[test]
