@@ -4,7 +4,9 @@
 //!   manifests in DIR (router, activator, autoscaler, `skiff-server` replicas), watching DIR.
 //! - `skiff get [-o json]`: what a running `skiff up` serves, like `kubectl get isvc`.
 //! - `skiff serve`: the embedded model server in this process (the same flags as `skiff-server`).
+//! - `skiff load URL | --model NAME`: load that knows about scale to zero (cold starts, phases, HTML report).
 
+mod load;
 mod standalone;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +36,8 @@ enum Command {
     Get(standalone::GetArgs),
     /// Serve ONNX models over KServe's V1 and V2 protocols (the same as `skiff-server`).
     Serve(ServerConfig),
+    /// Load a service and report cold starts, latency per phase and errors (scale-to-zero aware).
+    Load(Box<load::LoadArgs>),
 }
 
 #[tokio::main]
@@ -49,5 +53,9 @@ async fn main() -> anyhow::Result<()> {
             skiff_server::run(config).await?;
             Ok(())
         }
+        Command::Load(args) => match load::run(*args).await? {
+            0 => Ok(()),
+            code => std::process::exit(code),
+        },
     }
 }

@@ -1,0 +1,246 @@
+//! What a run records as it goes: HDR histograms of latency (all, per phase, per second of send
+//! time, and since the last progress line), errors by kind, the replica samples, and how far the
+//! open-loop sender kept to its schedule.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::phase::Phase;
+
+/// Latencies are recorded in microseconds, up to an hour, to 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_max(3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// One second of send time.
+#[derive(Debug, Clone)]
+pub struct Second {
+    /// Requests sent in it that got an answer or failed.
+    pub done: u64,
+    /// Of those, errors.
+    pub errors: u64,
+    /// Their latencies (µs), 2 significant digits.
+    pub latency: Histogram<u64>,
+}
+
+impl Default for Second {
+    fn default() -> Self {
+        Second { done: 0, errors: 0, latency: Histogram::new(2).expect("valid histogram") }
+    }
+}
+
+/// One replica sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Since the run began.
+    pub at: Duration,
+    /// Ready replicas.
+    pub ready: u32,
+    /// Replicas asked for.
+    pub desired: u32,
+    /// Replicas that became ready since the previous sample.
+    pub starts: u32,
+}
+
+/// How far one open-loop cycle kept to its schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dispatch {
+    /// Requests sent.
+    pub sent: u64,
+    /// From the first send to the last.
+    pub span: Duration,
+}
+
+/// Everything recorded.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Every request's latency (µs), answered or not (never the ones not sent).
+    pub latency: Histogram<u64>,
+    /// Latency by the phase the request was sent in.
+    pub phases: [Histogram<u64>; 3],
+    /// Requests done.
+    pub done: u64,
+    /// Errors by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// By second of send time since the run began.
+    pub seconds: Vec<Second>,
+    /// Replica samples.
+    pub samples: Vec<Sample>,
+    /// The most requests in flight in each sampling interval (with or without a replica source).
+    pub in_flight: Vec<(Duration, usize)>,
+    /// The open-loop cycles' schedules kept.
+    pub dispatches: Vec<Dispatch>,
+    /// Each cycle's first send and end, since the run began.
+    pub cycles: Vec<(Duration, Duration)>,
+    /// Latencies since the last progress line.
+    pub window: Histogram<u64>,
+    /// Requests and errors since the last progress line.
+    pub window_done: (u64, u64),
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            latency: histogram(),
+            phases: [histogram(), histogram(), histogram()],
+            done: 0,
+            errors: BTreeMap::new(),
+            seconds: Vec::new(),
+            samples: Vec::new(),
+            in_flight: Vec::new(),
+            dispatches: Vec::new(),
+            cycles: Vec::new(),
+            window: histogram(),
+            window_done: (0, 0),
+        }
+    }
+}
+
+impl Record {
+    /// Adds one request sent at `sent` (since the run began) in `phase` that took `latency`.
+    pub fn add(&mut self, sent: Duration, phase: Option<Phase>, latency: Duration, error: Option<String>) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
+        self.latency.saturating_record(micros);
+        if let Some(phase) = phase {
+            self.phases[phase.index()].saturating_record(micros);
+        }
+        self.window.saturating_record(micros);
+        self.done += 1;
+        self.window_done.0 += 1;
+        let second = sent.as_secs() as usize;
+        if self.seconds.len() <= second {
+            self.seconds.resize_with(second + 1, Second::default);
+        }
+        let bucket = &mut self.seconds[second];
+        bucket.done += 1;
+        let _ = bucket.latency.record(micros);
+        if let Some(kind) = error {
+            bucket.errors += 1;
+            self.window_done.1 += 1;
+            *self.errors.entry(kind).or_default() += 1;
+        }
+    }
+
+    /// Counts a request that was due but not sent (too many in flight).
+    pub fn refuse(&mut self, kind: &str) {
+        *self.errors.entry(kind.to_owned()).or_default() += 1;
+    }
+
+    /// Errors of every kind.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Requests sent or refused.
+    pub fn requests(&self) -> u64 {
+        self.done + self.refused()
+    }
+
+    /// Requests refused for lack of room.
+    pub fn refused(&self) -> u64 {
+        self.errors.get(REFUSED).copied().unwrap_or(0)
+    }
+}
+
+/// The error kind of a request not sent because `--max-inflight` were in flight.
+pub const REFUSED: &str = "not sent: --max-inflight reached";
+
+/// The record shared by the senders, the sampler and the progress line.
+pub struct Recorder {
+    /// When the run began.
+    pub start: Instant,
+    /// Requests in flight.
+    pub in_flight: AtomicUsize,
+    /// The most in flight since the sampler last looked.
+    pub peak: AtomicUsize,
+    phase: AtomicU8,
+    record: Mutex<Record>,
+}
+
+const NO_PHASE: u8 = u8::MAX;
+
+impl Recorder {
+    /// A recorder whose clock starts now.
+    pub fn new() -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            phase: AtomicU8::new(NO_PHASE),
+            record: Mutex::new(Record::default()),
+        }
+    }
+
+    /// The phase of the latest sample, if any.
+    pub fn phase(&self) -> Option<Phase> {
+        Phase::ALL.get(usize::from(self.phase.load(Ordering::Relaxed))).copied()
+    }
+
+    /// Sets the phase new requests are sent in.
+    pub fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+
+    /// Counts one more request in flight.
+    pub fn enter(&self) {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Counts one request less in flight.
+    pub fn leave(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The most in flight since the last call (at least those in flight now).
+    pub fn take_peak(&self) -> usize {
+        let now = self.in_flight.load(Ordering::Relaxed);
+        self.peak.swap(now, Ordering::Relaxed).max(now)
+    }
+
+    /// Runs `f` on the record.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Record) -> T) -> T {
+        f(&mut self.record.lock().expect("record lock"))
+    }
+
+    /// Time since the run began.
+    pub fn elapsed(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.start)
+    }
+
+    /// The record, once the run is over.
+    pub fn into_record(self) -> Record {
+        self.record.into_inner().expect("record lock")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_land_in_their_send_second_and_phase() {
+        let mut record = Record::default();
+        let ms = Duration::from_millis;
+        record.add(ms(100), Some(Phase::AtZero), ms(800), None);
+        record.add(ms(2500), Some(Phase::Steady), ms(2), Some("HTTP 503".into()));
+        record.refuse(REFUSED);
+        assert_eq!((record.done, record.requests(), record.error_count(), record.refused()), (2, 3, 2, 1));
+        assert_eq!(record.seconds.len(), 3);
+        assert_eq!((record.seconds[2].done, record.seconds[2].errors), (1, 1));
+        assert_eq!(record.phases[Phase::AtZero.index()].len(), 1);
+        assert!(record.latency.max() >= 799_000);
+    }
+
+    #[test]
+    fn the_phase_is_unknown_until_a_sample_sets_it() {
+        let recorder = Recorder::new();
+        assert_eq!(recorder.phase(), None);
+        recorder.set_phase(Phase::Scaling);
+        assert_eq!(recorder.phase(), Some(Phase::Scaling));
+    }
+}

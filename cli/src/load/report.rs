@@ -1,0 +1,382 @@
+//! `--out report.html`: one self-contained page (no script, no external file) with the summary
+//! table and inline SVG charts over time of replicas, requests in flight, latency percentiles and
+//! errors, rendered here from the [`Summary`].
+
+use std::fmt::Write;
+
+use super::summary::{Summary, ms, table};
+
+/// Chart size and margins, in SVG units.
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 210.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 34.0;
+const BOTTOM: f64 = 28.0;
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// Straight segments.
+    Line,
+    /// Dots, joined only between consecutive seconds.
+    Seconds,
+    /// Holds each value until the next point (counts that change in steps).
+    Steps,
+    /// Dashed steps.
+    DashedSteps,
+    /// One bar per point, one second wide.
+    Bars,
+}
+
+/// One series of a chart.
+struct Series {
+    name: &'static str,
+    colour: &'static str,
+    style: Style,
+    points: Vec<(f64, f64)>,
+}
+
+/// The y axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scale {
+    /// From 0 to a round number.
+    Linear,
+    /// Powers of ten (latency from microseconds to seconds).
+    Log,
+}
+
+/// The whole page.
+pub fn render(summary: &Summary) -> String {
+    let x_max = summary
+        .samples
+        .iter()
+        .map(|s| s.t)
+        .chain(summary.series.iter().map(|s| s.t as f64 + 1.0))
+        .chain(summary.in_flight.iter().map(|s| s.t))
+        .fold(1.0, f64::max);
+    let zero_bands = at_zero_bands(summary);
+    let starts: Vec<(f64, u32)> = summary.samples.iter().filter(|s| s.starts > 0).map(|s| (s.t, s.starts)).collect();
+    let replicas = chart(
+        "Replicas",
+        "Ready and asked-for replicas (shaded: none ready; orange +N: replicas that became ready)",
+        &[
+            series("ready", "#2563eb", Style::Steps, summary.samples.iter().map(|s| (s.t, f64::from(s.ready)))),
+            series(
+                "desired",
+                "#9333ea",
+                Style::DashedSteps,
+                summary.samples.iter().map(|s| (s.t, f64::from(s.desired))),
+            ),
+        ],
+        x_max,
+        Scale::Linear,
+        &zero_bands,
+        &starts,
+    );
+    let in_flight = chart(
+        "In flight",
+        "The most requests of this run waiting for an answer, per sample interval",
+        &[series("in flight", "#0891b2", Style::Line, summary.in_flight.iter().map(|s| (s.t, s.requests as f64)))],
+        x_max,
+        Scale::Linear,
+        &zero_bands,
+        &[],
+    );
+    let answered = || summary.series.iter().filter(|s| s.requests > 0);
+    let latency = chart(
+        "Latency",
+        "p50 and p99 by second of send time (log scale)",
+        &[
+            series("p50", "#16a34a", Style::Seconds, answered().map(|s| (s.t as f64 + 0.5, s.p50_ms))),
+            series("p99", "#dc2626", Style::Seconds, answered().map(|s| (s.t as f64 + 0.5, s.p99_ms))),
+        ],
+        x_max,
+        Scale::Log,
+        &zero_bands,
+        &[],
+    );
+    let errors = chart(
+        "Errors",
+        "Requests (grey) and errors (red) by second of send time",
+        &[
+            series(
+                "requests/s",
+                "#cbd5e1",
+                Style::Bars,
+                summary.series.iter().map(|s| (s.t as f64, s.requests as f64)),
+            ),
+            series("errors/s", "#dc2626", Style::Bars, summary.series.iter().map(|s| (s.t as f64, s.errors as f64))),
+        ],
+        x_max,
+        Scale::Linear,
+        &zero_bands,
+        &[],
+    );
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>skiff load: {target}</title>\
+         <style>{STYLE}</style></head><body><h1>skiff load</h1><p class=\"target\">{target} — {scenario}</p>\
+         <pre class=\"summary\">{table}</pre>{replicas}{in_flight}{latency}{errors}</body></html>\n",
+        target = escape(&summary.target),
+        scenario = escape(&summary.scenario),
+        table = escape(&table(summary)),
+    )
+}
+
+const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:24px;color:#0f172a;max-width:1000px}\
+h1{font-size:20px;margin:0 0 4px}.target{color:#475569;margin:0 0 12px}\
+pre.summary{background:#f8fafc;border:1px solid #e2e8f0;padding:12px;font-size:12px;overflow-x:auto}\
+figure{margin:16px 0}svg{background:#fff;border:1px solid #e2e8f0}\
+svg text{font:11px system-ui,sans-serif;fill:#475569}svg .heading{font-size:13px;font-weight:600;fill:#0f172a}";
+
+fn series(name: &'static str, colour: &'static str, style: Style, points: impl Iterator<Item = (f64, f64)>) -> Series {
+    Series { name, colour, style, points: points.collect() }
+}
+
+/// Time spans (seconds) in which the samples saw no ready replica.
+fn at_zero_bands(summary: &Summary) -> Vec<(f64, f64)> {
+    let mut bands = Vec::new();
+    for pair in summary.samples.windows(2) {
+        if pair[0].ready == 0 {
+            match bands.last_mut() {
+                Some((_, end)) if *end == pair[0].t => *end = pair[1].t,
+                _ => bands.push((pair[0].t, pair[1].t)),
+            }
+        }
+    }
+    bands
+}
+
+/// A round step for about four ticks up to `max`.
+fn step(max: f64) -> f64 {
+    let raw = (max / 4.0).max(1e-9);
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * power).find(|s| *s >= raw).unwrap_or(10.0 * power)
+}
+
+/// The y range and its ticks.
+fn y_axis(values: impl Iterator<Item = f64> + Clone, scale: Scale) -> (f64, f64, Vec<f64>) {
+    match scale {
+        Scale::Linear => {
+            let max = values.fold(0.0, f64::max);
+            let step = step(max.max(1.0)).max(if max <= 4.0 { 1.0 } else { 0.0 });
+            let top = (max / step).ceil().max(1.0) * step;
+            let ticks = (0..=((top / step).round() as usize)).map(|i| i as f64 * step).collect();
+            (0.0, top, ticks)
+        }
+        Scale::Log => {
+            let positive = values.filter(|v| *v > 0.0);
+            let low = positive.clone().fold(f64::INFINITY, f64::min);
+            let high = positive.fold(0.0, f64::max);
+            let (low, high) = if high > 0.0 { (low.log10().floor(), high.log10().ceil()) } else { (0.0, 1.0) };
+            let high = if high <= low { low + 1.0 } else { high };
+            let ticks = ((low as i32)..=(high as i32)).map(|p| 10f64.powi(p)).collect();
+            (10f64.powf(low), 10f64.powf(high), ticks)
+        }
+    }
+}
+
+fn chart(
+    title: &str,
+    caption: &str,
+    all: &[Series],
+    x_max: f64,
+    scale: Scale,
+    bands: &[(f64, f64)],
+    marks: &[(f64, u32)],
+) -> String {
+    let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+    let x = |t: f64| LEFT + (t / x_max).clamp(0.0, 1.0) * plot_w;
+    let (y_low, y_high, ticks) = y_axis(all.iter().flat_map(|s| s.points.iter().map(|p| p.1)), scale);
+    let y = |v: f64| {
+        let fraction = match scale {
+            Scale::Linear => v / y_high,
+            Scale::Log => (v.max(y_low).log10() - y_low.log10()) / (y_high.log10() - y_low.log10()),
+        };
+        TOP + plot_h - fraction.clamp(0.0, 1.0) * plot_h
+    };
+    let id = title.to_lowercase().replace(' ', "-");
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<figure id=\"chart-{id}\"><svg xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" width=\"{WIDTH}\" \
+         height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" aria-label=\"{title}\"><title>{title}</title>\
+         <text class=\"heading\" x=\"{LEFT}\" y=\"16\">{title}</text>\
+         <text x=\"{LEFT}\" y=\"28\">{}</text>",
+        escape(caption)
+    );
+    for (from, to) in bands {
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h}\" fill=\"#fee2e2\"/>",
+            x(*from),
+            (x(*to) - x(*from)).max(1.0)
+        );
+    }
+    for tick in &ticks {
+        let label = match scale {
+            Scale::Linear => format!("{tick}"),
+            Scale::Log => ms(*tick),
+        };
+        let _ = write!(
+            svg,
+            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e2e8f0\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            y(*tick) + 4.0,
+            y = y(*tick)
+        );
+    }
+    let x_step = step(x_max);
+    let mut t = 0.0;
+    while t <= x_max + 1e-9 {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}s</text>",
+            x(t),
+            HEIGHT - 10.0,
+            (t * 100.0).round() / 100.0
+        );
+        t += x_step;
+    }
+    for (i, s) in all.iter().enumerate() {
+        svg.push_str(&draw(s, &x, &y, x_max, y(if scale == Scale::Log { y_low } else { 0.0 })));
+        let lx = WIDTH - RIGHT - 110.0 * (all.len() - i) as f64;
+        let _ = write!(
+            svg,
+            "<rect x=\"{lx:.1}\" y=\"8\" width=\"12\" height=\"4\" fill=\"{}\"/><text x=\"{:.1}\" y=\"14\">{}</text>",
+            s.colour,
+            lx + 16.0,
+            s.name
+        );
+    }
+    for (t, n) in marks {
+        let _ = write!(
+            svg,
+            "<g class=\"start\"><line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\" stroke=\"#f59e0b\" \
+             stroke-width=\"3\"/><text x=\"{3:.1}\" y=\"{4:.1}\" style=\"fill:#b45309\">+{n}</text></g>",
+            x(*t),
+            TOP + plot_h - 14.0,
+            TOP + plot_h,
+            x(*t) + 4.0,
+            TOP + plot_h - 4.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<line x1=\"{LEFT}\" x2=\"{LEFT}\" y1=\"{TOP}\" y2=\"{0:.1}\" stroke=\"#94a3b8\"/>\
+         <line x1=\"{LEFT}\" x2=\"{1:.1}\" y1=\"{0:.1}\" y2=\"{0:.1}\" stroke=\"#94a3b8\"/></svg></figure>",
+        TOP + plot_h,
+        WIDTH - RIGHT
+    );
+    svg
+}
+
+fn draw(s: &Series, x: &impl Fn(f64) -> f64, y: &impl Fn(f64) -> f64, x_max: f64, base: f64) -> String {
+    if s.points.is_empty() {
+        return String::new();
+    }
+    match s.style {
+        Style::Bars => {
+            let width = (x(1.0) - x(0.0)).max(1.0) * 0.8;
+            s.points
+                .iter()
+                .filter(|p| p.1 > 0.0)
+                .map(|&(t, v)| {
+                    format!(
+                        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"{:.1}\" fill=\"{}\"/>",
+                        x(t),
+                        y(v),
+                        (base - y(v)).max(0.5),
+                        s.colour
+                    )
+                })
+                .collect()
+        }
+        Style::Seconds => {
+            let mut d = String::new();
+            let mut dots = String::new();
+            for (i, &(t, v)) in s.points.iter().enumerate() {
+                let joined = i > 0 && t - s.points[i - 1].0 <= 1.0 + 1e-9;
+                let _ = write!(d, "{}{:.1},{:.1}", if joined { 'L' } else { 'M' }, x(t), y(v));
+                let _ = write!(dots, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"/>", x(t), y(v), s.colour);
+            }
+            format!("<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>{dots}", s.colour)
+        }
+        style => {
+            let mut d = String::new();
+            for (i, &(t, v)) in s.points.iter().enumerate() {
+                let command = if i == 0 { 'M' } else { 'L' };
+                if i > 0 && style != Style::Line {
+                    let _ = write!(d, "L{:.1},{:.1}", x(t), y(s.points[i - 1].1));
+                }
+                let _ = write!(d, "{command}{:.1},{:.1}", x(t), y(v));
+            }
+            if style != Style::Line {
+                let _ = write!(d, "L{:.1},{:.1}", x(x_max), y(s.points[s.points.len() - 1].1));
+            }
+            let dash = if style == Style::DashedSteps { " stroke-dasharray=\"6 4\"" } else { "" };
+            format!("<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{dash}/>", s.colour)
+        }
+    }
+}
+
+/// Text safe inside HTML.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::record::{Record, Sample};
+    use crate::load::summary::{About, summarize};
+    use std::time::Duration;
+
+    fn report() -> String {
+        let ms = Duration::from_millis;
+        let mut record = Record {
+            samples: vec![
+                Sample { at: ms(0), ready: 0, desired: 0, starts: 0 },
+                Sample { at: ms(500), ready: 0, desired: 1, starts: 0 },
+                Sample { at: ms(1000), ready: 2, desired: 2, starts: 2 },
+            ],
+            in_flight: vec![(ms(0), 0), (ms(500), 20), (ms(1000), 0)],
+            cycles: vec![(ms(10), ms(1200))],
+            ..Record::default()
+        };
+        record.add(ms(10), None, ms(900), None);
+        record.add(ms(1100), None, ms(3), Some("HTTP 503".into()));
+        let about = About {
+            target: "http://127.0.0.1:8080/v2/models/iris/infer (Host <iris>)".into(),
+            scenario: "burst of 20".into(),
+            cycles: 1,
+            rate: None,
+            replica_source: Some("skiff up".into()),
+        };
+        render(&summarize(&record, &about))
+    }
+
+    #[test]
+    fn the_report_is_one_page_with_four_titled_charts_and_nothing_external() {
+        let html = report();
+        for title in ["Replicas", "In flight", "Latency", "Errors"] {
+            assert!(html.contains(&format!("<title>{title}</title>")), "no {title} chart");
+        }
+        assert_eq!(html.matches("<svg ").count(), 4);
+        assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("href="));
+        assert!(html.contains("Host &lt;iris&gt;"), "text is escaped");
+        assert!(html.contains("fill=\"#fee2e2\""), "time at zero is shaded");
+        assert!(html.contains("class=\"start\""), "replica starts are marked");
+    }
+
+    #[test]
+    fn axes_get_round_ticks() {
+        assert_eq!(step(20.0), 5.0);
+        assert_eq!(step(3.0), 1.0);
+        assert_eq!(y_axis([0.0, 3.0].into_iter(), Scale::Linear), (0.0, 3.0, vec![0.0, 1.0, 2.0, 3.0]));
+        let (low, high, ticks) = y_axis([0.8, 1200.0].into_iter(), Scale::Log);
+        assert_eq!((low, high, ticks.len()), (0.1, 10000.0, 6));
+    }
+}

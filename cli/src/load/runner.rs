@@ -1,0 +1,272 @@
+//! The I/O shell that plays a [`Scenario`]: cycles with idle gaps between them, closed-loop
+//! workers, open-loop dispatch on schedule (latency from the time a request was due), bursts that
+//! wait for the replicas to settle, and the replica sampler beside them.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
+
+use super::client::{self, Connection, Failure, Pool, Target};
+use super::flags::Idle;
+use super::phase::{self, Phase};
+use super::record::{Dispatch, REFUSED, Recorder, Sample};
+use super::sampler::{ReplicaSource, Snapshot};
+use super::scenario::{self, Closed, Scenario};
+
+/// How a run is played.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Each cycle's shape.
+    pub scenario: Scenario,
+    /// Cycles.
+    pub cycles: u32,
+    /// The gap before each cycle after the first (or, `zero`, before each cycle).
+    pub idle: Idle,
+    /// Longest wait for zero replicas.
+    pub zero_timeout: Duration,
+    /// After a burst: how long the replicas must hold at what was asked for.
+    pub settle: Duration,
+    /// After a burst: the longest wait for that.
+    pub settle_limit: Duration,
+    /// Most requests in flight at once.
+    pub max_inflight: usize,
+}
+
+/// The latest sample and when it was taken.
+pub type Latest = watch::Receiver<Option<(Instant, Snapshot)>>;
+
+/// Plays `plan` against `target`; `latest` carries replica samples when there is a source.
+pub async fn play(plan: &Plan, target: Arc<Target>, recorder: Arc<Recorder>, mut latest: Option<Latest>) {
+    let pool = Arc::new(Pool::new(plan.max_inflight));
+    for cycle in 0..plan.cycles {
+        match (plan.idle, latest.as_mut()) {
+            (Idle::For(gap), _) if cycle > 0 && !gap.is_zero() => {
+                eprintln!("skiff load: idle for {gap:?} before cycle {}", cycle + 1);
+                tokio::time::sleep(gap).await;
+            }
+            (Idle::UntilZero, Some(latest)) => wait_for_zero(latest, plan.zero_timeout, cycle + 1).await,
+            _ => {}
+        }
+        let began = recorder.elapsed(Instant::now());
+        match &plan.scenario {
+            Scenario::Closed(closed) => closed_loop(closed, plan.max_inflight, &target, &recorder).await,
+            Scenario::Burst(n) => {
+                burst(*n, &target, &recorder).await;
+                if let Some(latest) = latest.as_mut() {
+                    settle(latest, plan.settle, plan.settle_limit).await;
+                }
+            }
+            Scenario::Rate { rate, duration } => {
+                let dispatch = open_loop(*rate, *duration, plan.max_inflight, &target, &recorder, &pool).await;
+                recorder.with(|r| r.dispatches.push(dispatch));
+            }
+        }
+        let ended = recorder.elapsed(Instant::now());
+        recorder.with(|r| r.cycles.push((began, ended)));
+    }
+}
+
+/// Counts a request in flight until dropped.
+struct InFlight(Arc<Recorder>);
+
+impl InFlight {
+    fn enter(recorder: &Arc<Recorder>) -> InFlight {
+        recorder.enter();
+        InFlight(recorder.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
+/// Records one request that was due at `due` and got `outcome`.
+fn finish(recorder: &Recorder, due: Instant, phase: Option<Phase>, outcome: &client::Outcome) {
+    let done = Instant::now();
+    let kind = client::error_kind(outcome);
+    recorder.with(|r| r.add(recorder.elapsed(due), phase, done.saturating_duration_since(due), kind));
+}
+
+async fn closed_loop(closed: &Closed, max_inflight: usize, target: &Arc<Target>, recorder: &Arc<Recorder>) {
+    let start = Instant::now();
+    let mut workers = JoinSet::new();
+    for k in 0..closed.peak().min(max_inflight) {
+        let (closed, target, recorder) = (closed.clone(), target.clone(), recorder.clone());
+        workers.spawn(async move {
+            let total = closed.total();
+            let mut connection: Connection = None;
+            loop {
+                let now = Instant::now();
+                let t = now - start;
+                if t >= total {
+                    break;
+                }
+                if k >= closed.concurrency_at(t) {
+                    tokio::time::sleep((total - t).min(Duration::from_millis(20))).await;
+                    continue;
+                }
+                let phase = recorder.phase();
+                let guard = InFlight::enter(&recorder);
+                let outcome = client::exchange(&target, &mut connection).await;
+                drop(guard);
+                finish(&recorder, now, phase, &outcome);
+                if matches!(outcome, Err(Failure::Connect(_))) {
+                    // Nothing listens: do not spin on refused connections.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
+}
+
+async fn burst(n: usize, target: &Arc<Target>, recorder: &Arc<Recorder>) {
+    let due = Instant::now();
+    let phase = recorder.phase();
+    let mut requests = JoinSet::new();
+    for _ in 0..n {
+        let (target, recorder) = (target.clone(), recorder.clone());
+        let guard = InFlight::enter(&recorder);
+        requests.spawn(async move {
+            let mut connection: Connection = None;
+            let outcome = client::exchange(&target, &mut connection).await;
+            drop(guard);
+            finish(&recorder, due, phase, &outcome);
+        });
+    }
+    while requests.join_next().await.is_some() {}
+}
+
+async fn open_loop(
+    rate: f64,
+    duration: Duration,
+    max_inflight: usize,
+    target: &Arc<Target>,
+    recorder: &Arc<Recorder>,
+    pool: &Arc<Pool>,
+) -> Dispatch {
+    let start = Instant::now();
+    let mut requests = JoinSet::new();
+    let (mut first, mut last, mut sent) = (None, start, 0);
+    for i in 0..scenario::arrivals(rate, duration) {
+        let due = start + scenario::arrival(i, rate);
+        tokio::time::sleep_until(due.into()).await;
+        while requests.try_join_next().is_some() {}
+        if recorder.in_flight.load(Ordering::Relaxed) >= max_inflight {
+            recorder.with(|r| r.refuse(REFUSED));
+            continue;
+        }
+        let now = Instant::now();
+        first.get_or_insert(now);
+        last = now;
+        sent += 1;
+        let phase = recorder.phase();
+        let guard = InFlight::enter(recorder);
+        let (target, recorder, pool) = (target.clone(), recorder.clone(), pool.clone());
+        requests.spawn(async move {
+            let outcome = pool.exchange(&target).await;
+            drop(guard);
+            finish(&recorder, due, phase, &outcome);
+        });
+    }
+    while requests.join_next().await.is_some() {}
+    Dispatch { sent, span: last.saturating_duration_since(first.unwrap_or(last)) }
+}
+
+async fn wait_for_zero(latest: &mut Latest, limit: Duration, cycle: u32) {
+    let since = Instant::now();
+    // Nothing ready and nothing asked for: a replica already starting would not be a cold start.
+    let at_zero = |l: &Option<(Instant, Snapshot)>| {
+        l.as_ref().is_some_and(|(t, s)| *t >= since && s.ready() == 0 && s.desired() == 0)
+    };
+    if !at_zero(&latest.borrow()) {
+        eprintln!("skiff load: waiting for the service to scale to zero before cycle {cycle}");
+    }
+    if tokio::time::timeout(limit, latest.wait_for(at_zero)).await.is_err() {
+        eprintln!("skiff load: the service did not reach zero within {limit:?}; cycle {cycle} starts anyway");
+    }
+}
+
+/// Waits until samples taken after now show the ready replicas equal to those asked for, without
+/// a change, for `hold`; at most `limit`.
+async fn settle(latest: &mut Latest, hold: Duration, limit: Duration) {
+    let since = Instant::now();
+    let deadline = since + limit;
+    let mut settled_since: Option<(Instant, u32)> = None;
+    while Instant::now() < deadline {
+        let current = latest.borrow_and_update().clone();
+        if let Some((at, snapshot)) = current.filter(|(at, _)| *at >= since) {
+            let ready = snapshot.ready();
+            settled_since = match settled_since {
+                Some((t, n)) if n == ready && snapshot.desired() == ready => Some((t, n)),
+                _ if snapshot.desired() == ready => Some((at, ready)),
+                _ => None,
+            };
+            if settled_since.is_some_and(|(t, _)| at.saturating_duration_since(t) >= hold) {
+                return;
+            }
+        }
+        if tokio::time::timeout_at(deadline.into(), latest.changed()).await.is_err() {
+            break;
+        }
+    }
+    eprintln!("skiff load: the replicas did not settle within {limit:?}");
+}
+
+/// Every `every` until `stop` fires, then once more: records the requests in flight and, with a
+/// source, samples the replicas into the record and `latest`.
+pub async fn sample(
+    source: Option<Box<dyn ReplicaSource>>,
+    every: Duration,
+    recorder: Arc<Recorder>,
+    latest: watch::Sender<Option<(Instant, Snapshot)>>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut previous: Option<Snapshot> = None;
+    let mut failing = false;
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let last = tokio::select! {
+            _ = ticker.tick() => false,
+            _ = &mut stop => true,
+        };
+        let asked = Instant::now();
+        let at = recorder.elapsed(asked);
+        let peak = recorder.take_peak();
+        recorder.with(|r| r.in_flight.push((at, peak)));
+        let Some(source) = source.as_ref() else {
+            if last {
+                return;
+            }
+            continue;
+        };
+        match source.sample().await {
+            Ok(snapshot) => {
+                if failing {
+                    eprintln!("skiff load: replica samples are back from {}", source.describe());
+                    failing = false;
+                }
+                let starts = previous.as_ref().map_or(0, |p| phase::starts(p, &snapshot));
+                let (ready, desired) = (snapshot.ready(), snapshot.desired());
+                recorder.set_phase(phase::classify(ready, desired));
+                recorder.with(|r| r.samples.push(Sample { at, ready, desired, starts }));
+                previous = Some(snapshot.clone());
+                latest.send_replace(Some((asked, snapshot)));
+            }
+            Err(e) if !failing => {
+                eprintln!("skiff load: no replica sample from {}: {e:#}", source.describe());
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        if last {
+            return;
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! A finished run's results, as a pure function of what was recorded: counts, rate, HDR latency
+//! percentiles overall and per phase, cold starts, each cycle's time to the needed replicas and
+//! errors by kind; printed as a table or serialised as the `--json` document.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::phase::{self, Phase};
+use super::record::Record;
+use super::threshold::Threshold;
+
+/// What the summary says about the run besides the record.
+#[derive(Debug, Clone)]
+pub struct About {
+    /// URL and Host.
+    pub target: String,
+    /// The scenario in words.
+    pub scenario: String,
+    /// Cycles asked for.
+    pub cycles: u32,
+    /// Open-loop rate asked for.
+    pub rate: Option<f64>,
+    /// Where replicas were read.
+    pub replica_source: Option<String>,
+}
+
+/// The whole result (`--json`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// URL and Host.
+    pub target: String,
+    /// The scenario in words.
+    pub scenario: String,
+    /// Cycles.
+    pub cycles: u32,
+    /// Where replicas were read, if anywhere.
+    pub replica_source: Option<String>,
+    /// Requests due (sent, or refused at `--max-inflight`).
+    pub requests: u64,
+    /// 2xx and 3xx answers.
+    pub ok: u64,
+    /// Everything else.
+    pub errors: u64,
+    /// Seconds under load (the cycles, not the idle gaps).
+    pub duration_s: f64,
+    /// Successful requests per second under load.
+    pub throughput: f64,
+    /// Open loop: the rate asked for and the rate the requests were sent at.
+    pub rate: Option<Rate>,
+    /// Every request's latency.
+    pub latency: Latency,
+    /// Latency by the phase the request was sent in (only with replica samples).
+    pub phases: Vec<PhaseLatency>,
+    /// Cold starts (only with replica samples).
+    pub cold_starts: Option<ColdStarts>,
+    /// Per cycle.
+    pub cycle_results: Vec<CycleResult>,
+    /// Errors by kind.
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// `--max-errors` and `--max-p99`.
+    pub thresholds: Vec<Threshold>,
+    /// Per second of send time.
+    pub series: Vec<SecondView>,
+    /// Replica samples.
+    pub samples: Vec<SampleView>,
+    /// Requests in flight over time.
+    pub in_flight: Vec<InFlightView>,
+}
+
+/// Asked and measured open-loop rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rate {
+    /// Requests per second asked for.
+    pub asked: f64,
+    /// Requests per second sent: (sent − 1) over the time from the first send to the last.
+    pub sent: f64,
+}
+
+/// Percentiles of a latency histogram, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latency {
+    /// Requests.
+    pub count: u64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Slowest.
+    pub max_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+}
+
+impl Latency {
+    /// From a histogram of microseconds.
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        Latency {
+            count: h.len(),
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p90_ms: ms(h.value_at_quantile(0.9)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            max_ms: ms(h.max()),
+            mean_ms: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// Latency of the requests sent in one phase.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseLatency {
+    /// The phase.
+    pub phase: Phase,
+    /// Its latency.
+    #[serde(flatten)]
+    pub latency: Latency,
+}
+
+/// What scale from zero cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ColdStarts {
+    /// Replicas that became ready during the run.
+    pub replica_starts: u32,
+    /// Times the service went from no ready replica to some.
+    pub from_zero: u32,
+    /// Latency of the requests sent while no replica was ready.
+    pub at_zero: Latency,
+}
+
+/// One cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CycleResult {
+    /// 1-based.
+    pub cycle: usize,
+    /// Its first request, seconds since the run began.
+    pub start_s: f64,
+    /// Its end.
+    pub end_s: f64,
+    /// The most replicas asked for during it.
+    pub needed_replicas: Option<u32>,
+    /// From its first request until that many were ready.
+    pub time_to_needed_s: Option<f64>,
+}
+
+/// One second of send time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecondView {
+    /// Seconds since the run began.
+    pub t: u64,
+    /// Requests sent in it.
+    pub requests: u64,
+    /// Of those, errors.
+    pub errors: u64,
+    /// Their median latency.
+    pub p50_ms: f64,
+    /// Their 99th percentile.
+    pub p99_ms: f64,
+}
+
+/// One replica sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SampleView {
+    /// Seconds since the run began.
+    pub t: f64,
+    /// Ready replicas.
+    pub ready: u32,
+    /// Asked for.
+    pub desired: u32,
+    /// Replicas that became ready since the previous sample.
+    pub starts: u32,
+}
+
+/// Requests in flight at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlightView {
+    /// Seconds since the run began.
+    pub t: f64,
+    /// This run's requests waiting for an answer.
+    pub requests: usize,
+}
+
+/// The summary of `record`.
+pub fn summarize(record: &Record, about: &About) -> Summary {
+    let errors = record.error_count();
+    let ok = record.done - (errors - record.refused());
+    let duration: Duration = record.cycles.iter().map(|(start, end)| end.saturating_sub(*start)).sum();
+    let sampled = !record.samples.is_empty();
+    let phases = if sampled {
+        Phase::ALL
+            .iter()
+            .map(|&phase| PhaseLatency { phase, latency: Latency::of(&record.phases[phase.index()]) })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let cold_starts = sampled.then(|| ColdStarts {
+        replica_starts: record.samples.iter().map(|s| s.starts).sum(),
+        from_zero: record.samples.windows(2).filter(|w| w[0].ready == 0 && w[1].ready > 0).count() as u32,
+        at_zero: Latency::of(&record.phases[Phase::AtZero.index()]),
+    });
+    let rate = about.rate.map(|asked| {
+        let sent: u64 = record.dispatches.iter().map(|d| d.sent.saturating_sub(1)).sum();
+        let span: f64 = record.dispatches.iter().map(|d| d.span.as_secs_f64()).sum();
+        Rate { asked, sent: if span > 0.0 { sent as f64 / span } else { 0.0 } }
+    });
+    Summary {
+        target: about.target.clone(),
+        scenario: about.scenario.clone(),
+        cycles: about.cycles,
+        replica_source: about.replica_source.clone(),
+        requests: record.requests(),
+        ok,
+        errors,
+        duration_s: duration.as_secs_f64(),
+        throughput: if duration.is_zero() { 0.0 } else { ok as f64 / duration.as_secs_f64() },
+        rate,
+        latency: Latency::of(&record.latency),
+        phases,
+        cold_starts,
+        cycle_results: cycles(record, sampled),
+        errors_by_kind: record.errors.clone(),
+        thresholds: Vec::new(),
+        series: record
+            .seconds
+            .iter()
+            .enumerate()
+            .map(|(t, s)| {
+                let l = Latency::of(&s.latency);
+                SecondView { t: t as u64, requests: s.done, errors: s.errors, p50_ms: l.p50_ms, p99_ms: l.p99_ms }
+            })
+            .collect(),
+        samples: record
+            .samples
+            .iter()
+            .map(|s| SampleView { t: s.at.as_secs_f64(), ready: s.ready, desired: s.desired, starts: s.starts })
+            .collect(),
+        in_flight: record
+            .in_flight
+            .iter()
+            .map(|(at, requests)| InFlightView { t: at.as_secs_f64(), requests: *requests })
+            .collect(),
+    }
+}
+
+fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
+    record
+        .cycles
+        .iter()
+        .enumerate()
+        .map(|(i, &(start, end))| {
+            let within: Vec<(Duration, u32, u32)> = record
+                .samples
+                .iter()
+                .filter(|s| s.at >= start && s.at <= end)
+                .map(|s| (s.at, s.ready, s.desired))
+                .collect();
+            let needed = within.iter().map(|s| s.2).max().filter(|_| sampled);
+            CycleResult {
+                cycle: i + 1,
+                start_s: start.as_secs_f64(),
+                end_s: end.as_secs_f64(),
+                needed_replicas: needed,
+                time_to_needed_s: phase::time_to_needed(&within, start).map(|d| d.as_secs_f64()),
+            }
+        })
+        .collect()
+}
+
+/// A latency to three significant digits: `850µs`, `3.10ms`, `120ms`, `1.23s`.
+pub fn latency(d: Duration) -> String {
+    let micros = d.as_secs_f64() * 1e6;
+    let three = |v: f64, unit: &str| match v {
+        v if v < 10.0 => format!("{v:.2}{unit}"),
+        v if v < 100.0 => format!("{v:.1}{unit}"),
+        v => format!("{v:.0}{unit}"),
+    };
+    if micros < 1000.0 {
+        format!("{micros:.0}µs")
+    } else if micros < 1e6 {
+        three(micros / 1000.0, "ms")
+    } else {
+        three(micros / 1e6, "s")
+    }
+}
+
+/// Milliseconds as a [`latency`].
+pub fn ms(v: f64) -> String {
+    latency(Duration::from_secs_f64(v.max(0.0) / 1000.0))
+}
+
+/// A duration in seconds as typed: `30s`, `1.5s`.
+pub fn secs(d: Duration) -> String {
+    let text = format!("{:.3}", d.as_secs_f64());
+    format!("{}s", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+fn percentiles(l: &Latency) -> String {
+    if l.count == 0 {
+        return "-".to_owned();
+    }
+    format!("p50 {}  p90 {}  p99 {}  max {}", ms(l.p50_ms), ms(l.p90_ms), ms(l.p99_ms), ms(l.max_ms))
+}
+
+/// The table printed at the end of a run.
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    let mut row = |label: &str, value: String| {
+        let _ = writeln!(out, "{label:<24}{value}");
+    };
+    row("Target", s.target.clone());
+    let cycles = if s.cycles > 1 { format!(", {} cycles", s.cycles) } else { String::new() };
+    row("Scenario", format!("{}{cycles}", s.scenario));
+    row("Replicas from", s.replica_source.clone().unwrap_or_else(|| "nowhere (not sampled)".into()));
+    row(
+        "Requests",
+        format!(
+            "{} sent, {} ok, {} errors in {} under load ({:.1} ok/s)",
+            s.requests,
+            s.ok,
+            s.errors,
+            secs(Duration::from_secs_f64(s.duration_s)),
+            s.throughput
+        ),
+    );
+    if let Some(rate) = s.rate {
+        row("Rate", format!("asked {}/s, sent at {:.1}/s", rate.asked, rate.sent));
+    }
+    row("Latency", percentiles(&s.latency));
+    for p in &s.phases {
+        row(
+            &format!("  sent {}", p.phase.label()),
+            format!("{:>6} requests  {}", p.latency.count, percentiles(&p.latency)),
+        );
+    }
+    if let Some(cold) = &s.cold_starts {
+        row("Cold starts", format!("{} from zero, {} replica starts in all", cold.from_zero, cold.replica_starts));
+        row("  latency at zero", percentiles(&cold.at_zero));
+    }
+    for c in s.cycle_results.iter().filter(|c| c.needed_replicas.is_some()) {
+        let needed = c.needed_replicas.unwrap_or(0);
+        let reached = match c.time_to_needed_s {
+            Some(t) => format!("{needed} ready {} after its first request", latency(Duration::from_secs_f64(t))),
+            None => format!("{needed} asked for, never all ready in the cycle"),
+        };
+        row(&format!("Cycle {} replicas", c.cycle), reached);
+    }
+    if s.errors_by_kind.is_empty() {
+        row("Errors", "none".into());
+    }
+    for (i, (kind, n)) in s.errors_by_kind.iter().enumerate() {
+        row(if i == 0 { "Errors" } else { "" }, format!("{n:>6}  {kind}"));
+    }
+    for t in &s.thresholds {
+        let verdict = if t.crossed { "CROSSED" } else { "ok" };
+        row("Threshold", format!("{} ≤ {}: {verdict} ({})", t.name, t.limit, t.actual));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::record::{Dispatch, Sample};
+
+    fn about(rate: Option<f64>) -> About {
+        About { target: "http://x/".into(), scenario: "burst of 3".into(), cycles: 1, rate, replica_source: None }
+    }
+
+    fn sample(at_ms: u64, ready: u32, desired: u32, starts: u32) -> Sample {
+        Sample { at: Duration::from_millis(at_ms), ready, desired, starts }
+    }
+
+    #[test]
+    fn latencies_read_to_three_digits() {
+        assert_eq!(latency(Duration::from_micros(850)), "850µs");
+        assert_eq!(latency(Duration::from_micros(3100)), "3.10ms");
+        assert_eq!(latency(Duration::from_micros(31_050)), "31.1ms");
+        assert_eq!(latency(Duration::from_millis(1234)), "1.23s");
+        assert_eq!(secs(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(secs(Duration::from_secs(30)), "30s");
+    }
+
+    #[test]
+    fn a_burst_at_zero_summarises_its_cold_start() {
+        let ms = Duration::from_millis;
+        let mut record = Record {
+            samples: vec![sample(0, 0, 0, 0), sample(250, 0, 1, 0), sample(500, 1, 4, 1), sample(1000, 4, 4, 3)],
+            cycles: vec![(ms(100), ms(1200))],
+            ..Record::default()
+        };
+        for _ in 0..3 {
+            record.add(ms(100), Some(Phase::AtZero), ms(400), None);
+        }
+        record.add(ms(600), Some(Phase::Scaling), ms(5), Some("HTTP 503".into()));
+        let s = summarize(&record, &about(None));
+        assert_eq!((s.requests, s.ok, s.errors), (4, 3, 1));
+        let cold = s.cold_starts.unwrap();
+        assert_eq!((cold.replica_starts, cold.from_zero, cold.at_zero.count), (4, 1, 3));
+        assert!((cold.at_zero.p50_ms - 400.0).abs() < 1.0, "{cold:?}");
+        assert_eq!(s.cycle_results[0].needed_replicas, Some(4));
+        assert!((s.cycle_results[0].time_to_needed_s.unwrap() - 0.9).abs() < 1e-9);
+        assert_eq!(s.phases.len(), 3);
+        assert_eq!((s.series[0].requests, s.series[0].errors), (4, 1));
+        let text = table(&s);
+        assert!(text.contains("1 from zero, 4 replica starts in all"), "{text}");
+        assert!(text.contains("HTTP 503"), "{text}");
+    }
+
+    #[test]
+    fn the_open_loop_rate_is_measured_between_first_and_last_send() {
+        let record = Record {
+            dispatches: vec![Dispatch { sent: 1001, span: Duration::from_secs(5) }],
+            cycles: vec![(Duration::ZERO, Duration::from_secs(5))],
+            ..Record::default()
+        };
+        let s = summarize(&record, &about(Some(200.0)));
+        assert_eq!(s.rate, Some(Rate { asked: 200.0, sent: 200.0 }));
+        assert!(s.cold_starts.is_none() && s.phases.is_empty(), "no samples, no phases");
+    }
+}

@@ -1,0 +1,158 @@
+//! `skiff load` end to end, as a user runs it: the real binary against a real `skiff up` with
+//! real `skiff-server` replicas. A burst at zero reports the replica starts `skiff up` itself
+//! recorded as events, and its HTML report shows its charts in headless Chromium (screenshot under
+//! `target/web-screenshots/load-report/`); an open-loop rate is kept; thresholds and an
+//! unreachable target set the exit code.
+
+mod common;
+
+use std::time::Duration;
+
+use common::browser::Browser;
+use common::{IRIS_ROW, Up, folder, manifest};
+use serde_json::Value;
+
+/// Revisions start at zero; short autoscaler windows so that a cycle's replicas go back to zero
+/// within seconds.
+const CONFIG: &str = "autoscaler:\n  allow-zero-initial-scale: \"true\"\n  initial-scale: \"0\"\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\nactivator:\n  maxPending: 1000\n";
+
+/// Runs `skiff load ARGS`; returns its exit code and stdout.
+async fn load(args: &[&str]) -> (i32, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .arg("load")
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .await
+        .expect("run skiff load");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The events `skiff up` recorded for `service`, newest first.
+async fn events(up: &Up, service: &str) -> Vec<Value> {
+    let url = format!("http://{}/models/api/namespaces/default/inferenceservices/{service}/events", up.admin);
+    let reply = common::send(http::Method::GET, &url, bytes::Bytes::new(), &[]).await.unwrap();
+    serde_json::from_slice::<Vec<Value>>(&reply.body).unwrap()
+}
+
+/// `(from, to)` of a `ReplicasReady` event ("ready replicas: 0 → 3").
+fn ready_change(event: &Value) -> Option<(u64, u64)> {
+    if event["reason"] != "ReplicasReady" {
+        return None;
+    }
+    let (from, to) = event["message"].as_str()?.strip_prefix("ready replicas: ")?.split_once(" → ")?;
+    Some((from.parse().ok()?, to.parse().ok()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts_them() {
+    let dir = folder(&["iris"]);
+    let spec = "minReplicas: 0\nmaxReplicas: 4\ncontainerConcurrency: 4";
+    std::fs::write(dir.path().join("iris.yaml"), manifest("iris", "iris", spec)).unwrap();
+    let up = Up::start(dir.path(), CONFIG);
+    up.wait_for("iris listed at zero", Duration::from_secs(60), |s| {
+        s["services"][0]["revisions"][0]["desired"] == 0 && s["services"][0]["ready"] == true
+    })
+    .await;
+    let before = events(&up, "iris").await.len();
+
+    let report = dir.path().join("report.html");
+    let url = format!("http://{}/v2/models/iris/infer", up.addr);
+    let admin = up.admin.to_string();
+    let mut args = vec![url.as_str(), "-b", IRIS_ROW, "--admin", &admin, "--json", "-o", report.to_str().unwrap()];
+    args.extend(["--burst", "20", "--idle", "zero", "--cycles", "2", "--settle", "2s", "-d", "30s"]);
+    let (code, stdout) = load(&args).await;
+    assert_eq!(code, 0, "{stdout}");
+    let summary: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((summary["requests"].as_u64(), summary["ok"].as_u64()), (Some(40), Some(40)), "{summary:#}");
+
+    // The replica starts skiff up recorded while the load ran, from its own events.
+    let all = events(&up, "iris").await;
+    let changes: Vec<(u64, u64)> = all[..all.len() - before].iter().filter_map(ready_change).collect();
+    let started: u64 = changes.iter().map(|(from, to)| to.saturating_sub(*from)).sum();
+    let from_zero = changes.iter().filter(|(from, to)| *from == 0 && *to > 0).count() as u64;
+    let cold = &summary["coldStarts"];
+    eprintln!("skiff load saw {cold}; skiff up's events: {changes:?}");
+    assert!(started > 0, "the bursts started replicas: {changes:?}");
+    assert_eq!(cold["replicaStarts"].as_u64(), Some(started), "{cold}");
+    assert_eq!(cold["fromZero"].as_u64(), Some(from_zero), "{cold}");
+    assert_eq!(from_zero, 2, "each cycle began at zero: {changes:?}");
+    assert_eq!(cold["atZero"]["count"].as_u64(), Some(40), "every request was sent at zero: {cold}");
+    for cycle in summary["cycleResults"].as_array().unwrap() {
+        assert!(cycle["neededReplicas"].as_u64() > Some(0), "{cycle}");
+        assert!(cycle["timeToNeededS"].is_f64(), "{cycle}");
+    }
+
+    // The report opens in Chromium and shows its four charts.
+    let browser = Browser::start("load-report").await;
+    let page = format!("file://{}", report.display());
+    browser
+        .run(async |b| {
+            b.client.set_window_size(1100, 1500).await.unwrap();
+            b.open(&page, "report").await;
+            let titles = b.eval("return [...document.querySelectorAll('svg > title')].map(t => t.textContent)").await;
+            assert_eq!(titles, serde_json::json!(["Replicas", "In flight", "Latency", "Errors"]));
+            let drawn = b
+                .eval(
+                    "return [...document.querySelectorAll('svg')].map(s => \
+                     s.getBoundingClientRect().height > 100 && s.querySelectorAll('path, rect, circle').length > 0)",
+                )
+                .await;
+            assert_eq!(drawn, serde_json::json!([true, true, true, true]), "every chart is drawn");
+            let starts = b.eval("return document.querySelectorAll('#chart-replicas g.start').length").await;
+            assert!(starts.as_u64() > Some(0), "the replica starts are marked");
+            let text = b.text("pre.summary").await;
+            assert!(text.contains("2 from zero"), "{text}");
+            let shot = b.shot("report-full").await;
+            eprintln!("report screenshot: {}", shot.display());
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_rate_is_sent_within_two_percent_of_the_rate_asked() {
+    let dir = folder(&["warm"]);
+    std::fs::write(dir.path().join("warm.yaml"), manifest("warm", "warm", "minReplicas: 1")).unwrap();
+    let up = Up::start(dir.path(), CONFIG);
+    up.wait_for("warm ready with a replica", Duration::from_secs(60), |s| {
+        s["services"][0]["revisions"][0]["ready"] == 1
+    })
+    .await;
+    let base = format!("http://{}", up.addr);
+    let admin = up.admin.to_string();
+    let args = [&base, "--model", "warm", "--host", "warm.default.example.com", "--admin", &admin];
+    let (code, stdout) = load(&[&args[..], &["--rate", "200", "-d", "5s", "--json"]].concat()).await;
+    assert_eq!(code, 0, "{stdout}");
+    let summary: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["requests"].as_u64(), Some(1000), "200/s for 5 s is 1000 requests");
+    assert_eq!(summary["errors"].as_u64(), Some(0), "{:#}", summary["errorsByKind"]);
+    let sent = summary["rate"]["sent"].as_f64().unwrap();
+    eprintln!("asked 200/s, sent at {sent:.2}/s");
+    assert!((sent - 200.0).abs() <= 200.0 * 0.02, "sent at {sent}/s");
+    assert!(summary["target"].as_str().unwrap().contains("Host warm.default.example.com"), "{summary:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossed_thresholds_exit_99_and_an_unreachable_target_exits_1() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/nothing-here", listener.local_addr().unwrap());
+    let not_found = axum::Router::new().fallback(|| async { (http::StatusCode::NOT_FOUND, "no") });
+    tokio::spawn(async move { axum::serve(listener, not_found).await });
+    let quick = [url.as_str(), "-c", "2", "-d", "1s"];
+
+    let (code, stdout) = load(&[&quick[..], &["--max-errors", "0"]].concat()).await;
+    assert_eq!(code, 99, "{stdout}");
+    assert!(stdout.contains("HTTP 404") && stdout.contains("errors ≤ 0: CROSSED"), "{stdout}");
+
+    let (code, stdout) = load(&[&quick[..], &["--max-errors", "100%", "--max-p99", "1us"]].concat()).await;
+    assert_eq!(code, 99, "{stdout}");
+    assert!(stdout.contains("errors ≤ 100%: ok") && stdout.contains("p99 ≤ 1µs: CROSSED"), "{stdout}");
+
+    let (code, stdout) = load(&[&quick[..], &["--max-errors", "100%"]].concat()).await;
+    assert_eq!(code, 0, "{stdout}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (code, stdout) = load(&[&format!("http://{closed}/"), "-c", "1", "-d", "1s"]).await;
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("connect: connection refused"), "{stdout}");
+}
