@@ -1,6 +1,7 @@
 //! `bench-dataplane`: the serverless data plane, measured. In one run, against one `skiff up`:
 //! 1. the warm path — V2 infer through the Pingora router vs straight to the replica vs nginx as a
-//!    reverse proxy to the same replica, at 1, 16 and 64 keep-alive connections;
+//!    reverse proxy to the same replica, at 1, 16 and 64 keep-alive connections, in `--rounds`
+//!    rounds whose order of peers rotates (this VM's noise is ±25 %), reported as medians;
 //! 2. cold starts from zero — spawn, model load, and activator overhead (first response − replica ready);
 //! 3. a 0 → 200 concurrency step — time until the replicas the autoscaler asks for are ready, and failures.
 //!
@@ -23,13 +24,17 @@ struct Args {
     /// Connection counts for the warm path.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     connections: Vec<usize>,
+    /// Rounds of the warm path; each measures every peer at every connection count, the order of
+    /// the peers rotating from round to round.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Measured seconds per warm-path cell.
     #[arg(long, default_value_t = 5)]
     duration: u64,
     /// Cold starts to measure.
     #[arg(long, default_value_t = 3)]
     cold_starts: usize,
-    /// Concurrency of the step.
+    /// Concurrency of the step (0: no step).
     #[arg(long, default_value_t = 200)]
     step: usize,
     /// Seconds the step load runs.
@@ -139,25 +144,39 @@ async fn main() -> anyhow::Result<()> {
         }
         Err(_) => None,
     };
+    let mut targets = vec![("direct", replica.clone()), ("skiff-router", skiff.address.clone())];
+    if let Some(n) = &nginx {
+        targets.push(("nginx", n.address.clone()));
+    }
     let mut rows = Vec::new();
-    for &connections in &args.connections {
-        let mut targets = vec![("direct", replica.clone()), ("skiff-router", skiff.address.clone())];
-        if let Some(n) = &nginx {
-            targets.push(("nginx", n.address.clone()));
-        }
-        for (name, address) in targets {
-            let stats = measure(&address, path, connections, args.duration).await?;
-            eprintln!("{name} @ {connections}: {:.0} req/s p50 {:.3} ms", stats.rps(), stats.quantile_ms(0.5));
-            rows.push(Row { peer: name.to_owned(), connections, stats });
+    for round in 0..args.rounds {
+        for &connections in &args.connections {
+            for i in 0..targets.len() {
+                let (name, address) = &targets[(i + round) % targets.len()];
+                let stats = measure(address, path, connections, args.duration).await?;
+                eprintln!(
+                    "round {} {name} @ {connections}: {:.0} req/s p50 {:.3} ms",
+                    round + 1,
+                    stats.rps(),
+                    stats.quantile_ms(0.5)
+                );
+                rows.push(Row { peer: (*name).to_owned(), connections, stats });
+            }
         }
     }
-    println!("## Warm path (V2 infer, iris, one replica)\n\n{}", report::table(&rows, &["direct", "nginx"]));
+    let medians = report::medians(&rows);
+    println!(
+        "## Warm path (V2 infer, iris, one replica; medians of {} rounds)\n\n{}",
+        args.rounds,
+        report::median_table(&medians, &["direct", "nginx"])
+    );
     for &connections in &args.connections {
-        let p50 = |peer: &str| {
-            rows.iter().find(|r| r.peer == peer && r.connections == connections).map(|r| r.stats.quantile_ms(0.5))
-        };
-        if let (Some(router), Some(direct)) = (p50("skiff-router"), p50("direct")) {
-            println!("- p50 added by the router at {connections} connections: {:.0} µs", (router - direct) * 1000.0);
+        let p50 =
+            |peer: &str| medians.iter().find(|m| m.peer == peer && m.connections == connections).map(|m| m.p50_ms);
+        let added = |peer: &str| Some((p50(peer)? - p50("direct")?) * 1000.0);
+        if let Some(router) = added("skiff-router") {
+            let nginx = added("nginx").map_or_else(|| "no nginx".to_owned(), |n| format!("nginx {n:.0} µs"));
+            println!("- median p50 added at {connections} connections: router {router:.0} µs, {nginx}");
         }
     }
     if let Some(n) = nginx {
@@ -186,6 +205,10 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // 3. A 0 -> N concurrency step.
+    if args.step == 0 {
+        skiff.stop();
+        return Ok(());
+    }
     wait_status(admin, "step at zero", |s| status::replicas(s, "step") == (0, 0)).await?;
     let started = Instant::now();
     let spec = LoadSpec {

@@ -1,6 +1,8 @@
 //! `bench-server`: V2 infer on the iris classifier at 1, 16 and 64 keep-alive connections against,
-//! one after another in the same run, `skiff-server`, KServe's Python model server, MLServer and a
-//! bare hyper server; prints req/s, p50, p99, memory and ratios as a Markdown table.
+//! in the same run, `skiff-server`, KServe's Python model server, MLServer and a bare hyper server;
+//! prints req/s, p50, p99, memory and ratios as a Markdown table. Every peer runs from the start;
+//! `--rounds` rounds measure them in an order that rotates from round to round (this VM's noise is
+//! ±25 %), and the table gives each cell's medians.
 //!
 //! Run from the repository root after `scripts/setup.sh` and `bench/peers/setup.sh`:
 //! `target/release/bench-server` (see `--help`). Peers whose set-up is missing are skipped with a note.
@@ -28,6 +30,9 @@ struct Args {
     /// Warm-up seconds per cell.
     #[arg(long, default_value_t = 1)]
     warmup: u64,
+    /// Rounds; each measures every peer at every connection count.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Peers to run, in order.
     #[arg(long, value_delimiter = ',', default_value = "skiff-server,kserve,mlserver,hyper-baseline")]
     peers: Vec<String>,
@@ -78,7 +83,7 @@ fn command(peer: &str, port: u16, args: &Args) -> Result<(Command, &'static str)
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.logs)?;
-    let mut rows = Vec::new();
+    let mut peers = Vec::new();
     let mut notes = Vec::new();
     for name in &args.peers {
         let port = free_port()?;
@@ -90,36 +95,60 @@ async fn main() -> anyhow::Result<()> {
             }
         };
         let log = args.logs.join(format!("{name}.log"));
-        let peer = match Peer::start(name, command, port, ready_path, &log, Duration::from_secs(120)).await {
-            Ok(peer) => peer,
-            Err(e) => {
-                notes.push(format!("{name}: skipped ({e})"));
-                continue;
+        match Peer::start(name, command, port, ready_path, &log, Duration::from_secs(120)).await {
+            Ok(peer) => {
+                eprintln!("{name}: ready in {:.0} ms", peer.startup.as_secs_f64() * 1000.0);
+                peers.push(peer);
             }
-        };
-        eprintln!("{name}: ready in {:.0} ms", peer.startup.as_secs_f64() * 1000.0);
-        for &connections in &args.connections {
-            let spec = LoadSpec {
-                address: peer.address.clone(),
-                path: PATH.to_owned(),
-                body: IRIS_V2_BODY.into(),
-                connections,
-                warmup: Duration::from_secs(args.warmup),
-                duration: Duration::from_secs(args.duration),
-            };
-            let stats = load::run(&spec).await?;
-            eprintln!("{name} @ {connections}: {:.0} req/s, p50 {:.3} ms", stats.rps(), stats.quantile_ms(0.5));
-            rows.push(Row { peer: name.clone(), connections, stats });
+            Err(e) => notes.push(format!("{name}: skipped ({e})")),
         }
+    }
+    let mut rows = Vec::new();
+    for round in 0..args.rounds {
+        for &connections in &args.connections {
+            for i in 0..peers.len() {
+                let peer = &peers[(i + round) % peers.len()];
+                let spec = LoadSpec {
+                    address: peer.address.clone(),
+                    path: PATH.to_owned(),
+                    body: IRIS_V2_BODY.into(),
+                    connections,
+                    warmup: Duration::from_secs(args.warmup),
+                    duration: Duration::from_secs(args.duration),
+                };
+                let stats = load::run(&spec).await?;
+                eprintln!(
+                    "round {} {} @ {connections}: {:.0} req/s, p50 {:.3} ms",
+                    round + 1,
+                    peer.name,
+                    stats.rps(),
+                    stats.quantile_ms(0.5)
+                );
+                rows.push(Row { peer: peer.name.clone(), connections, stats });
+            }
+        }
+    }
+    for peer in peers {
         notes.push(format!(
-            "{name}: ready {:.0} ms after spawn; resident memory after the load {:.1} MiB",
+            "{}: ready {:.0} ms after spawn; resident memory after the load {:.1} MiB",
+            peer.name,
             peer.startup.as_secs_f64() * 1000.0,
             peer.rss_mib()
         ));
         peer.stop();
     }
-    rows.sort_by_key(|r| r.connections);
-    println!("{}", report::table(&rows, &["kserve", "hyper-baseline"]));
+    let medians = report::medians(&rows);
+    println!("{}", report::median_table(&medians, &["kserve", "hyper-baseline"]));
+    for &connections in &args.connections {
+        let p50 =
+            |peer: &str| medians.iter().find(|m| m.peer == peer && m.connections == connections).map(|m| m.p50_ms);
+        if let (Some(skiff), Some(hyper)) = (p50("skiff-server"), p50("hyper-baseline")) {
+            println!(
+                "- median p50 of skiff-server − hyper-baseline at {connections} connections: {:.0} µs",
+                (skiff - hyper) * 1000.0
+            );
+        }
+    }
     for note in notes {
         println!("- {note}");
     }

@@ -1,8 +1,12 @@
-//! Inference threads: each owns one ONNX Runtime session and takes jobs from a bounded queue, so
-//! inference never runs on the async runtime's workers. With batching on, a thread gathers the jobs
-//! that arrive within the batch window and runs them as one stacked batch.
+//! Inference threads: each has one ONNX Runtime session and takes jobs from a bounded queue. A
+//! run small enough to fit [`inline::INLINE_BUDGET`] is done instead on the async worker that
+//! received the request, on whichever session is free (see [`inline`]); everything else runs on the
+//! threads, so long inference never holds an async worker. With batching on, every job goes to the
+//! threads: a thread gathers the jobs that arrive within the batch window and runs them as one
+//! stacked batch.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -11,6 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::oneshot;
 
 use super::batch;
+use super::inline::{self, RunCost};
 use super::onnx;
 use super::spec::ModelSpec;
 use crate::error::{Error, Result};
@@ -30,6 +35,38 @@ pub struct BatchConfig {
 pub struct Executor {
     model: Arc<str>,
     jobs: Sender<Job>,
+    /// `None` with batching on: every job goes to the threads.
+    inline: Option<Arc<Sessions>>,
+}
+
+/// The model's sessions, each used by its thread or, while free, by an async worker running a small job inline.
+struct Sessions {
+    spec: Arc<ModelSpec>,
+    sessions: Vec<Mutex<Session>>,
+    cost: RunCost,
+    /// Where the next inline job starts looking for a free session.
+    next: AtomicUsize,
+}
+
+impl Sessions {
+    fn lock(&self, i: usize) -> MutexGuard<'_, Session> {
+        // A panic mid-run leaves the session as usable as ONNX Runtime left it.
+        self.sessions[i].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn try_free(&self) -> Option<MutexGuard<'_, Session>> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..self.sessions.len()).find_map(|i| self.sessions[(start + i) % self.sessions.len()].try_lock().ok())
+    }
+
+    /// Runs `inputs` on `session`, timing it into the model's run cost.
+    fn run(&self, session: &mut Session, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let elements = elements_of(&inputs);
+        let started = Instant::now();
+        let outputs = onnx::run(session, &self.spec, inputs);
+        self.cost.observe(started.elapsed(), elements);
+        outputs
+    }
 }
 
 struct Job {
@@ -47,21 +84,33 @@ impl Executor {
         batch_sizes: Histogram,
     ) -> Result<Executor> {
         let (jobs, receiver) = crossbeam_channel::bounded(queue);
-        for (i, session) in sessions.into_iter().enumerate() {
+        let shared = Arc::new(Sessions {
+            spec: spec.clone(),
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
+            cost: RunCost::default(),
+            next: AtomicUsize::new(0),
+        });
+        for i in 0..shared.sessions.len() {
             let worker = Worker {
-                session,
-                spec: spec.clone(),
+                index: i,
+                sessions: shared.clone(),
                 jobs: receiver.clone(),
                 batching,
                 batch_sizes: batch_sizes.clone(),
             };
             std::thread::Builder::new().name(format!("infer-{}-{i}", spec.name)).spawn(move || worker.run())?;
         }
-        Ok(Executor { model: spec.name.as_str().into(), jobs })
+        Ok(Executor { model: spec.name.as_str().into(), jobs, inline: batching.is_none().then_some(shared) })
     }
 
     /// Runs one request's inputs (checked, in graph order) and returns every output in graph order.
     pub async fn infer(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        if let Some(shared) = &self.inline
+            && shared.cost.fits(elements_of(&inputs), inline::INLINE_BUDGET)
+            && let Some(mut session) = shared.try_free()
+        {
+            return shared.run(&mut session, inputs);
+        }
         let (reply, answer) = oneshot::channel();
         self.jobs.try_send(Job { inputs, reply }).map_err(|e| match e {
             TrySendError::Full(_) => {
@@ -78,15 +127,16 @@ impl Executor {
 }
 
 struct Worker {
-    session: Session,
-    spec: Arc<ModelSpec>,
+    /// Its session in `sessions`.
+    index: usize,
+    sessions: Arc<Sessions>,
     jobs: Receiver<Job>,
     batching: Option<BatchConfig>,
     batch_sizes: Histogram,
 }
 
 impl Worker {
-    fn run(mut self) {
+    fn run(self) {
         while let Ok(first) = self.jobs.recv() {
             let mut jobs = match self.batching {
                 Some(config) => self.gather(first, config),
@@ -122,15 +172,18 @@ impl Worker {
 
     /// Runs a group of compatible jobs as one batch; when the batch fails, each job runs alone,
     /// so one bad request fails only itself.
-    fn execute(&mut self, mut group: Vec<Job>) {
+    fn execute(&self, mut group: Vec<Job>) {
+        let shared = &self.sessions;
+        let mut session = shared.lock(self.index);
         if group.len() == 1 {
             let job = group.remove(0);
-            let _ = job.reply.send(onnx::run(&mut self.session, &self.spec, job.inputs));
+            let _ = job.reply.send(shared.run(&mut session, job.inputs));
             return;
         }
         let rows: Vec<usize> = group.iter().map(rows_of).collect();
         let stacked = batch::stack(group.iter().map(|job| job.inputs.as_slice()));
-        let outcome = onnx::run(&mut self.session, &self.spec, stacked)
+        let outcome = shared
+            .run(&mut session, stacked)
             .and_then(|outputs| batch::split(outputs, &rows).map_err(Error::Inference));
         match outcome {
             Ok(per_request) => {
@@ -139,13 +192,17 @@ impl Worker {
                 }
             }
             Err(e) => {
-                tracing::debug!(model = %self.spec.name, jobs = group.len(), error = %e, "a batch failed; running its jobs one by one");
+                tracing::debug!(model = %shared.spec.name, jobs = group.len(), error = %e, "a batch failed; running its jobs one by one");
                 for job in group {
-                    let _ = job.reply.send(onnx::run(&mut self.session, &self.spec, job.inputs));
+                    let _ = job.reply.send(shared.run(&mut session, job.inputs));
                 }
             }
         }
     }
+}
+
+fn elements_of(inputs: &[Tensor]) -> usize {
+    inputs.iter().map(|t| t.data.len()).sum()
 }
 
 fn rows_of(job: &Job) -> usize {

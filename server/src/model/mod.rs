@@ -2,6 +2,7 @@
 
 mod batch;
 mod executor;
+mod inline;
 mod onnx;
 mod repository;
 mod spec;
