@@ -3,7 +3,7 @@
 //! forward, and retry on another replica when the connection failed before the request was sent
 //! (and, in the activator, once when the replica failed before answering). Everything is bounded
 //! by the target's timeout; the slot and the counts are kept until the
-//! response body has been sent.
+//! response body has been sent. The activator also times cold starts ([`ColdStartTimer`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use skiff_http::body::{BodyError, BodyLimits, Reservation, read_body};
 
 use crate::body::Guarded;
+use crate::cold_start::{ColdStartHistograms, ColdStartTimer};
 use crate::error::{Error, Result};
 use crate::forward::{Forwarder, Outgoing};
 use crate::load::{Counted, Load};
@@ -51,6 +52,8 @@ pub struct Target<'a> {
     pub body: &'a BodyLimits,
     /// Time from arrival to a slot.
     pub wait_seconds: &'a Histogram,
+    /// Where cold starts are timed; `None` leaves them untimed (the queue-proxy).
+    pub cold_starts: Option<&'a ColdStartHistograms>,
 }
 
 /// Sends `request` to a replica of `target` and returns its answer, streaming.
@@ -68,10 +71,12 @@ where
             target.max_pending.unwrap_or_default()
         ))
     })?;
-    if target.endpoints.ready().is_empty()
-        && let Some((poker, key)) = target.poker
-    {
-        poker.poke(key, target.load.pending());
+    let mut cold_start = None;
+    if target.endpoints.ready().is_empty() {
+        if let Some((poker, key)) = target.poker {
+            poker.poke(key, target.load.pending());
+        }
+        cold_start = target.cold_starts.and_then(|histograms| ColdStartTimer::begin(target.load, histograms));
     }
 
     let (parts, body) = request.into_parts();
@@ -93,6 +98,9 @@ where
         };
         if attempt == 0 {
             target.wait_seconds.observe(arrived.elapsed().as_secs_f64());
+            if let Some(timer) = &cold_start {
+                timer.ready();
+            }
         }
         let addr = slot.replica().addr;
         let forwarded = target.load.forwarding();
@@ -101,7 +109,9 @@ where
             .map_err(|_| Error::UpstreamTimeout { target: target.label.to_owned(), timeout: target.timeout })?;
         match sent {
             Ok(response) => {
-                let hold: (Counted, Slot, Counted, Reservation) = (pending, slot, forwarded, held_bytes);
+                let cold_start = cold_start.map(ColdStartTimer::answered);
+                let hold: (Counted, Slot, Counted, Reservation, Option<ColdStartTimer>) =
+                    (pending, slot, forwarded, held_bytes, cold_start);
                 return Ok(response.map(|body| Guarded::new(body, Box::new(hold), Some(deadline)).boxed_unsync()));
             }
             Err(error @ Error::Connect { .. }) if target.retry => {

@@ -10,6 +10,7 @@
 pub mod activator;
 pub mod body;
 pub mod cluster;
+pub mod cold_start;
 pub mod dispatch;
 pub mod error;
 pub mod forward;

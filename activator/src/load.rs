@@ -1,12 +1,14 @@
 //! Counting the requests held for one target (a revision, or the queue-proxy's upstream): pending
 //! (admitted and not yet answered), queued (waiting for a slot) and forwarded (sent to a replica
 //! and not yet answered), each bounded where asked and mirrored into Prometheus gauges. Every
-//! count is a guard given back on drop, so a cancelled request never leaks one.
+//! count is a guard given back on drop, so a cancelled request never leaks one. It also tracks the
+//! target's cold starts ([`ColdStart`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use prometheus_client::metrics::gauge::Gauge;
+use skiff_dataplane::cold_start::ColdStart;
 
 /// The gauges that mirror a [`Load`]'s counts; unregistered gauges are fine for counts nobody exports.
 #[derive(Debug, Clone, Default)]
@@ -26,6 +28,7 @@ pub struct Load {
     queued: AtomicUsize,
     forwarded: AtomicUsize,
     gauges: LoadGauges,
+    cold_start: ColdStart,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +65,11 @@ impl Load {
     /// Counts a request sent to a replica.
     pub fn forwarding(self: &Arc<Self>) -> Counted {
         self.count(Kind::Forwarded, None).expect("an unbounded count always admits")
+    }
+
+    /// The target's cold starts.
+    pub fn cold_start(&self) -> &ColdStart {
+        &self.cold_start
     }
 
     /// Requests admitted and not yet answered.

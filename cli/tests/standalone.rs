@@ -7,8 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::*;
-use http::StatusCode;
+use http::{Method, StatusCode};
 use serde_json::Value;
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\nactivator:\n  maxPending: 1000\n";
@@ -87,12 +88,30 @@ async fn zero_to_burst_canary_and_a_killed_replica() {
     let cold = sent.elapsed();
     assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.body));
     assert_eq!(reply.json()["outputs"][0]["data"], serde_json::json!([1]));
-    let revision = up.revision("iris", "iris-predictor-00001").await.unwrap();
+    let status = up
+        .wait_for("the cold start in the status", Duration::from_secs(10), |s| {
+            service(s, "iris").is_some_and(|svc| svc["revisions"][0]["coldStartLastMs"].is_u64())
+        })
+        .await;
+    let revision = service(&status, "iris").unwrap()["revisions"][0].clone();
     eprintln!(
-        "(a) cold start: first response {:.0} ms after the request; replica spawn-to-ready {} ms",
+        "(a) cold start: first response {:.0} ms after the request; replica spawn-to-ready {} ms; the activator saw {} ms",
         cold.as_secs_f64() * 1000.0,
-        revision["lastStartMs"]
+        revision["lastStartMs"],
+        revision["coldStartLastMs"]
     );
+    // The cold start is measured inside the client's time, once, by the router and the activator.
+    let seen = revision["coldStartLastMs"].as_u64().expect("skiff get shows the cold start");
+    assert!(seen <= cold.as_millis() as u64 && revision["coldStartP50Ms"].as_u64().is_some(), "{revision}");
+    let metrics = common::send(Method::GET, &format!("http://{}/metrics", up.admin), Bytes::new(), &[]).await.unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.body);
+    for line in [
+        r#"skiff_activator_cold_start_seconds_count{revision="default/iris-predictor-00001"} 1"#,
+        r#"skiff_activator_cold_start_ready_seconds_count{revision="default/iris-predictor-00001"} 1"#,
+        r#"skiff_router_cold_start_seconds_count{service="default/iris",revision="iris-predictor-00001"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} missing from:\n{metrics}");
+    }
 
     // (b) 500 concurrent clients start at zero and keep sending for 4 s: all succeed, and the
     // replicas rise to the decider's answer, ceil(500 / (4 × 70 %)) capped at maxReplicas 4.

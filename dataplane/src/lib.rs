@@ -2,6 +2,8 @@
 //! `skiff-activator serve`, the autoscaler in `skiff-controller`):
 //!
 //! - [`RevisionKey`]: every registry is keyed by namespace and revision name;
+//! - [`cold_start`]: when a revision's cold start begins and ends, one rule for the router and
+//!   the activator;
 //! - [`endpoints`]: each revision's ready replicas and their in-flight slots, published by a
 //!   replica backend or an EndpointSlice watch, read by the router and the activator;
 //! - [`runner`]: one KPA decider per revision, fed a metric and the activator's held requests,
@@ -13,6 +15,7 @@
 //! - [`plane`]: what a revision needs from each part present in a process, set up and torn down
 //!   in one place.
 
+pub mod cold_start;
 pub mod discovery;
 pub mod endpoints;
 mod key;

@@ -1,6 +1,8 @@
 //! The router's Prometheus metrics: requests by service, revision and status, their latency, how many
-//! went straight to a replica or through the activator, and how many are in flight.
+//! went straight to a replica or through the activator, how many are in flight, and cold starts.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -9,6 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use skiff_dataplane::cold_start::{ColdStart, FirstHeld};
 
 /// Where a proxied request was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +57,12 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
+/// The first request of a cold start as the router sent it, until it is logged.
+pub(crate) struct ColdStartRequest {
+    tracker: Arc<ColdStart>,
+    first: FirstHeld,
+}
+
 /// The router's metric families; clones share the same counters.
 #[derive(Debug, Clone)]
 pub struct RouterMetrics {
@@ -61,6 +70,9 @@ pub struct RouterMetrics {
     duration: Family<RevisionLabels, Histogram, fn() -> Histogram>,
     upstreams: Family<UpstreamLabels, Counter>,
     in_flight: Family<RevisionLabels, Gauge>,
+    cold_start: Family<RevisionLabels, Histogram, fn() -> Histogram>,
+    /// Each revision's cold starts (touched only by requests sent while it has no ready replica).
+    cold_starts: Arc<Mutex<HashMap<RevisionLabels, Arc<ColdStart>>>>,
 }
 
 impl Default for RouterMetrics {
@@ -70,6 +82,8 @@ impl Default for RouterMetrics {
             duration: Family::new_with_constructor(latency_histogram),
             upstreams: Family::default(),
             in_flight: Family::default(),
+            cold_start: Family::new_with_constructor(latency_histogram),
+            cold_starts: Arc::default(),
         }
     }
 }
@@ -93,6 +107,32 @@ impl RouterMetrics {
             "Requests being proxied now, by service and revision",
             self.in_flight.clone(),
         );
+        registry.register(
+            "cold_start_seconds",
+            "Cold starts: from the first request sent while the revision had no ready replica to the end of its answer",
+            self.cold_start.clone(),
+        );
+    }
+
+    /// A request for `revision` is sent to the activator while the revision has no ready replica:
+    /// the cold start's first request when none was in progress.
+    pub(crate) fn at_zero(&self, service: &str, revision: &str) -> Option<ColdStartRequest> {
+        let labels = RevisionLabels { service: service.to_owned(), revision: revision.to_owned() };
+        let tracker =
+            self.cold_starts.lock().unwrap_or_else(PoisonError::into_inner).entry(labels).or_default().clone();
+        let first = tracker.arrived_at_zero()?;
+        Some(ColdStartRequest { tracker, first })
+    }
+
+    /// The cold start's first request ended: answered (counted) or failed (abandoned).
+    pub(crate) fn cold_start_ended(&self, service: &str, revision: &str, request: ColdStartRequest, answered: bool) {
+        let ColdStartRequest { tracker, first } = request;
+        if answered {
+            let labels = RevisionLabels { service: service.to_owned(), revision: revision.to_owned() };
+            self.cold_start.get_or_create(&labels).observe(tracker.answered(first).as_secs_f64());
+        } else {
+            tracker.abandoned(first);
+        }
     }
 
     /// Counts a request in flight to `revision`; the caller decrements the returned gauge when it ends.
@@ -136,6 +176,27 @@ mod tests {
         assert!(
             text.contains(
                 r#"skiff_router_inflight_requests{service="default/iris",revision="iris-predictor-00001"} 1"#
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cold_start_is_counted_once_when_its_first_request_is_answered() {
+        let metrics = RouterMetrics::default();
+        let mut registry = Registry::with_prefix("skiff_router");
+        metrics.register(&mut registry);
+        let (service, revision) = ("default/iris", "iris-predictor-00001");
+        let first = metrics.at_zero(service, revision).expect("the first request at zero");
+        assert!(metrics.at_zero(service, revision).is_none(), "the second joins the same cold start");
+        metrics.cold_start_ended(service, revision, first, true);
+        let failed = metrics.at_zero(service, revision).expect("a new cold start");
+        metrics.cold_start_ended(service, revision, failed, false);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                r#"skiff_router_cold_start_seconds_count{service="default/iris",revision="iris-predictor-00001"} 1"#
             ),
             "{text}"
         );

@@ -20,7 +20,7 @@ use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
 use skiff_http::response::brief_str;
 
 use crate::downstream;
-use crate::metrics::{RouterMetrics, Via};
+use crate::metrics::{ColdStartRequest, RouterMetrics, Via};
 use crate::split;
 use crate::table::RouteTable;
 use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
@@ -64,6 +64,8 @@ pub(crate) struct RequestCtx {
     upstream: Option<Upstream>,
     /// The revision's in-flight gauge while this request counts in it.
     in_flight: Option<Gauge>,
+    /// Set when this request began its revision's cold start.
+    cold_start: Option<ColdStartRequest>,
 }
 
 /// Requests the router answers itself; the only place such outcomes become HTTP statuses.
@@ -107,7 +109,8 @@ impl Proxy {
         let target = split::choose(&resolved.service.targets, resolved.tag.as_deref(), &mut rand::rng());
         let Some(target) = target else { return Err(Rejection::NoRevision { service: ctx.service.clone() }) };
         let key = RevisionKey::new(resolved.service.namespace.as_str(), target.revision_name.as_str());
-        let slot = self.endpoints.get(&key).and_then(|revision| {
+        let revision = self.endpoints.get(&key);
+        let slot = revision.as_ref().and_then(|revision| {
             revision.arrived();
             revision.try_acquire()
         });
@@ -118,6 +121,9 @@ impl Proxy {
                 None => return Err(Rejection::NoActivator { revision: key.to_string() }),
             },
         };
+        if matches!(upstream, Upstream::Activator(_)) && revision.is_none_or(|r| r.ready().is_empty()) {
+            ctx.cold_start = self.metrics.at_zero(&ctx.service, &key.name);
+        }
         ctx.in_flight = Some(self.metrics.started(&ctx.service, &key.name));
         ctx.revision = Some(key);
         ctx.upstream = Some(upstream);
@@ -214,6 +220,7 @@ impl ProxyHttp for Proxy {
             timeout: DEFAULT_TIMEOUT,
             upstream: None,
             in_flight: None,
+            cold_start: None,
         }
     }
 
@@ -328,6 +335,7 @@ impl ProxyHttp for Proxy {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         // Taking the upstream drops the replica slot: the request no longer counts as in flight.
         let upstream = ctx.upstream.take();
+        let cold_start = ctx.cold_start.take();
         if let Some(in_flight) = ctx.in_flight.take() {
             in_flight.dec();
         }
@@ -339,6 +347,9 @@ impl ProxyHttp for Proxy {
         let status = session.response_written().map_or(if e.is_some() { 499 } else { 0 }, |r| r.status.as_u16());
         let revision = revision_name(ctx);
         self.metrics.answered(&ctx.service, revision, status, elapsed);
+        if let Some(cold_start) = cold_start {
+            self.metrics.cold_start_ended(&ctx.service, revision, cold_start, e.is_none() && status > 0);
+        }
         if let Some(upstream) = &upstream {
             self.metrics.sent(&ctx.service, revision, via(upstream));
         }

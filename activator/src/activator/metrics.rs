@@ -1,5 +1,5 @@
 //! The activator's Prometheus metrics: per revision, requests queued and forwarded (gauges),
-//! requests answered by status, and the time requests waited for a replica.
+//! requests answered by status, the time requests waited for a replica, and cold starts.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::cold_start::ColdStartHistograms;
 use crate::load::LoadGauges;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -28,6 +29,8 @@ pub struct Metrics {
     queued: Family<RevisionLabels, Gauge>,
     in_flight: Family<RevisionLabels, Gauge>,
     wait: Family<RevisionLabels, Histogram>,
+    cold_start: Family<RevisionLabels, Histogram>,
+    cold_start_ready: Family<RevisionLabels, Histogram>,
 }
 
 /// 1 ms to about 9 minutes: a warm slot to a slow cold start.
@@ -54,7 +57,20 @@ impl Default for Metrics {
             in_flight.clone(),
         );
         registry.register("skiff_activator_wait_seconds", "Time from arrival to a slot on a replica", wait.clone());
-        Metrics { registry, requests, queued, in_flight, wait }
+        let cold_start = Family::<RevisionLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> Histogram);
+        let cold_start_ready =
+            Family::<RevisionLabels, Histogram>::new_with_constructor(wait_histogram as fn() -> Histogram);
+        registry.register(
+            "skiff_activator_cold_start_seconds",
+            "Cold starts: from the first request held while no replica was ready to the end of its answer",
+            cold_start.clone(),
+        );
+        registry.register(
+            "skiff_activator_cold_start_ready_seconds",
+            "Cold starts: from the first held request (the scale-from-zero request) to its slot on the first ready replica",
+            cold_start_ready.clone(),
+        );
+        Metrics { registry, requests, queued, in_flight, wait, cold_start, cold_start_ready }
     }
 }
 
@@ -74,17 +90,28 @@ impl Metrics {
         self.wait.get_or_create(&RevisionLabels { revision: revision.to_owned() }).clone()
     }
 
+    /// `revision`'s cold-start histograms.
+    pub fn cold_starts(&self, revision: &str) -> ColdStartHistograms {
+        let labels = RevisionLabels { revision: revision.to_owned() };
+        ColdStartHistograms {
+            to_response: self.cold_start.get_or_create(&labels).clone(),
+            to_ready: self.cold_start_ready.get_or_create(&labels).clone(),
+        }
+    }
+
     /// Counts an answered request; `revision` is empty when the request named none that is known.
     pub fn answered(&self, revision: &str, status: u16) {
         self.requests.get_or_create(&RequestLabels { revision: revision.to_owned(), status }).inc();
     }
 
-    /// Drops `revision`'s gauges and histogram (its request counts stay).
+    /// Drops `revision`'s gauges and histograms (its request counts stay).
     pub fn forget(&self, revision: &str) {
         let labels = RevisionLabels { revision: revision.to_owned() };
         self.queued.remove(&labels);
         self.in_flight.remove(&labels);
         self.wait.remove(&labels);
+        self.cold_start.remove(&labels);
+        self.cold_start_ready.remove(&labels);
     }
 
     /// The OpenMetrics text exposition.
@@ -107,11 +134,14 @@ mod tests {
         gauges.forwarded.set(2);
         m.wait_seconds("r").observe(0.5);
         m.answered("r", 200);
+        m.cold_starts("r").to_response.observe(0.05);
         let text = m.encode();
         assert!(text.contains(r#"skiff_activator_queued_requests{revision="r"} 1"#), "{text}");
         assert!(text.contains(r#"skiff_activator_inflight_requests{revision="r"} 2"#), "{text}");
         assert!(text.contains(r#"skiff_activator_wait_seconds_count{revision="r"} 1"#), "{text}");
         assert!(text.contains(r#"skiff_activator_requests_total{revision="r",status="200"} 1"#), "{text}");
+        assert!(text.contains(r#"skiff_activator_cold_start_seconds_count{revision="r"} 1"#), "{text}");
+        assert!(text.contains(r#"skiff_activator_cold_start_ready_seconds_count{revision="r"} 0"#), "{text}");
         m.forget("r");
         assert!(!m.encode().contains(r#"skiff_activator_queued_requests{revision="r"}"#));
     }

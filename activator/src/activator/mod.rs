@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::Request;
 use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
+use skiff_dataplane::cold_start::ColdStartSummary;
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_dataplane::{Holder, Poker, RevisionKey, RevisionSpec};
 use skiff_http::ServeLimits;
@@ -27,6 +28,7 @@ pub use revision::{DEFAULT_MAX_PENDING, DEFAULT_TIMEOUT, RevisionConfig, Revisio
 
 use crate::REVISION_HEADER;
 use crate::body::MAX_BODY_BYTES;
+use crate::cold_start::ColdStartHistograms;
 use crate::dispatch::{Target, dispatch};
 use crate::error::{Error, Result};
 use crate::forward::Forwarder;
@@ -45,6 +47,7 @@ struct Revision {
     /// How its bodies are read: size, time, and the process's and its own byte budgets.
     body: BodyLimits,
     wait_seconds: Histogram,
+    cold_starts: ColdStartHistograms,
 }
 
 /// Request-body bytes the activator holds at once, over every revision, before 503.
@@ -132,6 +135,7 @@ impl Activator {
         let revision = Revision {
             body,
             wait_seconds: self.metrics.wait_seconds(&name),
+            cold_starts: self.metrics.cold_starts(&name),
             label: format!("revision {name}"),
             name,
             load,
@@ -156,6 +160,12 @@ impl Activator {
         self.revision(revision)
             .map(|r| RevisionStats { queued: r.load.queued(), in_flight: r.load.forwarded() })
             .unwrap_or_default()
+    }
+
+    /// The last and median of `revision`'s recent cold starts (first held request to its answer);
+    /// `None` when it has had none or is unknown.
+    pub fn cold_starts(&self, revision: &RevisionKey) -> Option<ColdStartSummary> {
+        self.revision(revision)?.load.cold_start().summary()
     }
 
     /// The requests waiting for a replica now, per revision: what the activator reports to the
@@ -276,6 +286,7 @@ impl Activator {
             retry: true,
             body: &revision.body,
             wait_seconds: &revision.wait_seconds,
+            cold_starts: Some(&revision.cold_starts),
         };
         dispatch(&self.forwarder, &target, request).await
     }

@@ -109,6 +109,7 @@ impl QueueProxy {
             retry: false,
             body: &self.body,
             wait_seconds: self.metrics.wait_seconds(),
+            cold_starts: None,
         };
         let response = dispatch(&self.forwarder, &target, request).await.unwrap_or_else(|e| response::error(&e));
         self.metrics.answered(response.status().as_u16());

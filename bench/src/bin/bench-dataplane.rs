@@ -1,6 +1,7 @@
 //! `bench-dataplane`: the serverless data plane, measured. In one run, against one `skiff up`:
 //! 1. the warm path — V2 infer through the Pingora router vs straight to the replica vs nginx as a
-//!    reverse proxy to the same replica, at 1, 16 and 64 keep-alive connections, in `--rounds`
+//!    reverse proxy to the same replica, and `pingora-minimal` (the bare Pingora proxy, the router's
+//!    ceiling), at 1, 16 and 64 keep-alive connections, in `--rounds`
 //!    rounds whose order of peers rotates (this VM's noise is ±25 %), reported as medians;
 //! 2. cold starts from zero — spawn, model load, and activator overhead (first response − replica ready);
 //! 3. a 0 → 200 concurrency step — time until the replicas the autoscaler asks for are ready, and failures.
@@ -144,7 +145,23 @@ async fn main() -> anyhow::Result<()> {
         }
         Err(_) => None,
     };
-    let mut targets = vec![("direct", replica.clone()), ("skiff-router", skiff.address.clone())];
+    let minimal_port = free_port()?;
+    let mut minimal = Command::new(bin_dir.join("pingora-minimal"));
+    minimal.args(["--port", &minimal_port.to_string(), "--upstream", &replica]);
+    let minimal = Peer::start(
+        "pingora-minimal",
+        minimal,
+        minimal_port,
+        "/v2/health/ready",
+        &work.join("pingora-minimal.log"),
+        Duration::from_secs(10),
+    )
+    .await?;
+    let mut targets = vec![
+        ("direct", replica.clone()),
+        ("skiff-router", skiff.address.clone()),
+        ("pingora-minimal", minimal.address.clone()),
+    ];
     if let Some(n) = &nginx {
         targets.push(("nginx", n.address.clone()));
     }
@@ -168,17 +185,20 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "## Warm path (V2 infer, iris, one replica; medians of {} rounds)\n\n{}",
         args.rounds,
-        report::median_table(&medians, &["direct", "nginx"])
+        report::median_table(&medians, &["direct", "pingora-minimal", "nginx"])
     );
     for &connections in &args.connections {
         let p50 =
             |peer: &str| medians.iter().find(|m| m.peer == peer && m.connections == connections).map(|m| m.p50_ms);
         let added = |peer: &str| Some((p50(peer)? - p50("direct")?) * 1000.0);
-        if let Some(router) = added("skiff-router") {
+        if let (Some(router), Some(minimal)) = (added("skiff-router"), added("pingora-minimal")) {
             let nginx = added("nginx").map_or_else(|| "no nginx".to_owned(), |n| format!("nginx {n:.0} µs"));
-            println!("- median p50 added at {connections} connections: router {router:.0} µs, {nginx}");
+            println!(
+                "- median p50 added at {connections} connections: router {router:.0} µs, pingora-minimal {minimal:.0} µs, {nginx}"
+            );
         }
     }
+    minimal.stop();
     if let Some(n) = nginx {
         n.stop();
     }

@@ -178,6 +178,8 @@ impl Controller {
                     .map(|t| {
                         let key = RevisionKey::new(isvc.namespace(), t.revision_name.as_str());
                         let counts = self.plane.backend.counts(&key).unwrap_or_default();
+                        let cold_starts = self.plane.activator.cold_starts(&key);
+                        let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                         RevisionStatus {
                             name: t.revision_name.clone(),
                             percent: t.percent,
@@ -195,6 +197,8 @@ impl Controller {
                                 .map(|e| e.ready().iter().map(|r| r.addr.to_string()).collect())
                                 .unwrap_or_default(),
                             queued: u64::try_from(self.plane.activator.stats(&key).queued).unwrap_or(u64::MAX),
+                            cold_start_last_ms: cold_starts.map(|c| millis(c.last)),
+                            cold_start_p50_ms: cold_starts.map(|c| millis(c.p50)),
                         }
                     })
                     .collect();

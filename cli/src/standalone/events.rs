@@ -138,6 +138,8 @@ mod tests {
                 last_spawn_ms: None,
                 replicas: Vec::new(),
                 queued: 0,
+                cold_start_last_ms: None,
+                cold_start_p50_ms: None,
             }],
         }
     }

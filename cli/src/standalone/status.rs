@@ -64,12 +64,19 @@ pub struct RevisionStatus {
     pub replicas: Vec<String>,
     /// Requests the activator holds for it.
     pub queued: u64,
+    /// Its newest cold start, first held request to its answer (as the activator saw it).
+    #[serde(default)]
+    pub cold_start_last_ms: Option<u64>,
+    /// The median of its recent cold starts.
+    #[serde(default)]
+    pub cold_start_p50_ms: Option<u64>,
 }
 
 /// A `kubectl get`-style table.
 pub fn table(status: &Status) -> String {
     let mut out = String::new();
-    let header = ["NAME", "URL", "READY", "REVISION", "DESIRED", "READY", "TRAFFIC", "TAG", "RESTARTS"];
+    let header =
+        ["NAME", "URL", "READY", "REVISION", "DESIRED", "READY", "TRAFFIC", "TAG", "RESTARTS", "COLD START LAST/P50"];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
     for service in &status.services {
         let ready = if service.ready { "True" } else { "False" };
@@ -92,6 +99,10 @@ pub fn table(status: &Status) -> String {
                 format!("{}%", revision.percent),
                 revision.tag.clone().unwrap_or_default(),
                 revision.restarts.to_string(),
+                match (revision.cold_start_last_ms, revision.cold_start_p50_ms) {
+                    (Some(last), Some(p50)) => format!("{last}ms/{p50}ms"),
+                    _ => "-".to_owned(),
+                },
             ]);
         }
     }
@@ -124,6 +135,8 @@ mod tests {
             last_spawn_ms: Some(30),
             replicas: vec!["127.0.0.1:4000".into()],
             queued: 0,
+            cold_start_last_ms: (tag == "latest").then_some(45),
+            cold_start_p50_ms: (tag == "latest").then_some(40),
         };
         let status = Status {
             services: vec![ServiceStatus {
@@ -150,7 +163,9 @@ mod tests {
             lines[1].contains("iris") && lines[1].contains("iris-predictor-00002") && lines[1].contains("20%"),
             "{text}"
         );
+        assert!(lines[1].ends_with("45ms/40ms"), "{text}");
         assert!(lines[2].trim_start().starts_with("iris-predictor-00001") && lines[2].contains("80%"), "{text}");
+        assert!(lines[2].ends_with('-'), "{text}");
         assert_eq!(lines[3], "refused: bad.yaml: spec.predictor.timeout: 0 is less than 1");
     }
 }
