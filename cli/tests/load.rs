@@ -78,9 +78,17 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
     assert_eq!(cold["fromZero"].as_u64(), Some(from_zero), "{cold}");
     assert_eq!(from_zero, 2, "each cycle began at zero: {changes:?}");
     assert_eq!(cold["atZero"]["count"].as_u64(), Some(40), "every request was sent at zero: {cold}");
+    // Each cycle's time to the needed replicas agrees with the samples in the JSON document.
+    let samples = summary["samples"].as_array().unwrap();
     for cycle in summary["cycleResults"].as_array().unwrap() {
-        assert!(cycle["neededReplicas"].as_u64() > Some(0), "{cycle}");
-        assert!(cycle["timeToNeededS"].is_f64(), "{cycle}");
+        let needed = cycle["neededReplicas"].as_u64().unwrap();
+        assert!(needed > 0, "{cycle}");
+        let (start, end) = (cycle["startS"].as_f64().unwrap(), cycle["endS"].as_f64().unwrap());
+        let reached = samples.iter().any(|s| {
+            let t = s["t"].as_f64().unwrap();
+            t >= start && t <= end && s["ready"].as_u64().unwrap() >= needed
+        });
+        assert_eq!(reached, cycle["timeToNeededS"].is_f64(), "{cycle}");
     }
 
     // The report opens in Chromium and shows its four charts.

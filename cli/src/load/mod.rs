@@ -17,6 +17,7 @@ mod sampler;
 mod scenario;
 mod service;
 mod summary;
+mod table;
 mod threshold;
 
 use std::net::SocketAddr;
@@ -278,7 +279,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print!("{}", summary::table(&summary));
+        print!("{}", table::table(&summary));
     }
     std::io::Write::flush(&mut std::io::stdout())?;
     if let Some(out) = &args.out {

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::record::Recorder;
-use super::summary::{latency, secs};
+use super::table::{latency, secs};
 
 /// What one progress line shows.
 #[derive(Debug, Clone, Copy, PartialEq)]

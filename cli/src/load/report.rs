@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::summary::{Summary, ms, table};
+use super::summary::Summary;
+use super::table::{ms, table};
 
 /// Chart size and margins, in SVG units.
 const WIDTH: f64 = 960.0;

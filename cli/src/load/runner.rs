@@ -178,44 +178,56 @@ async fn open_loop(
     Dispatch { sent, span: last.saturating_duration_since(first.unwrap_or(last)) }
 }
 
+/// How long the service must stay at zero before a cycle starts: a burst sent the moment the
+/// autoscaler said zero could still meet the replica being stopped.
+const ZERO_HOLD: Duration = Duration::from_secs(1);
+
 async fn wait_for_zero(latest: &mut Latest, limit: Duration, cycle: u32) {
-    let since = Instant::now();
     // Nothing ready and nothing asked for: a replica already starting would not be a cold start.
-    let at_zero = |l: &Option<(Instant, Snapshot)>| {
-        l.as_ref().is_some_and(|(t, s)| *t >= since && s.ready() == 0 && s.desired() == 0)
-    };
-    if !at_zero(&latest.borrow()) {
+    let at_zero = |s: &Snapshot| (s.ready() == 0 && s.desired() == 0).then_some(0);
+    if latest.borrow().as_ref().and_then(|(_, s)| at_zero(s)).is_none() {
         eprintln!("skiff load: waiting for the service to scale to zero before cycle {cycle}");
     }
-    if tokio::time::timeout(limit, latest.wait_for(at_zero)).await.is_err() {
+    if !hold(latest, ZERO_HOLD, limit, at_zero).await {
         eprintln!("skiff load: the service did not reach zero within {limit:?}; cycle {cycle} starts anyway");
     }
 }
 
-/// Waits until samples taken after now show the ready replicas equal to those asked for, without
-/// a change, for `hold`; at most `limit`.
-async fn settle(latest: &mut Latest, hold: Duration, limit: Duration) {
+/// Waits until the replicas are ready as asked for, without a change, for `hold`; at most `limit`.
+async fn settle(latest: &mut Latest, hold_for: Duration, limit: Duration) {
+    let settled = |s: &Snapshot| (s.ready() == s.desired()).then_some(s.ready());
+    if !hold(latest, hold_for, limit, settled).await {
+        eprintln!("skiff load: the replicas did not settle within {limit:?}");
+    }
+}
+
+/// Waits until samples taken from now on give `state` the same value for `hold_for`; false when
+/// `limit` passes first (or the samples stop).
+async fn hold(
+    latest: &mut Latest,
+    hold_for: Duration,
+    limit: Duration,
+    state: impl Fn(&Snapshot) -> Option<u32>,
+) -> bool {
     let since = Instant::now();
     let deadline = since + limit;
-    let mut settled_since: Option<(Instant, u32)> = None;
-    while Instant::now() < deadline {
+    let mut held: Option<(Instant, u32)> = None;
+    loop {
         let current = latest.borrow_and_update().clone();
         if let Some((at, snapshot)) = current.filter(|(at, _)| *at >= since) {
-            let ready = snapshot.ready();
-            settled_since = match settled_since {
-                Some((t, n)) if n == ready && snapshot.desired() == ready => Some((t, n)),
-                _ if snapshot.desired() == ready => Some((at, ready)),
-                _ => None,
+            held = match (held, state(&snapshot)) {
+                (Some((from, was)), Some(now)) if was == now => Some((from, was)),
+                (_, Some(now)) => Some((at, now)),
+                (_, None) => None,
             };
-            if settled_since.is_some_and(|(t, _)| at.saturating_duration_since(t) >= hold) {
-                return;
+            if held.is_some_and(|(from, _)| at.saturating_duration_since(from) >= hold_for) {
+                return true;
             }
         }
-        if tokio::time::timeout_at(deadline.into(), latest.changed()).await.is_err() {
-            break;
+        if !matches!(tokio::time::timeout_at(deadline.into(), latest.changed()).await, Ok(Ok(()))) {
+            return false;
         }
     }
-    eprintln!("skiff load: the replicas did not settle within {limit:?}");
 }
 
 /// Every `every` until `stop` fires, then once more: records the requests in flight and, with a

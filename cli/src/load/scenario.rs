@@ -79,17 +79,17 @@ impl Scenario {
     pub fn describe(&self) -> String {
         let stages = |stages: &[Stage]| -> String {
             let parts: Vec<String> =
-                stages.iter().map(|s| format!("{}:{}", s.concurrency, super::summary::secs(s.duration))).collect();
+                stages.iter().map(|s| format!("{}:{}", s.concurrency, super::table::secs(s.duration))).collect();
             parts.join(",")
         };
         match self {
             Scenario::Closed(Closed { shape: Shape::Step, stages: s }) if s.len() == 1 => {
-                format!("{} concurrent for {}", s[0].concurrency, super::summary::secs(s[0].duration))
+                format!("{} concurrent for {}", s[0].concurrency, super::table::secs(s[0].duration))
             }
             Scenario::Closed(Closed { shape: Shape::Step, stages: s }) => format!("steps {}", stages(s)),
             Scenario::Closed(Closed { shape: Shape::Ramp, stages: s }) => format!("ramp {}", stages(s)),
             Scenario::Burst(n) => format!("burst of {n}"),
-            Scenario::Rate { rate, duration } => format!("{rate}/s for {}", super::summary::secs(*duration)),
+            Scenario::Rate { rate, duration } => format!("{rate}/s for {}", super::table::secs(*duration)),
         }
     }
 }

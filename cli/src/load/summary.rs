@@ -1,9 +1,8 @@
 //! A finished run's results, as a pure function of what was recorded: counts, rate, HDR latency
 //! percentiles overall and per phase, cold starts, each cycle's time to the needed replicas and
-//! errors by kind; printed as a table or serialised as the `--json` document.
+//! errors by kind; serialised as the `--json` document (and printed by `table`).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -46,9 +45,9 @@ pub struct Summary {
     pub ok: u64,
     /// Everything else.
     pub errors: u64,
-    /// Seconds under load (the cycles, not the idle gaps).
+    /// Seconds the cycles lasted (not the idle gaps; a burst's includes its settling).
     pub duration_s: f64,
-    /// Successful requests per second under load.
+    /// Successful requests per second of cycles.
     pub throughput: f64,
     /// Open loop: the rate asked for and the rate the requests were sent at.
     pub rate: Option<Rate>,
@@ -211,9 +210,15 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
     } else {
         Vec::new()
     };
+    // Starts before the first request (a replica woken by --model's metadata request) are not the load's.
+    let first_request = record.cycles.first().map_or(Duration::ZERO, |c| c.0);
     let cold_starts = sampled.then(|| ColdStarts {
-        replica_starts: record.samples.iter().map(|s| s.starts).sum(),
-        from_zero: record.samples.windows(2).filter(|w| w[0].ready == 0 && w[1].ready > 0).count() as u32,
+        replica_starts: record.samples.iter().filter(|s| s.at >= first_request).map(|s| s.starts).sum(),
+        from_zero: record
+            .samples
+            .windows(2)
+            .filter(|w| w[1].at >= first_request && w[0].ready == 0 && w[1].ready > 0)
+            .count() as u32,
         at_zero: Latency::of(&record.phases[Phase::AtZero.index()]),
     });
     let rate = about.rate.map(|asked| {
@@ -284,97 +289,6 @@ fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
         .collect()
 }
 
-/// A latency to three significant digits: `850µs`, `3.10ms`, `120ms`, `1.23s`.
-pub fn latency(d: Duration) -> String {
-    let micros = d.as_secs_f64() * 1e6;
-    let three = |v: f64, unit: &str| match v {
-        v if v < 10.0 => format!("{v:.2}{unit}"),
-        v if v < 100.0 => format!("{v:.1}{unit}"),
-        v => format!("{v:.0}{unit}"),
-    };
-    if micros < 1000.0 {
-        format!("{micros:.0}µs")
-    } else if micros < 1e6 {
-        three(micros / 1000.0, "ms")
-    } else {
-        three(micros / 1e6, "s")
-    }
-}
-
-/// Milliseconds as a [`latency`].
-pub fn ms(v: f64) -> String {
-    latency(Duration::from_secs_f64(v.max(0.0) / 1000.0))
-}
-
-/// A duration in seconds as typed: `30s`, `1.5s`.
-pub fn secs(d: Duration) -> String {
-    let text = format!("{:.3}", d.as_secs_f64());
-    format!("{}s", text.trim_end_matches('0').trim_end_matches('.'))
-}
-
-fn percentiles(l: &Latency) -> String {
-    if l.count == 0 {
-        return "-".to_owned();
-    }
-    format!("p50 {}  p90 {}  p99 {}  max {}", ms(l.p50_ms), ms(l.p90_ms), ms(l.p99_ms), ms(l.max_ms))
-}
-
-/// The table printed at the end of a run.
-pub fn table(s: &Summary) -> String {
-    let mut out = String::new();
-    let mut row = |label: &str, value: String| {
-        let _ = writeln!(out, "{label:<24}{value}");
-    };
-    row("Target", s.target.clone());
-    let cycles = if s.cycles > 1 { format!(", {} cycles", s.cycles) } else { String::new() };
-    row("Scenario", format!("{}{cycles}", s.scenario));
-    row("Replicas from", s.replica_source.clone().unwrap_or_else(|| "nowhere (not sampled)".into()));
-    row(
-        "Requests",
-        format!(
-            "{} sent, {} ok, {} errors in {} under load ({:.1} ok/s)",
-            s.requests,
-            s.ok,
-            s.errors,
-            secs(Duration::from_secs_f64(s.duration_s)),
-            s.throughput
-        ),
-    );
-    if let Some(rate) = s.rate {
-        row("Rate", format!("asked {}/s, sent at {:.1}/s", rate.asked, rate.sent));
-    }
-    row("Latency", percentiles(&s.latency));
-    for p in &s.phases {
-        row(
-            &format!("  sent {}", p.phase.label()),
-            format!("{:>6} requests  {}", p.latency.count, percentiles(&p.latency)),
-        );
-    }
-    if let Some(cold) = &s.cold_starts {
-        row("Cold starts", format!("{} from zero, {} replica starts in all", cold.from_zero, cold.replica_starts));
-        row("  latency at zero", percentiles(&cold.at_zero));
-    }
-    for c in s.cycle_results.iter().filter(|c| c.needed_replicas.is_some()) {
-        let needed = c.needed_replicas.unwrap_or(0);
-        let reached = match c.time_to_needed_s {
-            Some(t) => format!("{needed} ready {} after its first request", latency(Duration::from_secs_f64(t))),
-            None => format!("{needed} asked for, never all ready in the cycle"),
-        };
-        row(&format!("Cycle {} replicas", c.cycle), reached);
-    }
-    if s.errors_by_kind.is_empty() {
-        row("Errors", "none".into());
-    }
-    for (i, (kind, n)) in s.errors_by_kind.iter().enumerate() {
-        row(if i == 0 { "Errors" } else { "" }, format!("{n:>6}  {kind}"));
-    }
-    for t in &s.thresholds {
-        let verdict = if t.crossed { "CROSSED" } else { "ok" };
-        row("Threshold", format!("{} ≤ {}: {verdict} ({})", t.name, t.limit, t.actual));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,20 +303,17 @@ mod tests {
     }
 
     #[test]
-    fn latencies_read_to_three_digits() {
-        assert_eq!(latency(Duration::from_micros(850)), "850µs");
-        assert_eq!(latency(Duration::from_micros(3100)), "3.10ms");
-        assert_eq!(latency(Duration::from_micros(31_050)), "31.1ms");
-        assert_eq!(latency(Duration::from_millis(1234)), "1.23s");
-        assert_eq!(secs(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(secs(Duration::from_secs(30)), "30s");
-    }
-
-    #[test]
     fn a_burst_at_zero_summarises_its_cold_start() {
         let ms = Duration::from_millis;
         let mut record = Record {
-            samples: vec![sample(0, 0, 0, 0), sample(250, 0, 1, 0), sample(500, 1, 4, 1), sample(1000, 4, 4, 3)],
+            samples: vec![
+                sample(0, 0, 1, 0),
+                sample(50, 1, 1, 1),
+                sample(80, 0, 0, 0),
+                sample(250, 0, 1, 0),
+                sample(500, 1, 4, 1),
+                sample(1000, 4, 4, 3),
+            ],
             cycles: vec![(ms(100), ms(1200))],
             ..Record::default()
         };
@@ -419,7 +330,7 @@ mod tests {
         assert!((s.cycle_results[0].time_to_needed_s.unwrap() - 0.9).abs() < 1e-9);
         assert_eq!(s.phases.len(), 3);
         assert_eq!((s.series[0].requests, s.series[0].errors), (4, 1));
-        let text = table(&s);
+        let text = crate::load::table::table(&s);
         assert!(text.contains("1 from zero, 4 replica starts in all"), "{text}");
         assert!(text.contains("HTTP 503"), "{text}");
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::flags::ErrorBudget;
-use super::summary::{Summary, latency, ms};
+use super::summary::Summary;
+use super::table::{latency, ms};
 
 /// The exit code when a threshold is crossed.
 pub const CROSSED: i32 = 99;
