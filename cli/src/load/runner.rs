@@ -41,6 +41,12 @@ pub type Latest = watch::Receiver<Option<(Instant, Snapshot)>>;
 /// Plays `plan` against `target`; `latest` carries replica samples when there is a source.
 pub async fn play(plan: &Plan, target: Arc<Target>, recorder: Arc<Recorder>, mut latest: Option<Latest>) {
     let pool = Arc::new(Pool::new(plan.max_inflight));
+    if let Some(latest) = latest.as_mut() {
+        // A baseline before the first request: the replicas unchanged over a few samples, so that
+        // a change already under way (a replica --model's metadata request woke) is not the load's.
+        let replicas = |s: &Snapshot| Some(s.ready().saturating_mul(100_000).saturating_add(s.desired()));
+        hold(latest, BASELINE_HOLD, BASELINE_LIMIT, replicas).await;
+    }
     for cycle in 0..plan.cycles {
         match (plan.idle, latest.as_mut()) {
             (Idle::For(gap), _) if cycle > 0 && !gap.is_zero() => {
@@ -177,6 +183,10 @@ async fn open_loop(
     while requests.join_next().await.is_some() {}
     Dispatch { sent, span: last.saturating_duration_since(first.unwrap_or(last)) }
 }
+
+/// How long the replicas must stay unchanged before the first cycle, and the longest wait for it.
+const BASELINE_HOLD: Duration = Duration::from_millis(500);
+const BASELINE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long the service must stay at zero before a cycle starts: a burst sent the moment the
 /// autoscaler said zero could still meet the replica being stopped.

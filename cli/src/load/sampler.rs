@@ -250,11 +250,20 @@ pub async fn choose(choice: Choice, service: &Service) -> anyhow::Result<Option<
             };
             eprintln!(
                 "skiff load: no replicas to sample, so no phases or cold starts in the results (the load runs anyway).\n  \
-                 skiff up admin {DEFAULT_ADMIN}: {local:#}\n  cluster: {cluster:#}\n  \
-                 Name one with --admin ADDR or --kube (and --namespace)."
+                 tried {}\n  tried {}\n  Name one with --admin ADDR or --kube (and --namespace).",
+                brief(&local),
+                brief(&cluster)
             );
             Ok(None)
         }
+    }
+}
+
+/// What was tried and the root cause, without the layers between (kube's repeat themselves).
+fn brief(error: &anyhow::Error) -> String {
+    match error.chain().nth(1) {
+        Some(_) => format!("{error}: {}", error.root_cause()),
+        None => error.to_string(),
     }
 }
 

@@ -271,12 +271,11 @@ fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
         .iter()
         .enumerate()
         .map(|(i, &(start, end))| {
-            let within: Vec<(Duration, u32, u32)> = record
-                .samples
-                .iter()
-                .filter(|s| s.at >= start && s.at <= end)
-                .map(|s| (s.at, s.ready, s.desired))
-                .collect();
+            // The replicas as the cycle began (the last sample before it), then those during it.
+            let before = record.samples.iter().rev().find(|s| s.at < start).map(|s| (start, s.ready, s.desired));
+            let during = record.samples.iter().filter(|s| s.at >= start && s.at <= end);
+            let within: Vec<(Duration, u32, u32)> =
+                before.into_iter().chain(during.map(|s| (s.at, s.ready, s.desired))).collect();
             let needed = within.iter().map(|s| s.2).max().filter(|_| sampled);
             CycleResult {
                 cycle: i + 1,
@@ -333,6 +332,17 @@ mod tests {
         let text = crate::load::table::table(&s);
         assert!(text.contains("1 from zero, 4 replica starts in all"), "{text}");
         assert!(text.contains("HTTP 503"), "{text}");
+    }
+
+    #[test]
+    fn a_cycle_that_begins_with_its_replicas_ready_needs_no_time() {
+        let record = Record {
+            samples: vec![sample(0, 2, 2, 0), sample(250, 2, 2, 0)],
+            cycles: vec![(Duration::from_millis(100), Duration::from_millis(300))],
+            ..Record::default()
+        };
+        let cycle = summarize(&record, &about(None)).cycle_results[0];
+        assert_eq!((cycle.needed_replicas, cycle.time_to_needed_s), (Some(2), Some(0.0)));
     }
 
     #[test]
