@@ -1,34 +1,21 @@
-//! What Pingora leaves open on the client side: it bounds each *read* of a request head (60 s),
-//! not the head as a whole, so a client trickling a byte at a time holds a connection for hours,
-//! and it accepts every connection. This app wraps Pingora's HTTP/1.1 connection loop (the same
-//! loop as Pingora's own `ServerApp` for HTTP apps) with a deadline on each request head, counted
-//! from when the connection starts waiting for it (so it also bounds idle keep-alive, as hyper's
-//! header timeout does), and with a cap on connections held at once (past it, new ones are
-//! closed at once). The proxy marks the head read in its first hook ([`head_read`]).
+//! The client side of the router: Pingora's HTTP/1.1 sessions on each accepted connection, with
+//! what Pingora leaves open closed here. Pingora bounds each *read* of a request head (60 s), not
+//! the head as a whole, so a client trickling a byte at a time could hold a connection for hours,
+//! and it accepts every connection. Each request head gets a deadline counted from when the
+//! connection starts waiting for it (so it also bounds idle keep-alive, as hyper's header timeout
+//! does), and connections past a cap are closed at once.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora::apps::{HttpServerApp, ReusedHttpStream, ServerApp};
+use pingora::apps::{HttpPersistentSettings, ReusedHttpStream, ServerApp};
 use pingora::protocols::Stream;
 use pingora::protocols::http::ServerSession;
-use pingora::proxy::HttpProxy;
 use pingora::server::ShutdownWatch;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::proxy::Proxy;
-
-tokio::task_local! {
-    /// The head deadline of the request being read on this connection's task.
-    static HEAD: Arc<Notify>;
-}
-
-/// Tells the connection's head deadline that the request head has been read (a no-op outside a
-/// guarded connection).
-pub(crate) fn head_read() {
-    let _ = HEAD.try_with(|head| head.notify_one());
-}
 
 /// Bounds on the client side of the router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,33 +40,40 @@ impl Default for DownstreamLimits {
     }
 }
 
-/// Pingora's proxy app behind the head deadline and the connection cap.
+/// The router's Pingora app: the connection loop around [`Proxy::serve`].
 pub(crate) struct Guarded {
-    proxy: Arc<HttpProxy<Proxy>>,
+    proxy: Proxy,
     limits: DownstreamLimits,
     connections: Arc<Semaphore>,
 }
 
 impl Guarded {
-    pub(crate) fn new(proxy: HttpProxy<Proxy>, limits: DownstreamLimits) -> Guarded {
-        Guarded { proxy: Arc::new(proxy), connections: Arc::new(Semaphore::new(limits.max_connections)), limits }
+    pub(crate) fn new(proxy: Proxy, limits: DownstreamLimits) -> Guarded {
+        Guarded { proxy, connections: Arc::new(Semaphore::new(limits.max_connections)), limits }
     }
 
-    /// Serves one request; `None` when the connection ends (or its head was too slow).
-    async fn one(&self, session: ServerSession, shutdown: &ShutdownWatch) -> Option<ReusedHttpStream> {
-        let head = Arc::new(Notify::new());
-        let served = HEAD.scope(head.clone(), self.proxy.process_new_http(session, shutdown));
-        tokio::pin!(served);
-        tokio::select! {
-            biased;
-            reused = &mut served => return reused,
-            () = head.notified() => {}
-            () = tokio::time::sleep(self.limits.header_timeout) => {
+    /// Serves one request; the connection to read the next one from, `None` when it ends (closed by
+    /// the client, a head too slow or unreadable, or an answer that leaves it unusable).
+    async fn one(&self, mut session: ServerSession, shutdown: &ShutdownWatch) -> Option<ReusedHttpStream> {
+        session.set_keepalive(if *shutdown.borrow() { None } else { Some(self.limits.header_timeout.as_secs()) });
+        match tokio::time::timeout(self.limits.header_timeout, session.read_request()).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return None,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "closing a connection whose request head could not be read");
+                return None;
+            }
+            Err(_) => {
                 tracing::debug!(timeout = ?self.limits.header_timeout, "closing a connection whose request head did not arrive in time");
                 return None;
             }
         }
-        served.await
+        if !self.proxy.serve(&mut session).await {
+            return None;
+        }
+        let settings = HttpPersistentSettings::for_session(&session);
+        let reusable = session.finish().await.ok()??;
+        Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
     }
 }
 
@@ -92,16 +86,11 @@ impl ServerApp for Guarded {
         };
         let mut session = ServerSession::new_http1(stream);
         loop {
-            session.set_keepalive(if *shutdown.borrow() { None } else { Some(self.limits.header_timeout.as_secs()) });
             let (stream, persisted) = self.one(session, shutdown).await?.consume();
             session = ServerSession::new_http1(stream);
             if let Some(persisted) = persisted {
                 persisted.apply_to_session(&mut session);
             }
         }
-    }
-
-    async fn cleanup(&self) {
-        self.proxy.http_cleanup().await;
     }
 }

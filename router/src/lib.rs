@@ -23,11 +23,13 @@ pub mod cluster;
 mod config;
 mod downstream;
 mod error;
+mod failure;
 pub mod metrics;
 mod proxy;
 mod server;
 pub mod split;
 pub mod table;
+mod upstream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,6 +137,7 @@ impl Router {
             endpoints: self.inner.endpoints.clone(),
             activators: self.inner.activators.clone(),
             metrics: self.inner.metrics.clone(),
+            pool: Default::default(),
         };
         server::start(&self.inner.config, proxy)
     }

@@ -1,28 +1,28 @@
-//! The Pingora adapter: per request it resolves the route, picks the revision, takes a slot on a
-//! replica with room (or sends to the activator), rewrites the path, and logs and counts the
-//! outcome. Decisions live in [`crate::table`] and [`crate::split`]; this file only wires them in.
+//! One request through the router: resolve the route, pick the revision, take a slot on a replica
+//! with room (or send to the activator), forward over a pooled upstream connection
+//! ([`crate::upstream`]), answer, and log and count the outcome. Decisions live in
+//! [`crate::table`] and [`crate::split`]; failures become answers in [`crate::failure`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use async_trait::async_trait;
-use bytes::Bytes;
-use http::header;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, header};
+use http_body_util::channel::Channel;
+use http_body_util::{BodyExt, Either, Full};
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::proxy::{FailToProxy, ProxyHttp, Session};
-use pingora::upstreams::peer::HttpPeer;
-use pingora::{Error, ErrorSource, ErrorType};
+use pingora::protocols::http::ServerSession;
 use prometheus_client::metrics::gauge::Gauge;
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
-use skiff_http::response::brief_str;
 
-use crate::downstream;
+use crate::failure::{self, Failure};
 use crate::metrics::{ColdStartRequest, RouterMetrics, Via};
 use crate::split;
 use crate::table::RouteTable;
+use crate::upstream::{Pool, Upstream, UpstreamError};
 use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
 
 /// Time allowed to open a connection to a replica or the activator.
@@ -30,149 +30,314 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle pooled connections to replicas and activators are closed after this long: well before
 /// their own idle cut (`skiff_http::ServeLimits::header_timeout`, 20 s), so the router never sends
 /// on a connection the upstream is closing.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Extra read time given to the activator: it enforces the revision timeout itself and answers 504 with
+pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Extra time given to the activator: it enforces the revision timeout itself and answers 504 with
 /// a message, so the router must not time out first.
 const ACTIVATOR_MARGIN: Duration = Duration::from_secs(5);
+/// Request bodies of at most this many bytes (by Content-Length) are read whole before sending:
+/// they leave with the head in one write, and can be sent again when a kept-alive connection turns
+/// out closed. Larger or chunked bodies stream.
+const BUFFERED_BODY: usize = 64 * 1024;
+/// Connections tried for one request: its upstream, then activators.
+const ATTEMPTS: usize = 3;
+/// Request headers that describe one hop, not the request (RFC 9110 §7.6.1), and the revision
+/// header clients may not set.
+const HOP_BY_HOP: [&str; 7] =
+    ["connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "expect"];
 
-/// The router's [`ProxyHttp`] implementation.
+/// What the router needs to route and forward.
 pub(crate) struct Proxy {
     pub(crate) table: Arc<ArcSwap<RouteTable>>,
     pub(crate) endpoints: Arc<Endpoints>,
     pub(crate) activators: Arc<RevisionEndpoints>,
     pub(crate) metrics: RouterMetrics,
+    pub(crate) pool: Pool,
 }
 
-/// Where this request is being sent.
-enum Upstream {
-    /// A replica, with the slot that counts this request against its containerConcurrency.
+/// Where this request is being sent, with the slot that counts it there.
+enum Target {
+    /// A replica with room (its containerConcurrency).
     Replica(Slot),
-    /// An activator (with the slot that counts this request against it), which holds the request
-    /// until the revision has room.
+    /// An activator, which holds the request until the revision has room.
     Activator(Slot),
 }
 
+impl Target {
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Target::Replica(slot) | Target::Activator(slot) => slot.replica().addr,
+        }
+    }
+
+    fn via(&self) -> Via {
+        match self {
+            Target::Replica(_) => Via::Direct,
+            Target::Activator(_) => Via::Activator,
+        }
+    }
+}
+
 /// What the router knows about one request.
-pub(crate) struct RequestCtx {
-    started: Instant,
-    healthz: bool,
+struct RequestCtx {
     service: String,
     revision: Option<RevisionKey>,
     /// Upstream path and query when the route rewrites it.
     path: Option<String>,
     timeout: Duration,
-    upstream: Option<Upstream>,
+    target: Option<Target>,
     /// The revision's in-flight gauge while this request counts in it.
     in_flight: Option<Gauge>,
     /// Set when this request began its revision's cold start.
     cold_start: Option<ColdStartRequest>,
-}
-
-/// Requests the router answers itself; the only place such outcomes become HTTP statuses.
-enum Rejection {
-    UnknownService { host: String, path: String },
-    NoRevision { service: String },
-    NoActivator { revision: String },
-}
-
-impl Rejection {
-    fn status(&self) -> u16 {
-        match self {
-            Rejection::UnknownService { .. } => 404,
-            Rejection::NoRevision { .. } | Rejection::NoActivator { .. } => 503,
-        }
-    }
-
-    fn message(&self) -> String {
-        match self {
-            Rejection::UnknownService { host, path } => {
-                format!("no InferenceService matches host {} and path {}", brief_str(host), brief_str(path))
-            }
-            Rejection::NoRevision { service } => format!("InferenceService {service} has no revision taking traffic"),
-            Rejection::NoActivator { revision } => {
-                format!("revision {revision} has no ready replica with room and no activator is ready")
-            }
-        }
-    }
+    /// The response head went out: a failure now can only close the connection.
+    responded: bool,
 }
 
 impl Proxy {
-    /// Resolves the route and picks the revision and upstream, filling `ctx`.
-    fn route(&self, host: &str, path: &str, ctx: &mut RequestCtx) -> Result<(), Rejection> {
+    /// Answers the request whose head `session` has just read; false when the connection must close.
+    pub(crate) async fn serve(&self, session: &mut ServerSession) -> bool {
+        let started = Instant::now();
+        if session.req_header().uri.path() == HEALTHZ_PATH {
+            return failure::respond(session, 200, "text/plain", Bytes::from_static(b"ok\n")).await;
+        }
+        let mut ctx = RequestCtx {
+            service: String::new(),
+            revision: None,
+            path: None,
+            timeout: DEFAULT_TIMEOUT,
+            target: None,
+            in_flight: None,
+            cold_start: None,
+            responded: false,
+        };
+        let outcome = match self.route(session.req_header(), &mut ctx) {
+            Ok(()) => self.forward(session, &mut ctx).await,
+            Err(failure) => Err(failure),
+        };
+        let (status, reusable) = match &outcome {
+            Ok(status) => (*status, true),
+            Err(failure) if ctx.responded => (failure.status(), false),
+            Err(failure) => (failure.status(), failure::answer(session, failure).await),
+        };
+        self.log(session.req_header(), &mut ctx, status, outcome.as_ref().err(), started.elapsed());
+        reusable
+    }
+
+    /// Resolves the route and picks the revision and target, filling `ctx`.
+    fn route(&self, req: &RequestHeader, ctx: &mut RequestCtx) -> Result<(), Failure> {
+        let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
+        let host = host_of(req);
         let table = self.table.load();
         let Some(resolved) = table.resolve(host, path) else {
-            return Err(Rejection::UnknownService { host: host.to_owned(), path: path.to_owned() });
+            return Err(Failure::UnknownService { host: host.to_owned(), path: path.to_owned() });
         };
         ctx.service = resolved.service.key();
         ctx.timeout = resolved.service.timeout.unwrap_or(DEFAULT_TIMEOUT);
         ctx.path = (resolved.path != path).then_some(resolved.path);
         let target = split::choose(&resolved.service.targets, resolved.tag.as_deref(), &mut rand::rng());
-        let Some(target) = target else { return Err(Rejection::NoRevision { service: ctx.service.clone() }) };
+        let Some(target) = target else { return Err(Failure::NoRevision { service: ctx.service.clone() }) };
         let key = RevisionKey::new(resolved.service.namespace.as_str(), target.revision_name.as_str());
         let revision = self.endpoints.get(&key);
         let slot = revision.as_ref().and_then(|revision| {
             revision.arrived();
             revision.try_acquire()
         });
-        let upstream = match slot {
-            Some(slot) => Upstream::Replica(slot),
+        let target = match slot {
+            Some(slot) => Target::Replica(slot),
             None => match self.activators.try_acquire() {
-                Some(slot) => Upstream::Activator(slot),
-                None => return Err(Rejection::NoActivator { revision: key.to_string() }),
+                Some(slot) => Target::Activator(slot),
+                None => return Err(Failure::NoActivator { revision: key.to_string() }),
             },
         };
-        if matches!(upstream, Upstream::Activator(_)) && revision.is_none_or(|r| r.ready().is_empty()) {
+        if matches!(target, Target::Activator(_)) && revision.is_none_or(|r| r.ready().is_empty()) {
             ctx.cold_start = self.metrics.at_zero(&ctx.service, &key.name);
         }
         ctx.in_flight = Some(self.metrics.started(&ctx.service, &key.name));
         ctx.revision = Some(key);
-        ctx.upstream = Some(upstream);
+        ctx.target = Some(target);
         Ok(())
     }
 
-    /// An activator other than `failed`'s, or the same when it is the only one.
-    fn another_activator(&self, failed: Option<SocketAddr>) -> Option<Slot> {
+    /// An activator other than the one at `failed`, or the same when it is the only one.
+    fn another_activator(&self, failed: SocketAddr) -> Option<Slot> {
         let slot = self.activators.try_acquire()?;
-        if Some(slot.replica().addr) != failed {
+        if slot.replica().addr != failed {
             return Some(slot);
         }
-        let other = self.activators.try_acquire().filter(|s| Some(s.replica().addr) != failed);
-        other.or(Some(slot))
+        self.activators.try_acquire().filter(|s| s.replica().addr != failed).or(Some(slot))
     }
-}
 
-fn upstream_addr(upstream: &Upstream) -> SocketAddr {
-    match upstream {
-        Upstream::Replica(slot) | Upstream::Activator(slot) => slot.replica().addr,
-    }
-}
-
-fn via(upstream: &Upstream) -> Via {
-    match upstream {
-        Upstream::Replica(_) => Via::Direct,
-        Upstream::Activator(_) => Via::Activator,
-    }
-}
-
-/// The status and message a failed request is answered with (status 0: the client is gone, nothing
-/// can be written): 504 when the upstream timed out, 502 for other upstream failures, 400 for a
-/// broken request, 500 otherwise.
-fn failure(e: &Error) -> (u16, String) {
-    let what = || match e.context.as_ref() {
-        Some(context) => format!("{} ({context})", e.etype().as_str()),
-        None => e.etype().as_str().to_owned(),
-    };
-    match (e.etype(), e.esource()) {
-        (ErrorType::HTTPStatus(code), _) => (*code, what()),
-        (ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout, ErrorSource::Upstream) => {
-            (504, format!("the upstream did not answer in time: {}", what()))
+    /// Sends the request upstream and streams the answer back; the answer's status.
+    async fn forward(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<u16, Failure> {
+        let margin = if matches!(ctx.target, Some(Target::Activator(_))) { ACTIVATOR_MARGIN } else { Duration::ZERO };
+        let deadline = tokio::time::Instant::now() + ctx.timeout + margin;
+        let limit = ctx.timeout + margin;
+        let timed_out = || Failure::Timeout(format!("no answer within {limit:?}"));
+        let buffered = match content_length(session.req_header()) {
+            Some(length) if length <= BUFFERED_BODY => Some(read_whole_body(session, length).await?),
+            Some(_) => None,
+            None if is_chunked(session.req_header()) => None,
+            None => Some(Bytes::new()),
+        };
+        if expects_continue(session.req_header()) && buffered.is_none() {
+            continue_100(session).await?;
         }
-        (_, ErrorSource::Upstream) => (502, format!("the upstream failed: {}", what())),
-        (ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed, ErrorSource::Downstream) => {
-            (0, String::new())
+        let mut attempt = 0;
+        let (mut upstream, response) = loop {
+            attempt += 1;
+            let Some(target) = &ctx.target else {
+                return Err(Failure::NoActivator { revision: revision_name(ctx).to_owned() });
+            };
+            let addr = target.addr();
+            let mut upstream =
+                match tokio::time::timeout_at(deadline, Upstream::get(&self.pool, addr, CONNECT_TIMEOUT)).await {
+                    Ok(Ok(upstream)) => upstream,
+                    Ok(Err(error)) => {
+                        // Nothing was sent: another activator may hold the request instead (a replica that
+                        // refuses is gone between endpoint updates; an activator that refuses is restarting).
+                        if attempt < ATTEMPTS && self.retry_elsewhere(ctx, addr) {
+                            continue;
+                        }
+                        return Err(match error {
+                            UpstreamError::ConnectTimeout => Failure::Timeout(format!("connecting to {addr}")),
+                            UpstreamError::Connect(why) | UpstreamError::Failed(why) => {
+                                Failure::Upstream(format!("connecting to {addr}: {why}"))
+                            }
+                        });
+                    }
+                    Err(_) => return Err(timed_out()),
+                };
+            let request = self.upstream_request(session.req_header(), ctx)?;
+            let sent = match &buffered {
+                Some(body) => {
+                    let request = request.map(|()| Either::Left(Full::new(body.clone())));
+                    tokio::time::timeout_at(deadline, upstream.send(request)).await
+                }
+                None => {
+                    let (sender, body) = Channel::new(1);
+                    let request = request.map(|()| Either::Right(body));
+                    let (sent, pumped) = tokio::join!(
+                        tokio::time::timeout_at(deadline, upstream.send(request)),
+                        pump_body(session, sender)
+                    );
+                    pumped?;
+                    sent
+                }
+            };
+            match sent {
+                Ok(Ok(response)) => break (upstream, response),
+                // A kept-alive connection the upstream closed just before this request (a replica draining
+                // on scale-down) failed before anything was answered: safe to send a buffered body again,
+                // as inference has no side effects; an activator picks a replica that is still there.
+                Ok(Err(UpstreamError::Failed(_)))
+                    if upstream.reused
+                        && buffered.is_some()
+                        && attempt < ATTEMPTS
+                        && self.retry_elsewhere(ctx, addr) => {}
+                Ok(Err(error)) => {
+                    return Err(match error {
+                        UpstreamError::ConnectTimeout => Failure::Timeout(format!("connecting to {addr}")),
+                        UpstreamError::Connect(why) | UpstreamError::Failed(why) => {
+                            Failure::Upstream(format!("{why} (peer {addr})"))
+                        }
+                    });
+                }
+                Err(_) => return Err(timed_out()),
+            }
+        };
+        let (parts, mut body) = response.into_parts();
+        let status = parts.status.as_u16();
+        let mut header = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))
+            .map_err(|e| Failure::Upstream(e.to_string()))?;
+        for (name, value) in &parts.headers {
+            if name != header::CONNECTION && name != "keep-alive" && name != REVISION_HEADER {
+                header.append_header(name.clone(), value.clone()).map_err(|e| Failure::Upstream(e.to_string()))?;
+            }
         }
-        (_, ErrorSource::Downstream) => (400, format!("bad request: {}", what())),
-        (_, ErrorSource::Internal | ErrorSource::Unset) => (500, format!("router error: {}", what())),
+        // Tell the client which revision answered (canary checks, debugging); never trust the upstream's value.
+        header.insert_header(REVISION_HEADER, revision_name(ctx)).map_err(|e| Failure::Upstream(e.to_string()))?;
+        session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)?;
+        ctx.responded = true;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, upstream.drive(body.frame())).await {
+                Err(_) => return Err(timed_out()),
+                Ok(Err(UpstreamError::Failed(why) | UpstreamError::Connect(why))) => {
+                    return Err(Failure::Upstream(why));
+                }
+                Ok(Err(UpstreamError::ConnectTimeout)) => return Err(timed_out()),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(Err(e)))) => return Err(Failure::Upstream(format!("reading the answer: {e}"))),
+                Ok(Ok(Some(Ok(frame)))) => frame,
+            };
+            if let Ok(data) = frame.into_data() {
+                session.write_response_body(data, false).await.map_err(|_| Failure::ClientGone)?;
+            }
+        }
+        upstream.release(&self.pool).await;
+        Ok(status)
+    }
+
+    /// Moves the request to another activator after `failed` could not take it; false when none is ready.
+    fn retry_elsewhere(&self, ctx: &mut RequestCtx, failed: SocketAddr) -> bool {
+        ctx.target = self.another_activator(failed).map(Target::Activator);
+        ctx.target.is_some()
+    }
+
+    /// The request as it goes upstream, without its body: the route's path, no hop-by-hop headers,
+    /// and the revision header only towards an activator.
+    fn upstream_request(&self, req: &RequestHeader, ctx: &RequestCtx) -> Result<http::Request<()>, Failure> {
+        let uri = match &ctx.path {
+            Some(path) => path.parse().map_err(|e| Failure::BadRequest(format!("upstream path: {e}")))?,
+            None => req.uri.clone(),
+        };
+        let mut request = http::Request::builder().method(req.method.clone()).uri(uri).body(()).expect("valid parts");
+        let headers = request.headers_mut();
+        headers.reserve(req.headers.len() + 1);
+        for (name, value) in &req.headers {
+            if !HOP_BY_HOP.contains(&name.as_str()) && name != REVISION_HEADER {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        if let (Some(Target::Activator(_)), Some(key)) = (&ctx.target, &ctx.revision) {
+            let value = HeaderValue::try_from(key.to_string()).map_err(|e| Failure::BadRequest(e.to_string()))?;
+            headers.insert(REVISION_HEADER, value);
+        }
+        Ok(request)
+    }
+
+    fn log(&self, req: &RequestHeader, ctx: &mut RequestCtx, status: u16, error: Option<&Failure>, elapsed: Duration) {
+        // Taking the target drops the replica slot: the request no longer counts as in flight.
+        let target = ctx.target.take();
+        if let Some(in_flight) = ctx.in_flight.take() {
+            in_flight.dec();
+        }
+        let cold_start = ctx.cold_start.take();
+        let revision = revision_name(ctx);
+        self.metrics.answered(&ctx.service, revision, status, elapsed);
+        if let Some(cold_start) = cold_start {
+            self.metrics.cold_start_ended(&ctx.service, revision, cold_start, error.is_none());
+        }
+        if let Some(target) = &target {
+            self.metrics.sent(&ctx.service, revision, target.via());
+        }
+        if let Some(error) = error.filter(|e| !matches!(e, Failure::UnknownService { .. } | Failure::ClientGone)) {
+            tracing::warn!(service = %ctx.service, revision, path = %req.uri, status, %error, "proxying failed");
+        }
+        // The access log is off by default (a line per request costs throughput): RUST_LOG=skiff_router::access=debug.
+        tracing::debug!(
+            target: "skiff_router::access",
+            method = %req.method,
+            host = host_of(req),
+            path = %req.uri,
+            service = %ctx.service,
+            revision,
+            upstream = %target.as_ref().map_or_else(|| "-".to_owned(), |t| t.addr().to_string()),
+            via = target.as_ref().map_or("-", |t| t.via().as_str()),
+            status,
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            error = error.map(tracing::field::display),
+            "request"
+        );
     }
 }
 
@@ -190,187 +355,61 @@ fn host_of(req: &RequestHeader) -> &str {
         .unwrap_or("")
 }
 
-/// `{"error": message}` with `status`: how every request the router answers itself fails, whether
-/// it refused it ([`Rejection`]) or proxying failed ([`failure`]). (Pingora answers a head it
-/// cannot parse with its own empty 400 before any hook runs.)
-async fn respond_error(session: &mut Session, status: u16, message: &str) -> pingora::Result<()> {
-    let body = serde_json::json!({ "error": message }).to_string();
-    respond(session, status, "application/json", Bytes::from(body)).await
+fn content_length(req: &RequestHeader) -> Option<usize> {
+    req.headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
 }
 
-async fn respond(session: &mut Session, status: u16, content_type: &str, body: Bytes) -> pingora::Result<()> {
-    let mut header = ResponseHeader::build(status, Some(2))?;
-    header.insert_header(header::CONTENT_TYPE, content_type)?;
-    header.insert_header(header::CONTENT_LENGTH, body.len())?;
-    session.write_response_header(Box::new(header), false).await?;
-    session.write_response_body(Some(body), true).await
+fn is_chunked(req: &RequestHeader) -> bool {
+    req.headers.get(header::TRANSFER_ENCODING).is_some()
 }
 
-#[async_trait]
-impl ProxyHttp for Proxy {
-    type CTX = RequestCtx;
+fn expects_continue(req: &RequestHeader) -> bool {
+    req.headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
 
-    fn new_ctx(&self) -> RequestCtx {
-        RequestCtx {
-            started: Instant::now(),
-            healthz: false,
-            service: String::new(),
-            revision: None,
-            path: None,
-            timeout: DEFAULT_TIMEOUT,
-            upstream: None,
-            in_flight: None,
-            cold_start: None,
-        }
+/// Tells a client that waits for it (`Expect: 100-continue`) to send its body: the router reads
+/// bodies itself, so it answers for the upstream, as nginx does.
+async fn continue_100(session: &mut ServerSession) -> Result<(), Failure> {
+    let header = ResponseHeader::build(100, Some(0)).map_err(|e| Failure::BadRequest(e.to_string()))?;
+    session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)
+}
+
+/// Reads a body of `length` bytes whole (one chunk needs no copy).
+async fn read_whole_body(session: &mut ServerSession, length: usize) -> Result<Bytes, Failure> {
+    if length == 0 {
+        return Ok(Bytes::new());
     }
-
-    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
-        downstream::head_read();
-        let req = session.req_header();
-        if req.uri.path() == HEALTHZ_PATH {
-            ctx.healthz = true;
-            respond(session, 200, "text/plain", Bytes::from_static(b"ok\n")).await?;
-            return Ok(true);
-        }
-        let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
-        let Err(rejection) = self.route(host_of(req), path, ctx) else { return Ok(false) };
-        respond_error(session, rejection.status(), &rejection.message()).await?;
-        Ok(true)
+    if expects_continue(session.req_header()) {
+        continue_100(session).await?;
     }
-
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
-        let Some(upstream) = ctx.upstream.as_ref() else {
-            return Err(Error::explain(ErrorType::ConnectNoRoute, "no activator is ready"));
-        };
-        let mut peer = HttpPeer::new(upstream_addr(upstream), false, String::new());
-        peer.options.connection_timeout = Some(CONNECT_TIMEOUT);
-        peer.options.idle_timeout = Some(POOL_IDLE_TIMEOUT);
-        let via_activator = matches!(ctx.upstream, Some(Upstream::Activator(_)));
-        peer.options.read_timeout = Some(if via_activator { ctx.timeout + ACTIVATOR_MARGIN } else { ctx.timeout });
-        Ok(Box::new(peer))
+    let read = |e: Box<pingora::Error>| Failure::BadRequest(format!("reading the body: {e}"));
+    let Some(first) = session.read_request_body().await.map_err(read)? else { return Ok(Bytes::new()) };
+    if first.len() >= length {
+        return Ok(first);
     }
+    let mut body = BytesMut::with_capacity(length);
+    body.extend_from_slice(&first);
+    while let Some(chunk) = session.read_request_body().await.map_err(read)? {
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
 
-    async fn upstream_request_filter(
-        &self,
-        _session: &mut Session,
-        upstream_request: &mut RequestHeader,
-        ctx: &mut RequestCtx,
-    ) -> pingora::Result<()> {
-        if let Some(path) = &ctx.path {
-            let uri = path.parse().map_err(|e| Error::because(ErrorType::InternalError, "upstream path", e))?;
-            upstream_request.set_uri(uri);
-        }
-        match (&ctx.upstream, &ctx.revision) {
-            (Some(Upstream::Activator(_)), Some(key)) => {
-                upstream_request.insert_header(REVISION_HEADER, key.to_string())?
+/// Streams the client's body into `sender` while the request is being sent.
+async fn pump_body(
+    session: &mut ServerSession,
+    mut sender: http_body_util::channel::Sender<Bytes>,
+) -> Result<(), Failure> {
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if sender.send_data(chunk).await.is_err() {
+                    // The upstream stopped reading (it answered early or failed): its outcome decides.
+                    return Ok(());
+                }
             }
-            _ => drop(upstream_request.remove_header(REVISION_HEADER)),
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(Failure::BadRequest(format!("reading the body: {e}"))),
         }
-        Ok(())
-    }
-
-    async fn response_filter(
-        &self,
-        _session: &mut Session,
-        upstream_response: &mut ResponseHeader,
-        ctx: &mut RequestCtx,
-    ) -> pingora::Result<()> {
-        // Tell the client which revision answered (canary checks, debugging); never trust the upstream's value.
-        upstream_response.insert_header(REVISION_HEADER, revision_name(ctx))?;
-        Ok(())
-    }
-
-    fn fail_to_connect(
-        &self,
-        _session: &mut Session,
-        _peer: &HttpPeer,
-        ctx: &mut RequestCtx,
-        mut e: Box<Error>,
-    ) -> Box<Error> {
-        // A replica that refuses connections (gone between endpoint updates): give back its slot and let
-        // an activator hold the request instead; an activator that refuses (killed, or not yet out of the
-        // endpoints): another one. Nothing was sent yet, so retrying is safe; Pingora bounds the retries.
-        let failed = ctx.upstream.take().map(|u| upstream_addr(&u));
-        ctx.upstream = self.another_activator(failed).map(Upstream::Activator);
-        e.set_retry(ctx.upstream.is_some());
-        e
-    }
-
-    fn error_while_proxy(
-        &self,
-        peer: &HttpPeer,
-        session: &mut Session,
-        e: Box<Error>,
-        ctx: &mut RequestCtx,
-        client_reused: bool,
-    ) -> Box<Error> {
-        // A kept-alive connection the replica closed just before this request (a replica draining on
-        // scale-down) failed before anything was answered: safe to send again while the body is still
-        // buffered, as inference has no side effects. Pingora marks such errors "reused only"; the retry
-        // goes through an activator, which picks a replica that is still there.
-        let mut e = e.more_context(format!("Peer: {peer}"));
-        if session.as_ref().retry_buffer_truncated() {
-            e.set_retry(false);
-        } else {
-            e.retry.decide_reuse(client_reused);
-        }
-        if e.retry() {
-            let failed = ctx.upstream.take().map(|u| upstream_addr(&u));
-            ctx.upstream = self.another_activator(failed).map(Upstream::Activator);
-            e.set_retry(ctx.upstream.is_some());
-        }
-        e
-    }
-
-    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, _ctx: &mut RequestCtx) -> FailToProxy {
-        let (code, message) = failure(e);
-        if code > 0
-            && let Err(write) = respond_error(session, code, &message).await
-        {
-            tracing::debug!(error = %write, "cannot answer the client with the failure");
-        }
-        FailToProxy { error_code: code, can_reuse_downstream: false }
-    }
-
-    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
-        // Taking the upstream drops the replica slot: the request no longer counts as in flight.
-        let upstream = ctx.upstream.take();
-        let cold_start = ctx.cold_start.take();
-        if let Some(in_flight) = ctx.in_flight.take() {
-            in_flight.dec();
-        }
-        if ctx.healthz {
-            return;
-        }
-        let elapsed = ctx.started.elapsed();
-        // 499 (as nginx): the request failed before any response could be written, e.g. the client left.
-        let status = session.response_written().map_or(if e.is_some() { 499 } else { 0 }, |r| r.status.as_u16());
-        let revision = revision_name(ctx);
-        self.metrics.answered(&ctx.service, revision, status, elapsed);
-        if let Some(cold_start) = cold_start {
-            self.metrics.cold_start_ended(&ctx.service, revision, cold_start, e.is_none() && status > 0);
-        }
-        if let Some(upstream) = &upstream {
-            self.metrics.sent(&ctx.service, revision, via(upstream));
-        }
-        let req = session.req_header();
-        if let Some(error) = e {
-            tracing::warn!(service = %ctx.service, revision, path = %req.uri, status, %error, "proxying failed");
-        }
-        // The access log is off by default (a line per request costs throughput): RUST_LOG=skiff_router::access=debug.
-        tracing::debug!(
-            target: "skiff_router::access",
-            method = %req.method,
-            host = host_of(req),
-            path = %req.uri,
-            service = %ctx.service,
-            revision,
-            upstream = %upstream.as_ref().map_or_else(|| "-".to_owned(), |u| upstream_addr(u).to_string()),
-            via = upstream.as_ref().map_or("-", |u| via(u).as_str()),
-            status,
-            duration_ms = elapsed.as_secs_f64() * 1000.0,
-            error = e.map(tracing::field::display),
-            "request"
-        );
     }
 }

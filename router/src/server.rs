@@ -9,7 +9,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::listening::Service;
@@ -184,9 +183,7 @@ pub(crate) fn start(config: &RouterConfig, proxy: Proxy) -> Result<RouterHandle>
         .name("skiff-router".to_owned())
         .spawn(move || {
             let mut server = Server::new_with_opt_and_conf(None, conf);
-            let mut app = HttpProxy::new(proxy, server.configuration.clone());
-            app.handle_init_modules();
-            let mut service = Service::new("skiff-router".to_owned(), Guarded::new(app, downstream));
+            let mut service = Service::new("skiff-router".to_owned(), Guarded::new(proxy, downstream));
             service.add_tcp(&addr.to_string());
             server.add_service(service);
             server.run(RunArgs { shutdown_signal: Box::new(signal) });

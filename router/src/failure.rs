@@ -1,0 +1,108 @@
+//! Every way a request can fail in the router, and the one place each becomes an HTTP answer:
+//! `{"error": message}` with its status (Pingora itself still answers a head it cannot parse with
+//! its own empty 400 before the router sees it).
+
+use bytes::Bytes;
+use http::header;
+use pingora::http::ResponseHeader;
+use pingora::protocols::http::ServerSession;
+use skiff_http::response::brief_str;
+
+/// Why the router answered a request itself.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// No InferenceService matches (404).
+    UnknownService { host: String, path: String },
+    /// The service has no revision taking traffic (503).
+    NoRevision { service: String },
+    /// No replica has room and no activator is ready (503).
+    NoActivator { revision: String },
+    /// The client's request body could not be read (400).
+    BadRequest(String),
+    /// The upstream could not be reached or failed (502).
+    Upstream(String),
+    /// The upstream did not answer within the timeout (504).
+    Timeout(String),
+    /// The client is gone: nothing can be written (logged as 499).
+    ClientGone,
+}
+
+impl Failure {
+    /// The status answered (499, nginx's "client closed", when nothing can be).
+    pub(crate) fn status(&self) -> u16 {
+        match self {
+            Failure::UnknownService { .. } => 404,
+            Failure::NoRevision { .. } | Failure::NoActivator { .. } => 503,
+            Failure::BadRequest(_) => 400,
+            Failure::Upstream(_) => 502,
+            Failure::Timeout(_) => 504,
+            Failure::ClientGone => 499,
+        }
+    }
+
+    /// The message answered.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Failure::UnknownService { host, path } => {
+                format!("no InferenceService matches host {} and path {}", brief_str(host), brief_str(path))
+            }
+            Failure::NoRevision { service } => format!("InferenceService {service} has no revision taking traffic"),
+            Failure::NoActivator { revision } => {
+                format!("revision {revision} has no ready replica with room and no activator is ready")
+            }
+            Failure::BadRequest(why) => format!("bad request: {why}"),
+            Failure::Upstream(why) => format!("the upstream failed: {why}"),
+            Failure::Timeout(why) => format!("the upstream did not answer in time: {why}"),
+            Failure::ClientGone => "the client went away".to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+/// Answers `failure` as JSON; false when the connection cannot be used any more.
+pub(crate) async fn answer(session: &mut ServerSession, failure: &Failure) -> bool {
+    if matches!(failure, Failure::ClientGone) {
+        return false;
+    }
+    let body = serde_json::json!({ "error": failure.message() }).to_string();
+    respond(session, failure.status(), "application/json", Bytes::from(body)).await
+}
+
+/// Answers with a whole body; false when the connection cannot be used any more.
+pub(crate) async fn respond(session: &mut ServerSession, status: u16, content_type: &str, body: Bytes) -> bool {
+    let Ok(mut header) = ResponseHeader::build(status, Some(2)) else { return false };
+    if header.insert_header(header::CONTENT_TYPE, content_type).is_err()
+        || header.insert_header(header::CONTENT_LENGTH, body.len()).is_err()
+    {
+        return false;
+    }
+    session.write_response_header(Box::new(header)).await.is_ok()
+        && session.write_response_body(body, true).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_has_its_status_and_a_message_naming_the_cause() {
+        let cases = [
+            (Failure::UnknownService { host: "a.example.com".into(), path: "/x".into() }, 404, "host a.example.com"),
+            (Failure::NoRevision { service: "default/iris".into() }, 503, "default/iris"),
+            (Failure::NoActivator { revision: "default/iris-predictor-00001".into() }, 503, "no activator"),
+            (Failure::BadRequest("body ended early".into()), 400, "body ended early"),
+            (Failure::Upstream("connection refused".into()), 502, "the upstream failed"),
+            (Failure::Timeout("after 5 s".into()), 504, "in time"),
+            (Failure::ClientGone, 499, "went away"),
+        ];
+        for (failure, status, text) in cases {
+            assert_eq!(failure.status(), status, "{failure}");
+            assert!(failure.message().contains(text), "{failure}");
+        }
+    }
+}
