@@ -171,7 +171,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         listen: SocketAddr::new(args.bind, args.http_port),
         domain: config.domain.clone(),
         activator: Some(activator_addr),
-        threads: 2,
+        // Half the cores: the replicas and the clients of a load test on the same machine need the rest.
+        threads: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
         grace_period: Duration::from_secs(1),
         ..RouterConfig::default()
     };
