@@ -3,8 +3,9 @@
 //! revisions by weight or tag, and sends each request straight to the least-loaded ready replica
 //! with room, or to the activator (with `x-skiff-revision`) when the revision has none.
 //!
-//! Pure cores: [`table`] (routing) and [`split`] (weighted choice); the Pingora adapter and the
-//! server thread are thin shells around them. On Kubernetes ([`cluster`], the `skiff-router`
+//! Pure cores: [`table`] (routing) and [`split`] (weighted choice); the request path (Pingora's
+//! server and HTTP/1 sessions towards clients, pooled hyper connections towards replicas and
+//! activators) and the server thread are thin shells around them. On Kubernetes ([`cluster`], the `skiff-router`
 //! binary) routes come from InferenceServices and endpoints from EndpointSlices. Routes are rebuilt by the caller and swapped in with
 //! [`Router::publish`] without blocking requests.
 //!
