@@ -2,11 +2,15 @@
 //! `{"error": message}` with its status (Pingora itself still answers a head it cannot parse with
 //! its own empty 400 before the router sees it).
 
+use std::net::SocketAddr;
+
 use bytes::Bytes;
 use http::header;
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::ServerSession;
 use skiff_http::response::brief_str;
+
+use crate::upstream::UpstreamError;
 
 /// Why the router answered a request itself.
 #[derive(Debug)]
@@ -28,6 +32,15 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
+    /// What an exchange with the upstream at `addr` failing means for the client.
+    pub(crate) fn upstream(error: UpstreamError, addr: SocketAddr) -> Failure {
+        match error {
+            UpstreamError::ConnectTimeout => Failure::Timeout(format!("connecting to {addr}")),
+            UpstreamError::Connect(why) => Failure::Upstream(format!("connecting to {addr}: {why}")),
+            UpstreamError::Failed(why) => Failure::Upstream(format!("{why} (peer {addr})")),
+        }
+    }
+
     /// The status answered (499, nginx's "client closed", when nothing can be).
     pub(crate) fn status(&self) -> u16 {
         match self {

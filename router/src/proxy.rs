@@ -12,11 +12,13 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, header};
 use http_body_util::channel::Channel;
 use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::protocols::http::ServerSession;
 use prometheus_client::metrics::gauge::Gauge;
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
+use tokio::time::Instant as Deadline;
 
 use crate::failure::{self, Failure};
 use crate::metrics::{ColdStartRequest, RouterMetrics, Via};
@@ -40,8 +42,9 @@ const ACTIVATOR_MARGIN: Duration = Duration::from_secs(5);
 const BUFFERED_BODY: usize = 64 * 1024;
 /// Connections tried for one request: its upstream, then activators.
 const ATTEMPTS: usize = 3;
-/// Request headers that describe one hop, not the request (RFC 9110 §7.6.1), and the revision
-/// header clients may not set.
+/// Request headers not passed upstream: those that describe one hop, not the request (RFC 9110
+/// §7.6.1), and `Expect`, which the router answers itself. (Clients may not set the revision header
+/// either.)
 const HOP_BY_HOP: [&str; 7] =
     ["connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "expect"];
 
@@ -170,42 +173,69 @@ impl Proxy {
     /// Sends the request upstream and streams the answer back; the answer's status.
     async fn forward(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<u16, Failure> {
         let margin = if matches!(ctx.target, Some(Target::Activator(_))) { ACTIVATOR_MARGIN } else { Duration::ZERO };
-        let deadline = tokio::time::Instant::now() + ctx.timeout + margin;
         let limit = ctx.timeout + margin;
-        let timed_out = || Failure::Timeout(format!("no answer within {limit:?}"));
-        let buffered = match content_length(session.req_header()) {
-            Some(length) if length <= BUFFERED_BODY => Some(read_whole_body(session, length).await?),
-            Some(_) => None,
-            None if is_chunked(session.req_header()) => None,
-            None => Some(Bytes::new()),
-        };
-        if expects_continue(session.req_header()) && buffered.is_none() {
+        let deadline = Deadline::now() + limit;
+        let length = content_length(session.req_header());
+        let has_body = length.map_or_else(|| is_chunked(session.req_header()), |n| n > 0);
+        if has_body && expects_continue(session.req_header()) {
             continue_100(session).await?;
         }
-        let mut attempt = 0;
-        let (mut upstream, response) = loop {
-            attempt += 1;
-            let Some(target) = &ctx.target else {
-                return Err(Failure::NoActivator { revision: revision_name(ctx).to_owned() });
+        let buffered = match length {
+            Some(length) if length <= BUFFERED_BODY => Some(read_whole_body(session, length).await?),
+            _ if has_body => None,
+            _ => Some(Bytes::new()),
+        };
+        let (addr, mut upstream, response) = self.send(session, ctx, buffered, (deadline, limit)).await?;
+        let (parts, mut body) = response.into_parts();
+        let status = parts.status.as_u16();
+        let mut header = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))
+            .map_err(|e| Failure::Upstream(e.to_string()))?;
+        for (name, value) in &parts.headers {
+            if name != header::CONNECTION && name != "keep-alive" && name != REVISION_HEADER {
+                header.append_header(name.clone(), value.clone()).map_err(|e| Failure::Upstream(e.to_string()))?;
+            }
+        }
+        // Tell the client which revision answered (canary checks, debugging); never trust the upstream's value.
+        header.insert_header(REVISION_HEADER, revision_name(ctx)).map_err(|e| Failure::Upstream(e.to_string()))?;
+        session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)?;
+        ctx.responded = true;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, upstream.drive(body.frame())).await {
+                Err(_) => return Err(timed_out(limit)),
+                Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(Err(e)))) => return Err(Failure::Upstream(format!("reading the answer: {e}"))),
+                Ok(Ok(Some(Ok(frame)))) => frame,
             };
+            if let Ok(data) = frame.into_data() {
+                session.write_response_body(data, false).await.map_err(|_| Failure::ClientGone)?;
+            }
+        }
+        upstream.release(&self.pool).await;
+        Ok(status)
+    }
+
+    /// Sends the request to its target, or to activators when the target cannot take it, until a
+    /// response head arrives before `deadline` (`limit` after the start): the address that
+    /// answered, its connection and the response.
+    async fn send(
+        &self,
+        session: &mut ServerSession,
+        ctx: &mut RequestCtx,
+        buffered: Option<Bytes>,
+        (deadline, limit): (Deadline, Duration),
+    ) -> Result<(SocketAddr, Upstream, http::Response<Incoming>), Failure> {
+        for attempt in 1..=ATTEMPTS {
+            let Some(target) = &ctx.target else { break };
             let addr = target.addr();
             let mut upstream =
                 match tokio::time::timeout_at(deadline, Upstream::get(&self.pool, addr, CONNECT_TIMEOUT)).await {
                     Ok(Ok(upstream)) => upstream,
-                    Ok(Err(error)) => {
-                        // Nothing was sent: another activator may hold the request instead (a replica that
-                        // refuses is gone between endpoint updates; an activator that refuses is restarting).
-                        if attempt < ATTEMPTS && self.retry_elsewhere(ctx, addr) {
-                            continue;
-                        }
-                        return Err(match error {
-                            UpstreamError::ConnectTimeout => Failure::Timeout(format!("connecting to {addr}")),
-                            UpstreamError::Connect(why) | UpstreamError::Failed(why) => {
-                                Failure::Upstream(format!("connecting to {addr}: {why}"))
-                            }
-                        });
-                    }
-                    Err(_) => return Err(timed_out()),
+                    // Nothing was sent: another activator may hold the request instead (a replica that
+                    // refuses is gone between endpoint updates; an activator that refuses is restarting).
+                    Ok(Err(_)) if attempt < ATTEMPTS && self.retry_elsewhere(ctx, addr) => continue,
+                    Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
+                    Err(_) => return Err(timed_out(limit)),
                 };
             let request = self.upstream_request(session.req_header(), ctx)?;
             let sent = match &buffered {
@@ -225,7 +255,7 @@ impl Proxy {
                 }
             };
             match sent {
-                Ok(Ok(response)) => break (upstream, response),
+                Ok(Ok(response)) => return Ok((addr, upstream, response)),
                 // A kept-alive connection the upstream closed just before this request (a replica draining
                 // on scale-down) failed before anything was answered: safe to send a buffered body again,
                 // as inference has no side effects; an activator picks a replica that is still there.
@@ -234,47 +264,11 @@ impl Proxy {
                         && buffered.is_some()
                         && attempt < ATTEMPTS
                         && self.retry_elsewhere(ctx, addr) => {}
-                Ok(Err(error)) => {
-                    return Err(match error {
-                        UpstreamError::ConnectTimeout => Failure::Timeout(format!("connecting to {addr}")),
-                        UpstreamError::Connect(why) | UpstreamError::Failed(why) => {
-                            Failure::Upstream(format!("{why} (peer {addr})"))
-                        }
-                    });
-                }
-                Err(_) => return Err(timed_out()),
-            }
-        };
-        let (parts, mut body) = response.into_parts();
-        let status = parts.status.as_u16();
-        let mut header = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))
-            .map_err(|e| Failure::Upstream(e.to_string()))?;
-        for (name, value) in &parts.headers {
-            if name != header::CONNECTION && name != "keep-alive" && name != REVISION_HEADER {
-                header.append_header(name.clone(), value.clone()).map_err(|e| Failure::Upstream(e.to_string()))?;
+                Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
+                Err(_) => return Err(timed_out(limit)),
             }
         }
-        // Tell the client which revision answered (canary checks, debugging); never trust the upstream's value.
-        header.insert_header(REVISION_HEADER, revision_name(ctx)).map_err(|e| Failure::Upstream(e.to_string()))?;
-        session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)?;
-        ctx.responded = true;
-        loop {
-            let frame = match tokio::time::timeout_at(deadline, upstream.drive(body.frame())).await {
-                Err(_) => return Err(timed_out()),
-                Ok(Err(UpstreamError::Failed(why) | UpstreamError::Connect(why))) => {
-                    return Err(Failure::Upstream(why));
-                }
-                Ok(Err(UpstreamError::ConnectTimeout)) => return Err(timed_out()),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(Err(e)))) => return Err(Failure::Upstream(format!("reading the answer: {e}"))),
-                Ok(Ok(Some(Ok(frame)))) => frame,
-            };
-            if let Ok(data) = frame.into_data() {
-                session.write_response_body(data, false).await.map_err(|_| Failure::ClientGone)?;
-            }
-        }
-        upstream.release(&self.pool).await;
-        Ok(status)
+        Err(Failure::NoActivator { revision: revision_name(ctx).to_owned() })
     }
 
     /// Moves the request to another activator after `failed` could not take it; false when none is ready.
@@ -341,6 +335,10 @@ impl Proxy {
     }
 }
 
+fn timed_out(limit: Duration) -> Failure {
+    Failure::Timeout(format!("no answer within {limit:?}"))
+}
+
 /// The name of the revision the request went to ("" before one is chosen).
 fn revision_name(ctx: &RequestCtx) -> &str {
     ctx.revision.as_ref().map_or("", |key| key.name.as_str())
@@ -378,9 +376,6 @@ async fn continue_100(session: &mut ServerSession) -> Result<(), Failure> {
 async fn read_whole_body(session: &mut ServerSession, length: usize) -> Result<Bytes, Failure> {
     if length == 0 {
         return Ok(Bytes::new());
-    }
-    if expects_continue(session.req_header()) {
-        continue_100(session).await?;
     }
     let read = |e: Box<pingora::Error>| Failure::BadRequest(format!("reading the body: {e}"));
     let Some(first) = session.read_request_body().await.map_err(read)? else { return Ok(Bytes::new()) };

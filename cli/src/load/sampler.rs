@@ -14,8 +14,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
-use serde::Deserialize;
 use skiff_api::labels::{INFERENCE_SERVICE, REVISION_NAME};
+
+use crate::standalone::status::Status;
 
 /// The admin port `skiff up` listens on unless told otherwise.
 pub const DEFAULT_ADMIN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9091));
@@ -107,34 +108,9 @@ impl ReplicaSource for SkiffUp {
     }
 }
 
-#[derive(Deserialize)]
-struct StatusDoc {
-    #[serde(default)]
-    services: Vec<ServiceDoc>,
-}
-
-#[derive(Deserialize)]
-struct ServiceDoc {
-    name: String,
-    namespace: String,
-    #[serde(default)]
-    revisions: Vec<RevisionDoc>,
-}
-
-#[derive(Deserialize)]
-struct RevisionDoc {
-    name: String,
-    #[serde(default)]
-    desired: u32,
-    #[serde(default)]
-    ready: u32,
-    #[serde(default)]
-    replicas: Vec<String>,
-}
-
 /// The service's revisions in a `skiff up` status document (fields it does not know are ignored).
 pub fn from_status(body: &[u8], service: &Service) -> anyhow::Result<Snapshot> {
-    let status: StatusDoc = serde_json::from_slice(body).context("the admin endpoint's /status is not skiff up's")?;
+    let status: Status = serde_json::from_slice(body).context("the admin endpoint's /status is not skiff up's")?;
     let found = status.services.iter().find(|s| s.name == service.name && s.namespace == service.namespace);
     let Some(found) = found else {
         let names: Vec<String> = status.services.iter().map(|s| format!("{}/{}", s.namespace, s.name)).collect();
@@ -282,9 +258,11 @@ mod tests {
 
     #[test]
     fn skiff_up_status_gives_revisions_and_tolerates_new_fields() {
-        let body = br#"{"services":[{"name":"iris","namespace":"default","url":"u","newField":1,
-            "revisions":[{"name":"iris-predictor-00001","desired":2,"ready":1,"replicas":["127.0.0.1:4000"],
-            "coldStarts":3}]}],"errors":[]}"#;
+        let body = br#"{"services":[{"name":"iris","namespace":"default","url":"u","ready":true,"file":"f",
+            "newField":1,"latestCreatedRevision":null,"latestReadyRevision":null,"latestRolledoutRevision":null,
+            "previousRolledoutRevision":null,"revisions":[{"name":"iris-predictor-00001","percent":100,"tag":null,
+            "desired":2,"ready":1,"restarts":0,"lastStartMs":null,"lastSpawnMs":null,"replicas":["127.0.0.1:4000"],
+            "queued":0,"coldStarts":3}]}],"errors":[]}"#;
         let snapshot = from_status(body, &iris()).unwrap();
         assert_eq!(
             snapshot.revisions,

@@ -10,7 +10,7 @@ mod events;
 mod logs;
 mod manifests;
 mod signal;
-mod status;
+pub(crate) mod status;
 mod web;
 
 use std::net::{IpAddr, SocketAddr};
