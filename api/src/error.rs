@@ -25,6 +25,14 @@ pub enum Error {
     /// The manifest is not a YAML InferenceService.
     #[error("not a valid InferenceService manifest: {0}")]
     Parse(String),
+    /// An image map file cannot be read or parsed ([`crate::image`]).
+    #[error("image map {path}: {message}")]
+    ImageMap {
+        /// The file that was read.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A value could not be written as YAML (the generated CRD).
     #[error("cannot write YAML: {0}")]
     Yaml(String),

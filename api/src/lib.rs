@@ -2,13 +2,15 @@
 //! field a user wrote, their validation with errors naming the field ([`validate`]), revisions
 //! ([`revision`]) and their rollout and canary traffic split ([`traffic`]), the bridge to the
 //! autoscaler's per-revision settings ([`scaling`]), and what `skiff up` and the operator must
-//! agree on about a revision's pods ([`serving`]).
+//! agree on about a revision's pods ([`serving`]), and how a container image runs as a local
+//! program without a container runtime (the node agent and `skiff up`, [`image`]).
 //!
 //! For Kubernetes the same types generate the CustomResourceDefinition ([`resource`], [`schema`],
 //! [`status`]; the `crdgen` binary prints it) and name the labels of the objects the operator
 //! creates ([`labels`]).
 
 pub mod error;
+pub mod image;
 pub mod isvc;
 pub mod labels;
 pub mod resource;

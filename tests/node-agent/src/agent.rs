@@ -120,7 +120,7 @@ pub async fn run(config: Config) -> Result<()> {
         logs,
     });
     if let Some(map) = &config.image_map {
-        match crate::image::ImageMap::load(map) {
+        match skiff_api::image::ImageMap::load(map) {
             Ok(m) => info!(path = %map.display(), entries = m.len(), "image map loaded"),
             Err(e) => warn!(error = %e, "image map unreadable (it is read again for each container start)"),
         }

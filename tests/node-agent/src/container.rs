@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 use nix::sys::signal::Signal;
+use skiff_api::image::{Resolved, expand_all, image_id, resolve};
 use std::os::unix::process::ExitStatusExt;
 use tokio::process::Child;
 use tokio::sync::{mpsc, watch};
@@ -16,8 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::env::{PodFacts, container_env, expand_all};
-use crate::image::{Resolved, image_id, resolve};
+use crate::env::{PodFacts, container_env};
 use crate::pod::PodShared;
 use crate::probe::{ProbeAction, ProbeRole, ProbeSpec, action};
 use crate::probe_run::{self, ProbeEvent, ProbeTarget};

@@ -1,9 +1,11 @@
-//! Container environment (pure): `env`, `envFrom`, `valueFrom` and `$(VAR)` expansion, the way
-//! the kubelet builds it. ConfigMaps and Secrets are fetched beforehand by the caller and passed in.
+//! Container environment (pure): `env`, `envFrom`, `valueFrom` and `$(VAR)` expansion
+//! ([`skiff_api::image::expand`]), the way the kubelet builds it. ConfigMaps and Secrets are
+//! fetched beforehand by the caller and passed in.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use skiff_api::image::expand;
 
 /// Key/value data of the ConfigMaps and Secrets a pod refers to, by name (Secret values decoded).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,50 +169,6 @@ fn render_map(map: Option<&BTreeMap<String, String>>) -> String {
     map.into_iter().flatten().map(|(k, v)| format!("{k}={v:?}\n")).collect()
 }
 
-/// Kubernetes `$(VAR)` expansion: `$(NAME)` becomes the value when `NAME` is known and stays as
-/// written otherwise; `$$` is an escaped `$`.
-pub fn expand<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(body) = after.strip_prefix('(') {
-            match body.find(')') {
-                Some(end) => {
-                    let name = &body[..end];
-                    match lookup(name) {
-                        Some(v) => out.push_str(v),
-                        None => {
-                            out.push_str("$(");
-                            out.push_str(name);
-                            out.push(')');
-                        }
-                    }
-                    rest = &body[end + 1..];
-                }
-                None => {
-                    out.push_str("$(");
-                    rest = body;
-                }
-            }
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Expands `$(VAR)` in a container's command or args against its final environment.
-pub fn expand_all(items: &[String], env: &[(String, String)]) -> Vec<String> {
-    items.iter().map(|s| expand(s, |name| lookup(env, name))).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +176,7 @@ mod tests {
         ConfigMapEnvSource, ConfigMapKeySelector, EnvFromSource, EnvVarSource, ObjectFieldSelector, PodSpec,
     };
     use kube::api::ObjectMeta;
+    use skiff_api::image::expand_all;
 
     fn pod() -> Pod {
         Pod {
@@ -245,17 +204,6 @@ mod tests {
 
     fn plain(name: &str, value: &str) -> EnvVar {
         EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
-    }
-
-    #[test]
-    fn expansion_rules() {
-        let vars = [("A".to_string(), "1".to_string())];
-        let l = |n: &str| lookup(&vars, n);
-        assert_eq!(expand("x$(A)y", l), "x1y");
-        assert_eq!(expand("$(B)", l), "$(B)");
-        assert_eq!(expand("$$(A)", l), "$(A)");
-        assert_eq!(expand("cost $5 $(", l), "cost $5 $(");
-        assert_eq!(expand("", l), "");
     }
 
     #[test]

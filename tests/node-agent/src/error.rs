@@ -43,14 +43,6 @@ pub enum Error {
         /// What it printed on stderr (trimmed).
         stderr: String,
     },
-    /// The image map file could not be parsed.
-    #[error("image map {path}: {message}")]
-    ImageMap {
-        /// The file that was read.
-        path: PathBuf,
-        /// The parser's message.
-        message: String,
-    },
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -5,12 +5,12 @@
 //! bridge (`skiff0`, 10.244.0.0/24), volumes are bind-mounted in a private mount namespace,
 //! probes drive readiness and restarts, and pod status goes to the API as the kubelet writes it,
 //! so the real controllers (EndpointSlices, Deployments) work unchanged. Images map to local
-//! programs through an image map file.
+//! programs through an image map file ([`skiff_api::image`], shared with `skiff up`).
 //!
 //! The kubelet API's log endpoint (HTTPS on :10250, client certificates, SubjectAccessReview)
 //! serves each container's log file, so `kubectl logs [-f]` works.
 //!
-//! Layout: pure decisions in [`image`], [`mod@env`], [`probe`], [`restart`], [`status`], [`ipam`],
+//! Layout: pure decisions in [`mod@env`], [`probe`], [`restart`], [`status`], [`ipam`],
 //! [`volumes`], [`logquery`]; the I/O shell in [`agent`], [`pod`], [`container`], [`probe_run`],
 //! [`process`], [`net`], [`node`], [`sandbox`], [`apiproxy`], [`kubelet_api`], [`kubelet_tls`],
 //! [`logfiles`].
@@ -21,7 +21,6 @@ pub mod config;
 pub mod container;
 pub mod env;
 pub mod error;
-pub mod image;
 pub mod ipam;
 pub mod kubelet_api;
 pub mod kubelet_tls;

@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::container::{self, Kind};
 use crate::env::{PodFacts, RefData};
 use crate::error::Error;
-use crate::image::{ImageMap, image_id};
+use skiff_api::image::{ImageMap, image_id};
 use crate::ipam::{Ipam, netns_name, veth_name};
 use crate::logfiles::PodLogs;
 use crate::net::Network;

@@ -1,17 +1,18 @@
-//! Image → local executable mapping (pure).
-//!
-//! There is no container runtime: an image reference such as `ghcr.io/skiff/skiff-server:0.1` names a
-//! local program through a small map file (`{"skiff-server": "/work/main/target/debug/skiff-server"}`).
+//! A container image as a local program, for the runners without a container runtime (the test
+//! cluster's node agent and `skiff up`): an image reference such as `ghcr.io/skiff/skiff-server:0.1`
+//! names a local program through a small map file (`{"skiff-server": "/work/main/target/debug/skiff-server"}`).
 //! A map value is either a path or a list (a program followed by leading arguments). Keys are matched
 //! against the reference from the most to the least specific form: the whole reference, the repository
 //! without tag or digest, the repository without its registry host, and its last path segment.
+//! A container's argv is built as a container runtime builds it ([`resolve`]), after Kubernetes'
+//! `$(VAR)` expansion of its command and args against its environment ([`expand_all`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The image map: image name → program and leading arguments.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -66,7 +67,8 @@ impl ImageMap {
 
     /// Reads and parses a map file.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::ImageMap { path: path.to_path_buf(), message: e.to_string() })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
         Self::parse(&text, &base, path)
     }
@@ -146,7 +148,7 @@ pub fn resolve(map: &ImageMap, image: &str, command: &[String], args: &[String])
             Some(entry) => entry.to_vec(),
             None => {
                 return Resolved::UnknownImage(format!(
-                    "image {image:?} is not in the node agent's image map (tried {:?}) and the container has no command",
+                    "image {image:?} is not in the image map (tried {:?}) and the container has no command",
                     candidates(image)
                 ));
             }
@@ -164,12 +166,72 @@ pub fn image_id(map: &ImageMap, image: &str) -> String {
     }
 }
 
+/// Kubernetes `$(VAR)` expansion: `$(NAME)` becomes the value when `NAME` is known and stays as
+/// written otherwise; `$$` is an escaped `$`.
+pub fn expand<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('(') {
+            match body.find(')') {
+                Some(end) => {
+                    let name = &body[..end];
+                    match lookup(name) {
+                        Some(v) => out.push_str(v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &body[end + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = body;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Expands `$(VAR)` in a container's command or args against its final environment.
+pub fn expand_all(items: &[String], env: &[(String, String)]) -> Vec<String> {
+    items.iter().map(|s| expand(s, |name| lookup(env, name))).collect()
+}
+
+fn lookup<'a>(vars: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    vars.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn v(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn expansion_rules() {
+        let vars = [("A".to_string(), "1".to_string())];
+        let l = |n: &str| lookup(&vars, n);
+        assert_eq!(expand("x$(A)y", l), "x1y");
+        assert_eq!(expand("$(B)", l), "$(B)");
+        assert_eq!(expand("$$(A)", l), "$(A)");
+        assert_eq!(expand("cost $5 $(", l), "cost $5 $(");
+        assert_eq!(expand("", l), "");
+        assert_eq!(expand_all(&["--port=$(A)".to_string()], &vars), ["--port=1"]);
     }
 
     #[test]
