@@ -2,11 +2,13 @@
 //! loop (HTTP/1.1 and h2c) under [`ServeLimits`] (connections, HTTP/2 streams, header and idle
 //! timeouts) and drains in-flight requests on shutdown; [`body`] reads a request body under a size
 //! limit, a deadline and memory budgets; [`response`] builds JSON
-//! answers and turns any [`HttpError`] into `{"error": "..."}` with its status; [`admin`] answers
-//! the admin port's health, readiness and metrics.
+//! answers and turns any [`HttpError`] into `{"error": "..."}` with its status; [`grpc`] holds the
+//! gRPC status trailers proxies answer gRPC calls with; [`admin`] answers the admin port's health,
+//! readiness and metrics.
 
 pub mod admin;
 pub mod body;
+pub mod grpc;
 mod limits;
 pub mod response;
 mod serve;

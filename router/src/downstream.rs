@@ -1,9 +1,13 @@
-//! The client side of the router: Pingora's HTTP/1.1 sessions on each accepted connection, with
+//! The client side of the router: Pingora's HTTP/1.1 sessions on each accepted connection, or its
+//! HTTP/2 sessions when the client opens with HTTP/2's preface (h2c prior knowledge, [`h2c`]), with
 //! what Pingora leaves open closed here. Pingora bounds each *read* of a request head (60 s), not
 //! the head as a whole, so a client trickling a byte at a time could hold a connection for hours,
 //! and it accepts every connection. Each request head gets a deadline counted from when the
 //! connection starts waiting for it (so it also bounds idle keep-alive, as hyper's header timeout
-//! does), and connections past a cap are closed at once.
+//! does), and connections past a cap are closed at once. An HTTP/2 connection counts once against
+//! the cap however many streams it carries (at most 256).
+
+mod h2c;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,6 +87,23 @@ impl ServerApp for Guarded {
         let Ok(_permit) = self.connections.clone().try_acquire_owned() else {
             tracing::warn!(max = self.limits.max_connections, "connection cap reached; closing a new connection");
             return None;
+        };
+        let detected = tokio::time::timeout(self.limits.header_timeout, h2c::detect(stream)).await;
+        let stream = match detected {
+            Ok(Ok((stream, Some(false)))) => stream,
+            Ok(Ok((stream, Some(true)))) => {
+                h2c::serve(self, stream, shutdown).await;
+                return None;
+            }
+            Ok(Ok((_, None))) => return None,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "closing a connection whose first bytes could not be read");
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(timeout = ?self.limits.header_timeout, "closing a connection that sent nothing in time");
+                return None;
+            }
         };
         let mut session = ServerSession::new_http1(stream);
         loop {

@@ -1,6 +1,7 @@
 //! Every way a request can fail in the router, and the one place each becomes an HTTP answer:
-//! `{"error": message}` with its status (Pingora itself still answers a head it cannot parse with
-//! its own empty 400 before the router sees it).
+//! `{"error": message}` with its status, or, to a gRPC call over HTTP/2, HTTP 200 with the gRPC
+//! status and message in trailers (Pingora itself still answers a head it cannot parse with its own
+//! empty 400 before the router sees it).
 
 use std::net::SocketAddr;
 
@@ -8,6 +9,7 @@ use bytes::Bytes;
 use http::header;
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::ServerSession;
+use skiff_http::grpc::{self, Code};
 use skiff_http::response::brief_str;
 
 use crate::upstream::UpstreamError;
@@ -53,6 +55,18 @@ impl Failure {
         }
     }
 
+    /// The gRPC status answered to gRPC calls: gRPC's mapping of the HTTP status, except that a
+    /// timeout says so (`DEADLINE_EXCEEDED`).
+    pub(crate) fn grpc_code(&self) -> Code {
+        match self {
+            Failure::UnknownService { .. } => Code::Unimplemented,
+            Failure::NoRevision { .. } | Failure::NoActivator { .. } | Failure::Upstream(_) => Code::Unavailable,
+            Failure::BadRequest(_) => Code::Internal,
+            Failure::Timeout(_) => Code::DeadlineExceeded,
+            Failure::ClientGone => Code::Cancelled,
+        }
+    }
+
     /// The message answered.
     pub(crate) fn message(&self) -> String {
         match self {
@@ -77,13 +91,28 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Answers `failure` as JSON; false when the connection cannot be used any more.
+/// Answers `failure` as JSON, or as a gRPC status to a gRPC call over HTTP/2; false when the
+/// connection cannot be used any more.
 pub(crate) async fn answer(session: &mut ServerSession, failure: &Failure) -> bool {
     if matches!(failure, Failure::ClientGone) {
         return false;
     }
+    if session.is_http2() && grpc::is_grpc(&session.req_header().headers) {
+        return answer_grpc(session, failure).await;
+    }
     let body = serde_json::json!({ "error": failure.message() }).to_string();
     respond(session, failure.status(), "application/json", Bytes::from(body)).await
+}
+
+/// A gRPC answer without messages: 200, then the status in trailers (which end the stream).
+async fn answer_grpc(session: &mut ServerSession, failure: &Failure) -> bool {
+    let Ok(mut header) = ResponseHeader::build(200, Some(1)) else { return false };
+    if header.insert_header(header::CONTENT_TYPE, grpc::CONTENT_TYPE).is_err() {
+        return false;
+    }
+    let trailers = grpc::trailers(failure.grpc_code(), &failure.message());
+    session.write_response_header(Box::new(header)).await.is_ok()
+        && session.write_response_trailers(trailers).await.is_ok()
 }
 
 /// Answers with a whole body; false when the connection cannot be used any more.
@@ -117,5 +146,13 @@ mod tests {
             assert_eq!(failure.status(), status, "{failure}");
             assert!(failure.message().contains(text), "{failure}");
         }
+    }
+
+    #[test]
+    fn grpc_calls_hear_unavailable_when_nothing_can_serve_them() {
+        assert_eq!(Failure::Upstream("connection refused".into()).grpc_code(), Code::Unavailable);
+        assert_eq!(Failure::NoActivator { revision: "r".into() }.grpc_code(), Code::Unavailable);
+        assert_eq!(Failure::Timeout("after 5 s".into()).grpc_code(), Code::DeadlineExceeded);
+        assert_eq!(Failure::UnknownService { host: "h".into(), path: "/p".into() }.grpc_code(), Code::Unimplemented);
     }
 }

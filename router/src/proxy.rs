@@ -176,16 +176,25 @@ impl Proxy {
         let limit = ctx.timeout + margin;
         let deadline = Deadline::now() + limit;
         let length = content_length(session.req_header());
-        let has_body = length.map_or_else(|| is_chunked(session.req_header()), |n| n > 0);
+        // HTTP/2 frames its body itself: without a Content-Length there is one unless the head ended the stream.
+        let http2 = session.is_http2();
+        let has_body =
+            length.map_or_else(|| is_chunked(session.req_header()) || (http2 && !session.is_body_done()), |n| n > 0);
         if has_body && expects_continue(session.req_header()) {
             continue_100(session).await?;
         }
         let buffered = match length {
+            // Pingora bounds each HTTP/1 read (60 s) but no HTTP/2 one: those wait until the deadline at most.
+            Some(length) if length <= BUFFERED_BODY && http2 => Some(
+                tokio::time::timeout_at(deadline, read_whole_body(session, length))
+                    .await
+                    .map_err(|_| timed_out(limit))??,
+            ),
             Some(length) if length <= BUFFERED_BODY => Some(read_whole_body(session, length).await?),
             _ if has_body => None,
             _ => Some(Bytes::new()),
         };
-        let (addr, mut upstream, response) = self.send(session, ctx, buffered, (deadline, limit)).await?;
+        let (addr, mut upstream, response) = self.send(session, ctx, buffered, http2, (deadline, limit)).await?;
         let (parts, mut body) = response.into_parts();
         let status = parts.status.as_u16();
         let mut header = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))
@@ -207,37 +216,48 @@ impl Proxy {
                 Ok(Ok(Some(Err(e)))) => return Err(Failure::Upstream(format!("reading the answer: {e}"))),
                 Ok(Ok(Some(Ok(frame)))) => frame,
             };
-            if let Ok(data) = frame.into_data() {
-                session.write_response_body(data, false).await.map_err(|_| Failure::ClientGone)?;
+            match frame.into_data() {
+                Ok(data) => session.write_response_body(data, false).await.map_err(|_| Failure::ClientGone)?,
+                // gRPC's status comes in trailers; HTTP/1.1 clients get none (Pingora writes them only over HTTP/2).
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        session.write_response_trailers(trailers).await.map_err(|_| Failure::ClientGone)?;
+                    }
+                }
             }
         }
         upstream.release(&self.pool).await;
         Ok(status)
     }
 
-    /// Sends the request to its target, or to activators when the target cannot take it, until a
-    /// response head arrives before `deadline` (`limit` after the start): the address that
-    /// answered, its connection and the response.
+    /// Sends the request to its target (over HTTP/2 prior knowledge when `http2`), or to activators
+    /// when the target cannot take it, until a response head arrives before `deadline` (`limit`
+    /// after the start): the address that answered, its connection and the response.
     async fn send(
         &self,
         session: &mut ServerSession,
         ctx: &mut RequestCtx,
         buffered: Option<Bytes>,
+        http2: bool,
         (deadline, limit): (Deadline, Duration),
     ) -> Result<(SocketAddr, Upstream, http::Response<Incoming>), Failure> {
         for attempt in 1..=ATTEMPTS {
             let Some(target) = &ctx.target else { break };
             let addr = target.addr();
-            let mut upstream =
-                match tokio::time::timeout_at(deadline, Upstream::get(&self.pool, addr, CONNECT_TIMEOUT)).await {
-                    Ok(Ok(upstream)) => upstream,
-                    // Nothing was sent: another activator may hold the request instead (a replica that
-                    // refuses is gone between endpoint updates; an activator that refuses is restarting).
-                    Ok(Err(_)) if attempt < ATTEMPTS && self.retry_elsewhere(ctx, addr) => continue,
-                    Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
-                    Err(_) => return Err(timed_out(limit)),
-                };
-            let request = self.upstream_request(session.req_header(), ctx)?;
+            let mut upstream = match tokio::time::timeout_at(
+                deadline,
+                Upstream::get(&self.pool, addr, http2, CONNECT_TIMEOUT),
+            )
+            .await
+            {
+                Ok(Ok(upstream)) => upstream,
+                // Nothing was sent: another activator may hold the request instead (a replica that
+                // refuses is gone between endpoint updates; an activator that refuses is restarting).
+                Ok(Err(_)) if attempt < ATTEMPTS && self.retry_elsewhere(ctx, addr) => continue,
+                Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
+                Err(_) => return Err(timed_out(limit)),
+            };
+            let request = self.upstream_request(session.req_header(), ctx, http2)?;
             let sent = match &buffered {
                 Some(body) => {
                     let request = request.map(|()| Either::Left(Full::new(body.clone())));
@@ -248,9 +268,9 @@ impl Proxy {
                     let request = request.map(|()| Either::Right(body));
                     let (sent, pumped) = tokio::join!(
                         tokio::time::timeout_at(deadline, upstream.send(request)),
-                        pump_body(session, sender)
+                        tokio::time::timeout_at(deadline, pump_body(session, sender))
                     );
-                    pumped?;
+                    pumped.map_err(|_| timed_out(limit))??;
                     sent
                 }
             };
@@ -260,7 +280,7 @@ impl Proxy {
                 // on scale-down) failed before anything was answered: safe to send a buffered body again,
                 // as inference has no side effects; an activator picks a replica that is still there.
                 Ok(Err(UpstreamError::Failed(_)))
-                    if upstream.reused
+                    if upstream.reused()
                         && buffered.is_some()
                         && attempt < ATTEMPTS
                         && self.retry_elsewhere(ctx, addr) => {}
@@ -278,17 +298,41 @@ impl Proxy {
     }
 
     /// The request as it goes upstream, without its body: the route's path, no hop-by-hop headers,
-    /// and the revision header only towards an activator.
-    fn upstream_request(&self, req: &RequestHeader, ctx: &RequestCtx) -> Result<http::Request<()>, Failure> {
-        let uri = match &ctx.path {
-            Some(path) => path.parse().map_err(|e| Failure::BadRequest(format!("upstream path: {e}")))?,
+    /// and the revision header only towards an activator. Over HTTP/2 the URI is absolute (its
+    /// `:scheme` and `:authority`, the client's authority kept) and `te: trailers` passes, as gRPC asks.
+    fn upstream_request(
+        &self,
+        req: &RequestHeader,
+        ctx: &RequestCtx,
+        http2: bool,
+    ) -> Result<http::Request<()>, Failure> {
+        let bad_uri = |e: http::Error| Failure::BadRequest(format!("upstream URI: {e}"));
+        let mut uri = match &ctx.path {
+            Some(path) => path.parse().map_err(|e: http::uri::InvalidUri| bad_uri(e.into()))?,
             None => req.uri.clone(),
         };
+        if http2 {
+            let authority = Some(host_of(req)).filter(|host| !host.is_empty()).unwrap_or("localhost");
+            let path = uri.path_and_query().map_or("/", |p| p.as_str());
+            uri = http::Uri::builder()
+                .scheme("http")
+                .authority(authority)
+                .path_and_query(path)
+                .build()
+                .map_err(bad_uri)?;
+        }
         let mut request = http::Request::builder().method(req.method.clone()).uri(uri).body(()).expect("valid parts");
         let headers = request.headers_mut();
         headers.reserve(req.headers.len() + 1);
         for (name, value) in &req.headers {
-            if !HOP_BY_HOP.contains(&name.as_str()) && name != REVISION_HEADER {
+            let passes = if http2 {
+                // `:authority` carries the host; `te` may only say `trailers` over HTTP/2.
+                name != header::HOST
+                    && (!HOP_BY_HOP.contains(&name.as_str()) || (name == header::TE && value == "trailers"))
+            } else {
+                !HOP_BY_HOP.contains(&name.as_str())
+            };
+            if passes && name != REVISION_HEADER {
                 headers.append(name.clone(), value.clone());
             }
         }

@@ -1,9 +1,12 @@
-//! Connections to replicas and activators: HTTP/1.1 over TCP with hyper's client, kept alive in
-//! one pool per router (a mutex held only to push or pop). A connection is driven inside the request's
-//! own task while it is in use — no task and no channel per request, and the request head and a
-//! buffered body leave in one write — and idles unpolled in the pool; one found closed when taken
-//! is dropped. (Pingora's proxy spends a task, a channel and a separate header write per request
-//! here; `docs/benchmarks.md` has the comparison.)
+//! Connections to replicas and activators. HTTP/1.1 requests go over hyper HTTP/1.1 connections
+//! kept alive in one pool per router (a mutex held only to push or pop). Such a connection is driven
+//! inside the request's own task while it is in use — no task and no channel per request, and the
+//! request head and a buffered body leave in one write — and idles unpolled in the pool; one found
+//! closed when taken is dropped. (Pingora's proxy spends a task, a channel and a separate header
+//! write per request here; `docs/benchmarks.md` has the comparison.) HTTP/2 requests go over one
+//! shared, multiplexed HTTP/2 connection per address ([`h2`]).
+
+mod h2;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -33,6 +36,8 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a connection that just answered may take to want the next request before it is dropped.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
 
+pub(crate) use h2::Http2Pool;
+
 /// How an exchange with an upstream failed.
 #[derive(Debug)]
 pub(crate) enum UpstreamError {
@@ -44,26 +49,35 @@ pub(crate) enum UpstreamError {
     Failed(String),
 }
 
-/// One kept-alive connection, in use by one request at a time.
-pub(crate) struct Upstream {
+/// A connection in use by one request: an HTTP/1.1 one of its own, or a stream on a shared HTTP/2 one.
+pub(crate) enum Upstream {
+    /// A kept-alive HTTP/1.1 connection, given back to the pool after the answer.
+    Http1(Http1),
+    /// A handle on the address's shared HTTP/2 connection.
+    Http2(h2::Http2),
+}
+
+/// One kept-alive HTTP/1.1 connection, in use by one request at a time.
+pub(crate) struct Http1 {
     addr: SocketAddr,
     sender: http1::SendRequest<UpstreamBody>,
     connection: Pin<Box<Connection>>,
     /// Taken from the pool rather than opened for this request.
-    pub(crate) reused: bool,
+    reused: bool,
     /// Set when the connection ended; it is not given back.
     closed: bool,
 }
 
 struct Idle {
-    upstream: Upstream,
+    upstream: Http1,
     since: Instant,
 }
 
-/// The router's idle upstream connections, by address.
+/// The router's upstream connections: idle HTTP/1.1 ones by address, and the shared HTTP/2 ones.
 #[derive(Default)]
 pub(crate) struct Pool {
     inner: Mutex<Idles>,
+    http2: Http2Pool,
 }
 
 #[derive(Default)]
@@ -73,34 +87,80 @@ struct Idles {
 }
 
 impl Upstream {
-    /// An idle connection to `addr` from `pool`, or a new one.
+    /// A connection to `addr` from `pool` (HTTP/2 prior knowledge when `http2`), or a new one.
     pub(crate) async fn get(
         pool: &Pool,
         addr: SocketAddr,
+        http2: bool,
         connect_timeout: Duration,
     ) -> Result<Upstream, UpstreamError> {
-        if let Some(upstream) = pool.take(addr) {
-            return Ok(upstream);
+        if http2 {
+            return pool.http2.get(addr, connect_timeout).await.map(Upstream::Http2);
         }
-        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| UpstreamError::ConnectTimeout)?
-            .map_err(|e| UpstreamError::Connect(e.to_string()))?;
-        stream.set_nodelay(true).map_err(|e| UpstreamError::Connect(e.to_string()))?;
+        if let Some(upstream) = pool.take(addr) {
+            return Ok(Upstream::Http1(upstream));
+        }
+        let stream = connect(addr, connect_timeout).await?;
         let (sender, connection) =
             http1::handshake(TokioIo::new(stream)).await.map_err(|e| UpstreamError::Connect(e.to_string()))?;
-        Ok(Upstream { addr, sender, connection: Box::pin(connection), reused: false, closed: false })
+        Ok(Upstream::Http1(Http1 { addr, sender, connection: Box::pin(connection), reused: false, closed: false }))
     }
 
-    /// Runs `work` while driving the connection; fails when the connection ends first.
+    /// True when the connection was used before this request (it may have been closed since).
+    pub(crate) fn reused(&self) -> bool {
+        match self {
+            Upstream::Http1(upstream) => upstream.reused,
+            Upstream::Http2(upstream) => upstream.reused,
+        }
+    }
+
+    /// Runs `work` while driving the connection; fails when the connection ends first. (An HTTP/2
+    /// connection drives itself; a failure shows in `work`'s own result.)
     pub(crate) async fn drive<F: Future>(&mut self, work: F) -> Result<F::Output, UpstreamError> {
+        match self {
+            Upstream::Http1(upstream) => upstream.drive(work).await,
+            Upstream::Http2(_) => Ok(work.await),
+        }
+    }
+
+    /// Sends the request and waits for the response head.
+    pub(crate) async fn send(
+        &mut self,
+        request: http::Request<UpstreamBody>,
+    ) -> Result<http::Response<hyper::body::Incoming>, UpstreamError> {
+        match self {
+            Upstream::Http1(upstream) => upstream.send(request).await,
+            Upstream::Http2(upstream) => upstream.send(request).await,
+        }
+    }
+
+    /// Gives an HTTP/1.1 connection back to `pool` once it can take the next request (at once after
+    /// a whole response), unless it ended. (An HTTP/2 stream has nothing to give back.)
+    pub(crate) async fn release(self, pool: &Pool) {
+        if let Upstream::Http1(upstream) = self {
+            upstream.release(pool).await;
+        }
+    }
+}
+
+/// A TCP connection to `addr`, without Nagle's delay.
+async fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, UpstreamError> {
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| UpstreamError::ConnectTimeout)?
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    stream.set_nodelay(true).map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    Ok(stream)
+}
+
+impl Http1 {
+    async fn drive<F: Future>(&mut self, work: F) -> Result<F::Output, UpstreamError> {
         let out = drive(&mut self.connection, work).await;
         self.closed |= out.is_err();
         out
     }
 
-    /// Sends the request and waits for the response head.
-    pub(crate) async fn send(
+    async fn send(
         &mut self,
         request: http::Request<UpstreamBody>,
     ) -> Result<http::Response<hyper::body::Incoming>, UpstreamError> {
@@ -116,9 +176,7 @@ impl Upstream {
         }
     }
 
-    /// Gives the connection back to `pool` once it can take the next request (at once after a
-    /// whole response), unless it ended.
-    pub(crate) async fn release(mut self, pool: &Pool) {
+    async fn release(mut self, pool: &Pool) {
         if self.closed {
             return;
         }
@@ -153,7 +211,7 @@ impl Pool {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn take(&self, addr: SocketAddr) -> Option<Upstream> {
+    fn take(&self, addr: SocketAddr) -> Option<Http1> {
         loop {
             // Checked outside the lock; one found closed is dropped and the next tried.
             let Idle { mut upstream, since } = self.idles().idle.get_mut(&addr)?.pop()?;
@@ -164,7 +222,7 @@ impl Pool {
         }
     }
 
-    fn put(&self, upstream: Upstream) {
+    fn put(&self, upstream: Http1) {
         let now = Instant::now();
         let mut idles = self.idles();
         let idles = &mut *idles;
