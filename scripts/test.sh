@@ -11,6 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SKIFF_SKIP_BUILD=1 ./scripts/setup.sh
+# KServe's Python SDK (and ONNX Runtime for Python), for the conformance tests of its clients.
+PEERS=kserve bench/peers/setup.sh
 # shellcheck source=/dev/null
 source .ort/env
 cargo fmt --all -- --check

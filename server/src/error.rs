@@ -11,6 +11,14 @@ pub enum Error {
     /// No model has this name (404).
     #[error("model '{0}' not found")]
     ModelNotFound(String),
+    /// The model has no such version (404): each model has one, [`crate::model::MODEL_VERSION`].
+    #[error("model '{model}' has no version '{version}' (it has version {})", crate::model::MODEL_VERSION)]
+    VersionNotFound {
+        /// Model name.
+        model: String,
+        /// The version asked for.
+        version: String,
+    },
     /// No route matches the path (404).
     #[error("no route for {method} {path}")]
     NoRoute {
@@ -57,6 +65,12 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+impl From<Error> for tonic::Status {
+    fn from(error: Error) -> tonic::Status {
+        tonic::Status::new(error.grpc_code(), error.to_string())
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -64,7 +78,7 @@ impl skiff_http::HttpError for Error {
     fn status(&self) -> StatusCode {
         match self {
             Error::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            Error::ModelNotFound(_) | Error::NoRoute { .. } => StatusCode::NOT_FOUND,
+            Error::ModelNotFound(_) | Error::VersionNotFound { .. } | Error::NoRoute { .. } => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Error::Body(e) => e.status(),
             Error::ModelNotReady(_) | Error::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -84,6 +98,24 @@ impl skiff_http::HttpError for Error {
 }
 
 impl Error {
+    /// The gRPC status code, derived from the HTTP status so that both protocols answer one error
+    /// alike: 400 → INVALID_ARGUMENT, 404 → NOT_FOUND, 405 → UNIMPLEMENTED, 408 →
+    /// DEADLINE_EXCEEDED, 413 and a 503 worth retrying (overload, memory budget) →
+    /// RESOURCE_EXHAUSTED, any other 503 → UNAVAILABLE, the rest → INTERNAL.
+    pub fn grpc_code(&self) -> tonic::Code {
+        use skiff_http::HttpError;
+        match self.status() {
+            StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
+            StatusCode::NOT_FOUND => tonic::Code::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => tonic::Code::Unimplemented,
+            StatusCode::REQUEST_TIMEOUT => tonic::Code::DeadlineExceeded,
+            StatusCode::PAYLOAD_TOO_LARGE => tonic::Code::ResourceExhausted,
+            StatusCode::SERVICE_UNAVAILABLE if self.retry_after() => tonic::Code::ResourceExhausted,
+            StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
+            _ => tonic::Code::Internal,
+        }
+    }
+
     /// Shorthand for [`Error::InvalidRequest`].
     pub fn invalid(message: impl Into<String>) -> Error {
         Error::InvalidRequest(message.into())

@@ -1,15 +1,17 @@
 //! `skiff-server`: Skiff's embedded model server. It serves ONNX models through ONNX Runtime
-//! (`ort`, loaded at run time) behind KServe's V1 and V2 REST inference protocols, with a
+//! (`ort`, loaded at run time) behind KServe's V1 and V2 inference protocols (REST with the
+//! binary tensor extension, and gRPC on the same port), with a
 //! container-concurrency gate, optional dynamic batching, Prometheus metrics and a graceful drain.
 //!
 //! The layout is a pure core with a thin I/O shell: [`tensor`], [`codec`] and the model
 //! signature checks are plain functions; [`model`] owns ONNX Runtime and its threads; [`http`]
-//! owns sockets.
+//! owns sockets, and [`grpc`] the gRPC service on them.
 
 pub mod admission;
 pub mod codec;
 pub mod config;
 pub mod error;
+pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod model;

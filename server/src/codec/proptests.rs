@@ -24,7 +24,7 @@ fn spec(inputs: &[(&str, Datatype, &[i64])]) -> ModelSpec {
 
 /// Decodes a V2 body all the way to tensors, as the handler does.
 fn v2_tensors(body: &[u8]) -> Result<Vec<Tensor>> {
-    v2::decode(body)?.inputs.into_iter().map(v2::RequestInput::into_tensor).collect()
+    v2::decode(body)?.take_inputs(&[])
 }
 
 /// An `Ok` holds as many elements as its shape; an `Err` is a 400.

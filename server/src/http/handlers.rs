@@ -16,7 +16,7 @@ use crate::admission::Admission;
 use crate::codec::{v1, v2};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::model::{LoadedModel, Models};
+use crate::model::{LoadedModel, MODEL_VERSION, Models};
 use crate::tensor::Tensor;
 use skiff_http::body::{BodyLimits, Held, Reservation, read_body};
 use skiff_http::response;
@@ -24,6 +24,15 @@ use skiff_http::response;
 /// The response type of every handler: an inference answer holds its request's memory budget
 /// until it is sent.
 type HttpResponse = http::Response<Held<Full<Bytes>, Reservation>>;
+
+/// The server's name in V2 server metadata.
+pub const SERVER_NAME: &str = "skiff-server";
+/// The server's version in V2 server metadata.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The V2 protocol extensions served, in server metadata.
+pub const EXTENSIONS: [&str; 1] = ["binary_tensor_data"];
+/// The platform a model's V2 metadata names.
+pub const PLATFORM: &str = "onnxruntime_onnx";
 
 /// State shared by every connection.
 pub struct App {
@@ -74,8 +83,8 @@ impl Protocol {
 pub async fn handle(app: Arc<App>, request: Request<Incoming>) -> HttpResponse {
     let (parts, body) = request.into_parts();
     match route(&parts.method, parts.uri.path()) {
-        Ok(Route::V1Predict(model)) => infer(&app, model, Protocol::V1, &parts.headers, body).await,
-        Ok(Route::V2Infer(model)) => infer(&app, model, Protocol::V2, &parts.headers, body).await,
+        Ok(Route::V1Predict(name)) => infer(&app, name, None, Protocol::V1, &parts.headers, body).await,
+        Ok(Route::V2Infer(m)) => infer(&app, m.name, m.version, Protocol::V2, &parts.headers, body).await,
         Ok(other) => read_only(&app, other).unwrap_or_else(|e| response::error(&e)).map(Held::from),
         Err(e) => response::error(&e).map(Held::from),
     }
@@ -89,7 +98,7 @@ fn read_only(app: &App, route: Route<'_>) -> Result<http::Response<Full<Bytes>>>
         Route::Ready if app.ready() => ok(json!({ "ready": true })),
         Route::Ready => Err(Error::ModelNotReady(not_ready_names(app))),
         Route::ServerMetadata => {
-            ok(json!({ "name": "skiff-server", "version": env!("CARGO_PKG_VERSION"), "extensions": [] }))
+            ok(json!({ "name": SERVER_NAME, "version": SERVER_VERSION, "extensions": EXTENSIONS }))
         }
         Route::Metrics => {
             let mut response = response::json(StatusCode::OK, app.metrics.encode());
@@ -100,13 +109,23 @@ fn read_only(app: &App, route: Route<'_>) -> Result<http::Response<Full<Bytes>>>
             Ok(response)
         }
         Route::V1List => ok(json!({ "models": app.models.names() })),
-        Route::V1Model(name) | Route::V2ModelReady(name) => {
+        Route::V1Model(name) => {
             app.models.get(name)?;
             ok(json!({ "name": name, "ready": true }))
         }
-        Route::V2Model(name) => {
-            let spec = &app.models.get(name)?.spec;
-            ok(json!({ "name": name, "platform": "onnxruntime_onnx", "inputs": spec.inputs, "outputs": spec.outputs }))
+        Route::V2ModelReady(m) => {
+            app.models.get_version(m.name, m.version)?;
+            ok(json!({ "name": m.name, "ready": true }))
+        }
+        Route::V2Model(m) => {
+            let spec = &app.models.get_version(m.name, m.version)?.spec;
+            ok(json!({
+                "name": m.name,
+                "versions": [MODEL_VERSION],
+                "platform": PLATFORM,
+                "inputs": spec.inputs,
+                "outputs": spec.outputs,
+            }))
         }
         Route::V1Predict(_) | Route::V2Infer(_) => {
             unreachable!("inference routes are handled by `infer`")
@@ -119,10 +138,17 @@ fn not_ready_names(app: &App) -> String {
     if loading.is_empty() { "server is shutting down".to_owned() } else { loading.join(", ") }
 }
 
-async fn infer(app: &App, name: &str, protocol: Protocol, headers: &http::HeaderMap, body: Incoming) -> HttpResponse {
+async fn infer(
+    app: &App,
+    name: &str,
+    version: Option<&str>,
+    protocol: Protocol,
+    headers: &http::HeaderMap,
+    body: Incoming,
+) -> HttpResponse {
     let started = Instant::now();
     let _in_flight = app.metrics.in_flight();
-    let response = match app.models.get(name) {
+    let response = match app.models.get_version(name, version) {
         Ok(model) => run_inference(app, model, protocol, headers, body)
             .await
             .unwrap_or_else(|e| response::error(&e).map(Held::from)),
@@ -140,43 +166,83 @@ async fn run_inference(
     body: Incoming,
 ) -> Result<HttpResponse> {
     let (body, mut held) = read_body(headers, body, &app.body).await?;
-    let spec = &model.spec;
     let (inputs, reply) = match protocol {
         Protocol::V2 => {
-            let request = v2::decode(&body)?;
-            let wanted = request.output_names();
-            spec.check_outputs(&wanted)?;
-            let id = request.id.map_or_else(|| uuid::Uuid::new_v4().to_string(), Cow::into_owned);
-            let tensors = request.inputs.into_iter().map(v2::RequestInput::into_tensor).collect::<Result<Vec<_>>>()?;
-            (spec.check_inputs(tensors)?, Reply::V2 { id, wanted })
+            let (json, binary) = v2::split_binary(headers, &body)?;
+            let mut request = v2::decode(json)?;
+            let inputs = request.take_inputs(binary)?;
+            let id = request.id.take().map_or_else(|| uuid::Uuid::new_v4().to_string(), Cow::into_owned);
+            (
+                inputs,
+                Reply::V2 {
+                    id,
+                    wanted: request.output_names(),
+                    binary: request.binary_outputs(model.spec.outputs.len()),
+                },
+            )
         }
-        Protocol::V1 => (spec.check_inputs(v1::decode(&body, spec)?)?, Reply::V1),
+        Protocol::V1 => (v1::decode(&body, &model.spec)?, Reply::V1),
     };
-    // From here on the tensors stand for the body: it is dropped, and the budget counts them instead.
-    held.add(inputs.iter().map(Tensor::byte_size).sum())?;
-    held.release(body.len());
+    let body_len = body.len();
     drop(body);
-    let _permit = app.admission.admit().await?;
-    let outputs = model.executor.infer(inputs).await?;
+    let wanted = match &reply {
+        Reply::V2 { wanted, .. } => wanted.as_slice(),
+        Reply::V1 => &[],
+    };
+    let outputs = predict(app, model, inputs, wanted, &mut held, body_len).await?;
     let output_bytes = outputs.iter().map(Tensor::byte_size).sum();
-    held.force(output_bytes);
-    let encoded = match reply {
-        Reply::V2 { id, wanted } => v2::encode(&spec.name, &id, &select(outputs, &wanted)),
+    let response = match reply {
+        Reply::V2 { id, binary, .. } => {
+            let encoded = v2::encode(&model.spec.name, &id, &outputs, &binary);
+            held.force(encoded.body.len());
+            match encoded.json_length {
+                None => response::json(StatusCode::OK, encoded.body),
+                Some(length) => {
+                    let mut response = response::bytes(StatusCode::OK, "application/octet-stream", encoded.body);
+                    response.headers_mut().insert(v2::HEADER_LENGTH, length.into());
+                    response
+                }
+            }
+        }
         Reply::V1 => {
             let encoded = v1::encode(&outputs)?;
-            drop(outputs);
-            encoded
+            held.force(encoded.len());
+            response::json(StatusCode::OK, encoded)
         }
     };
+    drop(outputs);
     held.release(output_bytes);
-    held.force(encoded.len());
-    Ok(response::json(StatusCode::OK, encoded).map(|body| Held::new(body, held)))
+    Ok(response.map(|body| Held::new(body, held)))
 }
 
-/// How an inference is answered: V2 with its id and the outputs asked for, or V1.
+/// What every protocol does once its request is decoded: the output names and the inputs are
+/// checked against the model, the budget counts the tensors instead of the body they came from
+/// (`body_len` bytes, already dropped), the request waits for a concurrency slot and runs; the
+/// outputs asked for come back in the order asked, and the budget counts them too.
+pub async fn predict(
+    app: &App,
+    model: &LoadedModel,
+    inputs: Vec<Tensor>,
+    wanted: &[String],
+    held: &mut Reservation,
+    body_len: usize,
+) -> Result<Vec<Tensor>> {
+    let spec = &model.spec;
+    spec.check_outputs(wanted)?;
+    let inputs = spec.check_inputs(inputs)?;
+    held.add(inputs.iter().map(Tensor::byte_size).sum())?;
+    held.release(body_len);
+    let _permit = app.admission.admit().await?;
+    let outputs = model.executor.infer(inputs).await?;
+    held.force(outputs.iter().map(Tensor::byte_size).sum());
+    Ok(select(outputs, wanted))
+}
+
+/// How an inference is answered: V2 with its id, the outputs asked for and which of them go in
+/// binary, or V1.
 enum Reply {
     V1,
-    V2 { id: String, wanted: Vec<String> },
+    V2 { id: String, wanted: Vec<String>, binary: Vec<bool> },
 }
 
 /// Keeps the requested outputs, in request order; all of them when none were named.

@@ -1,15 +1,17 @@
-//! The HTTP shell: routes and handlers; the accept loop and drain are `skiff-http`'s.
+//! The HTTP shell: routes and handlers, and the dispatch of gRPC calls to [`crate::grpc`]; the
+//! accept loop and drain are `skiff-http`'s.
 
 mod handlers;
 mod routes;
 
+use http_body_util::Either;
 use skiff_http::ServeLimits;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-pub use handlers::App;
-pub use routes::{Route, route};
+pub use handlers::{App, EXTENSIONS, PLATFORM, SERVER_NAME, SERVER_VERSION, predict};
+pub use routes::{ModelRef, Route, route};
 
 /// Serves `app` on `listener` under `limits` until `shutdown` completes, then turns readiness
 /// off, serves on for the drain delay (so that load balancers stop sending first), stops
@@ -21,6 +23,15 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         shutdown.await;
         draining.start_draining();
     };
-    let handler = move |request| handlers::handle(app.clone(), request);
+    let handler = move |request: http::Request<hyper::body::Incoming>| {
+        let app = app.clone();
+        async move {
+            if crate::grpc::is_grpc(&request) {
+                crate::grpc::handle(app, request).await.map(Either::Right)
+            } else {
+                handlers::handle(app, request).await.map(Either::Left)
+            }
+        }
+    };
     skiff_http::serve(listener, handler, shutdown, limits).await;
 }

@@ -4,6 +4,15 @@ use http::Method;
 
 use crate::error::{Error, Result};
 
+/// A model named in a V2 path, with the version the path names, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelRef<'a> {
+    /// Model name.
+    pub name: &'a str,
+    /// The `{v}` of `/versions/{v}`.
+    pub version: Option<&'a str>,
+}
+
 /// What a request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
@@ -24,15 +33,15 @@ pub enum Route<'a> {
     /// `POST /v1/models/{m}:predict`
     V1Predict(&'a str),
     /// `GET /v2/models/{m}[/versions/{v}]`
-    V2Model(&'a str),
+    V2Model(ModelRef<'a>),
     /// `GET /v2/models/{m}[/versions/{v}]/ready`
-    V2ModelReady(&'a str),
+    V2ModelReady(ModelRef<'a>),
     /// `POST /v2/models/{m}[/versions/{v}]/infer`
-    V2Infer(&'a str),
+    V2Infer(ModelRef<'a>),
 }
 
 /// Matches a request to a route; 404 for unknown paths, 405 for a known path with the wrong method.
-/// A version in a V2 path is accepted and ignored: each model has one version.
+/// A version in a V2 path is kept for the handler to check.
 pub fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let (route, allowed) = match segments.as_slice() {
@@ -46,11 +55,12 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>> {
             Some(name) if !name.is_empty() => (Route::V1Predict(name), Method::POST),
             _ => (Route::V1Model(model), Method::GET),
         },
-        ["v2", "models", model, rest @ ..] if !model.is_empty() => {
-            let rest = match rest {
-                ["versions", version, rest @ ..] if !version.is_empty() => rest,
-                rest => rest,
+        ["v2", "models", name, rest @ ..] if !name.is_empty() => {
+            let (version, rest) = match rest {
+                ["versions", version, rest @ ..] if !version.is_empty() => (Some(*version), rest),
+                rest => (None, rest),
             };
+            let model = ModelRef { name, version };
             match rest {
                 [] => (Route::V2Model(model), Method::GET),
                 ["ready"] => (Route::V2ModelReady(model), Method::GET),
@@ -81,6 +91,8 @@ mod tests {
     fn kserve_paths_route() {
         let get = Method::GET;
         let post = Method::POST;
+        let iris = ModelRef { name: "iris", version: None };
+        let v3 = ModelRef { name: "iris", version: Some("3") };
         let cases = [
             (&get, "/", Route::Root),
             (&get, "/metrics", Route::Metrics),
@@ -90,12 +102,12 @@ mod tests {
             (&get, "/v1/models", Route::V1List),
             (&get, "/v1/models/iris", Route::V1Model("iris")),
             (&post, "/v1/models/iris:predict", Route::V1Predict("iris")),
-            (&get, "/v2/models/iris", Route::V2Model("iris")),
-            (&get, "/v2/models/iris/versions/3", Route::V2Model("iris")),
-            (&get, "/v2/models/iris/ready", Route::V2ModelReady("iris")),
-            (&get, "/v2/models/iris/versions/3/ready", Route::V2ModelReady("iris")),
-            (&post, "/v2/models/iris/infer", Route::V2Infer("iris")),
-            (&post, "/v2/models/iris/versions/1/infer", Route::V2Infer("iris")),
+            (&get, "/v2/models/iris", Route::V2Model(iris)),
+            (&get, "/v2/models/iris/versions/3", Route::V2Model(v3)),
+            (&get, "/v2/models/iris/ready", Route::V2ModelReady(iris)),
+            (&get, "/v2/models/iris/versions/3/ready", Route::V2ModelReady(v3)),
+            (&post, "/v2/models/iris/infer", Route::V2Infer(iris)),
+            (&post, "/v2/models/iris/versions/3/infer", Route::V2Infer(v3)),
         ];
         for (method, path, want) in cases {
             assert_eq!(route(method, path).unwrap(), want, "{method} {path}");

@@ -17,6 +17,10 @@ pub use spec::{ModelSpec, TensorSpec};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
+/// The one version each model has. KServe's paths and gRPC messages may name a version; this
+/// one, or none, is accepted, and any other is a 404.
+pub const MODEL_VERSION: &str = "1";
+
 /// How models are loaded and run.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
@@ -53,6 +57,17 @@ impl Models {
     pub fn get(&self, name: &str) -> Result<&LoadedModel> {
         let (_, loaded) = self.slots.get(name).ok_or_else(|| Error::ModelNotFound(name.to_owned()))?;
         loaded.get().ok_or_else(|| Error::ModelNotReady(name.to_owned()))
+    }
+
+    /// The loaded model at `version` (none: the one it has); 404 for an unknown model or version.
+    pub fn get_version(&self, name: &str, version: Option<&str>) -> Result<&LoadedModel> {
+        match version {
+            Some(v) if !v.is_empty() && v != MODEL_VERSION => {
+                self.slots.get(name).ok_or_else(|| Error::ModelNotFound(name.to_owned()))?;
+                Err(Error::VersionNotFound { model: name.to_owned(), version: v.to_owned() })
+            }
+            _ => self.get(name),
+        }
     }
 
     /// Model names, sorted.
