@@ -1,10 +1,11 @@
-//! The crate's one error type, and the HTTP status each error maps to (the mapping to a response
-//! lives in [`crate::response::error`]).
+//! The crate's one error type, and the HTTP status and gRPC status each error maps to (the mapping
+//! to a response lives in [`crate::response::error`]).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::StatusCode;
+use skiff_http::grpc::Code;
 
 /// Everything that can go wrong in the activator or the queue-proxy.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +110,30 @@ impl skiff_http::HttpError for Error {
             Error::Overloaded(_) => true,
             Error::Body(e) => e.retry_after(),
             _ => false,
+        }
+    }
+}
+
+impl Error {
+    /// The gRPC status a gRPC call hears: UNAVAILABLE when it may succeed later (held too long,
+    /// nothing ready or reachable), RESOURCE_EXHAUSTED when too much is held already or the body is
+    /// too large, DEADLINE_EXCEEDED when an answer or the body did not arrive in time.
+    pub fn grpc_code(&self) -> Code {
+        use skiff_http::body::BodyError;
+        match self {
+            Error::MissingRevision | Error::Config(_) | Error::Io(_) => Code::Internal,
+            Error::BadRequest(_) | Error::Body(BodyError::Read(_)) => Code::InvalidArgument,
+            Error::UnknownRevision(_) => Code::NotFound,
+            Error::Overloaded(_) | Error::Body(BodyError::TooLarge { .. } | BodyError::OverBudget { .. }) => {
+                Code::ResourceExhausted
+            }
+            Error::UpstreamTimeout { .. } | Error::Body(BodyError::Timeout { .. }) => Code::DeadlineExceeded,
+            Error::NotReady(_)
+            | Error::NoReadyReplica { .. }
+            | Error::NoCapacity { .. }
+            | Error::Unreachable { .. }
+            | Error::Connect { .. }
+            | Error::Upstream { .. } => Code::Unavailable,
         }
     }
 }

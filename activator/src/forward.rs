@@ -1,7 +1,9 @@
 //! Forwarding, the one place both modes send a request to a replica: the outgoing request is
 //! built from the incoming one (hop-by-hop headers and `x-skiff-revision` dropped, body buffered so
-//! it can be sent again), sent over a pooled HTTP/1.1 client, and failures are split into "never
-//! sent" (safe to retry on another replica) and "sent" (never retried).
+//! it can be sent again), sent over a pooled HTTP/1.1 client — or, when it came in over HTTP/2, an
+//! HTTP/2 prior-knowledge one, so that gRPC keeps its `te: trailers` and its answer's trailers —
+//! and failures are split into "never sent" (safe to retry on another replica) and "sent" (never
+//! retried).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -61,15 +63,24 @@ pub struct Outgoing {
     path_and_query: PathAndQuery,
     headers: HeaderMap,
     body: Bytes,
+    /// It came in over HTTP/2 and leaves over HTTP/2.
+    http2: bool,
 }
 
 impl Outgoing {
     /// The request to pass on for `parts` and its buffered `body`.
     pub fn new(parts: &http::request::Parts, body: Bytes) -> Outgoing {
+        let http2 = parts.version == Version::HTTP_2;
         let mut headers = parts.headers.clone();
+        let trailers = headers.get(header::TE).is_some_and(|te| te == "trailers");
         strip_hop_by_hop(&mut headers);
         headers.remove(REVISION_HEADER);
-        if !headers.contains_key(header::HOST)
+        if http2 && trailers {
+            // The one `te` HTTP/2 allows, and gRPC sends it.
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        }
+        if !http2
+            && !headers.contains_key(header::HOST)
             && let Some(authority) = parts.uri.authority()
             && let Ok(host) = HeaderValue::from_str(authority.as_str())
         {
@@ -80,10 +91,10 @@ impl Outgoing {
             Some(pq) if pq.path().starts_with('/') => pq.clone(),
             _ => PathAndQuery::from_static("/"),
         };
-        Outgoing { method: parts.method.clone(), path_and_query, headers, body }
+        Outgoing { method: parts.method.clone(), path_and_query, headers, body, http2 }
     }
 
-    /// The HTTP/1.1 request for the replica at `addr`.
+    /// The request for the replica at `addr`: HTTP/2 when it came in over HTTP/2, else HTTP/1.1.
     pub fn to(&self, addr: SocketAddr) -> Request<Full<Bytes>> {
         let uri = Uri::builder()
             .scheme("http")
@@ -94,16 +105,18 @@ impl Outgoing {
         let mut request = Request::new(Full::new(self.body.clone()));
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = uri;
-        *request.version_mut() = Version::HTTP_11;
+        *request.version_mut() = if self.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
         *request.headers_mut() = self.headers.clone();
         request
     }
 }
 
-/// A pooled HTTP/1.1 client to replicas.
+/// Pooled clients to replicas: HTTP/1.1, and HTTP/2 prior knowledge (one multiplexed connection
+/// per replica) for requests that came in over HTTP/2.
 #[derive(Clone)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Full<Bytes>>,
+    http1: Client<HttpConnector, Full<Bytes>>,
+    http2: Client<HttpConnector, Full<Bytes>>,
 }
 
 impl Default for Forwarder {
@@ -111,8 +124,11 @@ impl Default for Forwarder {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(POOL_IDLE_TIMEOUT).build(connector);
-        Forwarder { client }
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder.pool_idle_timeout(POOL_IDLE_TIMEOUT);
+        let http1 = builder.build(connector.clone());
+        let http2 = builder.http2_only(true).build(connector);
+        Forwarder { http1, http2 }
     }
 }
 
@@ -121,7 +137,8 @@ impl Forwarder {
     /// [`Error::Connect`] means the request was never sent; [`Error::Upstream`] means it may have
     /// been, and no response head came back.
     pub async fn send(&self, addr: SocketAddr, request: &Outgoing) -> Result<Response<Incoming>> {
-        match self.client.request(request.to(addr)).await {
+        let client = if request.http2 { &self.http2 } else { &self.http1 };
+        match client.request(request.to(addr)).await {
             Ok(mut response) => {
                 strip_hop_by_hop(response.headers_mut());
                 *response.version_mut() = Version::default();
@@ -185,12 +202,27 @@ mod tests {
     }
 
     #[test]
-    fn http2_authority_becomes_the_host_header() {
-        let mut incoming = parts(Request::get("http://iris.example.com/v2/health/ready").body(()).unwrap());
-        incoming.version = Version::HTTP_2;
+    fn an_absolute_uri_becomes_the_host_header_over_http1() {
+        let incoming = parts(Request::get("http://iris.example.com/v2/health/ready").body(()).unwrap());
         let request = Outgoing::new(&incoming, Bytes::new()).to(SocketAddr::from(([127, 0, 0, 1], 9000)));
         assert_eq!(request.headers()["host"], "iris.example.com");
         assert_eq!(request.version(), Version::HTTP_11);
+    }
+
+    #[test]
+    fn http2_stays_http2_and_keeps_te_trailers() {
+        let mut incoming = parts(
+            Request::post("http://iris.example.com/inference.GRPCInferenceService/ModelInfer")
+                .header("te", "trailers")
+                .header("content-type", "application/grpc")
+                .body(())
+                .unwrap(),
+        );
+        incoming.version = Version::HTTP_2;
+        let request = Outgoing::new(&incoming, Bytes::new()).to(SocketAddr::from(([127, 0, 0, 1], 9000)));
+        assert_eq!(request.version(), Version::HTTP_2);
+        assert_eq!(request.headers()["te"], "trailers");
+        assert!(!request.headers().contains_key("host"), "HTTP/2 names the host in :authority");
     }
 
     #[test]

@@ -1,9 +1,22 @@
 //! What a proxy needs to know about gRPC to answer a gRPC client itself: whether a request is one,
 //! and the trailers (`grpc-status`, `grpc-message`) that carry its status. A gRPC answer is HTTP 200
 //! with `content-type: application/grpc`, no message, and the status in the trailers; the router
-//! and the activator map their own errors to a [`Code`] and build the answer their way.
+//! and the activator map their own errors to a [`Code`] ([`error`] builds the answer for hyper).
 
+use std::convert::Infallible;
+use std::future::{Ready, ready};
+
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::combinators::WithTrailers;
+use http_body_util::{BodyExt, Empty};
+
+use crate::HttpError;
+use crate::response::{MESSAGE_LIMIT, cut, log};
+
+/// The body of a gRPC error answer: no message, then the status trailers.
+pub type StatusBody = WithTrailers<Empty<Bytes>, Ready<Option<Result<HeaderMap, Infallible>>>>;
 
 /// The content type of gRPC answers.
 pub const CONTENT_TYPE: &str = "application/grpc";
@@ -49,6 +62,17 @@ pub fn trailers(code: Code, message: &str) -> HeaderMap {
     trailers
 }
 
+/// The answer to a gRPC call that failed with `err`: 200, `application/grpc`, and `code` with the
+/// error's message (cut at 1 KiB) in trailers. Logged as [`crate::response::error`] logs.
+pub fn error(err: &impl HttpError, code: Code) -> Response<StatusBody> {
+    log(err);
+    let trailers = trailers(code, &cut(err.to_string(), MESSAGE_LIMIT));
+    let mut response = Response::new(Empty::new().with_trailers(ready(Some(Ok(trailers)))));
+    *response.status_mut() = StatusCode::OK;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    response
+}
+
 /// `text` with every byte outside printable ASCII, and `%`, written as `%XX` (gRPC's grpc-message encoding).
 fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -81,6 +105,25 @@ mod tests {
             assert!(!is_grpc(&content_type(value)), "{value}");
         }
         assert!(!is_grpc(&HeaderMap::new()));
+    }
+
+    #[tokio::test]
+    async fn an_error_answer_is_200_with_the_status_in_trailers() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("held too long")]
+        struct Held;
+        impl HttpError for Held {
+            fn status(&self) -> StatusCode {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+        }
+        let response = error(&Held, Code::Unavailable);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
+        let body = response.into_body().collect().await.unwrap();
+        assert_eq!(body.trailers().unwrap()["grpc-status"], "14");
+        assert_eq!(body.trailers().unwrap()["grpc-message"], "held too long");
+        assert!(body.to_bytes().is_empty());
     }
 
     #[test]

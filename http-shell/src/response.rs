@@ -21,7 +21,7 @@ pub trait HttpError: std::fmt::Display {
 pub const ECHO_LIMIT: usize = 200;
 
 /// Longest error message sent; anything longer is cut with an ellipsis.
-const MESSAGE_LIMIT: usize = 1024;
+pub(crate) const MESSAGE_LIMIT: usize = 1024;
 
 /// `value`'s `Debug` text cut after [`ECHO_LIMIT`] bytes with an ellipsis; formatting stops
 /// there, so a huge value costs no more than a small one.
@@ -63,7 +63,7 @@ impl fmt::Write for Bounded {
 }
 
 /// `message`, cut with an ellipsis past `limit` bytes.
-fn cut(mut message: String, limit: usize) -> String {
+pub(crate) fn cut(mut message: String, limit: usize) -> String {
     let kept = prefix(&message, limit).len();
     if kept < message.len() {
         message.truncate(kept);
@@ -93,18 +93,24 @@ pub fn json_value(status: StatusCode, value: &serde_json::Value) -> Response<Ful
 /// `{"error": "..."}` with the error's status (and `Retry-After` where it asks for one); server
 /// errors are logged at WARN, refusals at DEBUG.
 pub fn error(err: &impl HttpError) -> Response<Full<Bytes>> {
-    let status = err.status();
-    if status.is_server_error() {
-        tracing::warn!(status = status.as_u16(), error = %err, "request failed");
-    } else {
-        tracing::debug!(status = status.as_u16(), error = %err, "request refused");
-    }
+    let status = log(err);
     let message = cut(err.to_string(), MESSAGE_LIMIT);
     let mut response = json_value(status, &serde_json::json!({ "error": message }));
     if err.retry_after() {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     response
+}
+
+/// Logs `err` as failed (a server error) or refused; its status.
+pub(crate) fn log(err: &impl HttpError) -> StatusCode {
+    let status = err.status();
+    if status.is_server_error() {
+        tracing::warn!(status = status.as_u16(), error = %err, "request failed");
+    } else {
+        tracing::debug!(status = status.as_u16(), error = %err, "request refused");
+    }
+    status
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! HTTP/2 cleartext through the router: a gRPC-shaped call (prior knowledge, `application/grpc`,
 //! status in trailers) reaches a warm replica over HTTP/2 and comes back with its body and
 //! trailers; a revision with no ready replica goes to the activator over HTTP/2 with the revision
-//! header; nothing to reach is a gRPC UNAVAILABLE; HTTP/1 clients share the listener.
+//! header, and through the real activator to the replica once it is ready; nothing to reach is a
+//! gRPC UNAVAILABLE; HTTP/1 clients share the listener.
 
 mod support;
 
@@ -14,6 +15,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use skiff_activator::{Activator, Limits, Poker, RevisionConfig};
+use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::Endpoints;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -121,6 +124,54 @@ async fn a_revision_at_zero_sends_http2_to_the_activator() {
     assert_eq!(answer.body, "reply from activator: cold");
     assert_eq!(answer.trailers["grpc-status"], "0");
     assert_eq!(answer.headers["x-seen-revision"], "default/iris-predictor-00001");
+}
+
+/// Counts pokes: the activator asking the autoscaler for a replica.
+#[derive(Default)]
+struct Pokes(std::sync::atomic::AtomicUsize);
+
+impl Poker for Pokes {
+    fn poke(&self, _: &RevisionKey, _: usize) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_scales_a_revision_from_zero_through_the_activator() {
+    let key = RevisionKey::new("default", "iris-predictor-00001");
+    let endpoints = Arc::new(Endpoints::default());
+    let revision = revision(&endpoints, "default/iris-predictor-00001", 1, &[]);
+    let pokes = Arc::new(Pokes::default());
+    let activator = Activator::new(endpoints.clone(), pokes.clone(), Limits::default());
+    activator.upsert_revision(RevisionConfig::new(key.clone())).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let activator_addr = listener.local_addr().unwrap();
+    tokio::spawn(activator.clone().serve(listener, std::future::pending()));
+    let (router, handle) = router(endpoints, activator_addr);
+    router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, None)])]);
+
+    let call = tokio::spawn(grpc_call(handle.listen_addr(), "from zero"));
+    let held = || activator.stats(&key).queued == 1 && pokes.0.load(std::sync::atomic::Ordering::Acquire) >= 1;
+    for _ in 0..2000 {
+        if held() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(held(), "the activator holds the call and asked for a replica");
+
+    let replica = h2_upstream("replica").await;
+    revision.set_ready(vec![revision.replica(replica)]);
+    let answer = call.await.unwrap();
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.body, "reply from replica: from zero");
+    assert_eq!(answer.trailers["grpc-status"], "0", "the status trailer crosses router and activator");
+    assert_eq!(answer.headers["x-skiff-revision"], "iris-predictor-00001");
+    assert_eq!(answer.headers["x-seen-te"], "trailers");
+
+    let warm = grpc_call(handle.listen_addr(), "warm").await;
+    assert_eq!(warm.body, "reply from replica: warm");
+    assert_eq!(warm.trailers["grpc-status"], "0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,7 +33,7 @@ use crate::dispatch::{Target, dispatch};
 use crate::error::{Error, Result};
 use crate::forward::Forwarder;
 use crate::load::Load;
-use crate::response::{self, BoxError, HttpResponse};
+use crate::response::{self, BoxError, Dialect, HttpResponse};
 use metrics::Metrics;
 
 /// One registered revision: its settings and its live counts.
@@ -180,22 +180,24 @@ impl Activator {
         self.metrics.encode()
     }
 
-    /// Answers one request; never fails (errors become `{"error": ...}` responses).
+    /// Answers one request; never fails (errors become `{"error": ...}` responses, or gRPC
+    /// statuses to gRPC calls).
     pub async fn handle<B>(&self, request: Request<B>) -> HttpResponse
     where
         B: Body<Data = Bytes>,
         B::Error: Into<BoxError>,
     {
+        let dialect = Dialect::of(request.headers());
         let revision = match self.revision_of(&request).await {
             Ok(revision) => revision,
             Err(e) => {
-                let response = response::error(&e);
-                self.metrics.answered("", response.status().as_u16());
+                let (status, response) = response::answer(Err(e), dialect);
+                self.metrics.answered("", status.as_u16());
                 return response;
             }
         };
-        let response = self.forward(&revision, request).await.unwrap_or_else(|e| response::error(&e));
-        self.metrics.answered(&revision.name, response.status().as_u16());
+        let (status, response) = response::answer(self.forward(&revision, request).await, dialect);
+        self.metrics.answered(&revision.name, status.as_u16());
         response
     }
 

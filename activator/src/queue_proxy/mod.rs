@@ -30,7 +30,7 @@ use crate::dispatch::{Target, dispatch};
 use crate::error::{Error, Result};
 use crate::forward::Forwarder;
 use crate::load::Load;
-use crate::response::{self, BoxError, HttpResponse};
+use crate::response::{self, BoxError, Dialect, HttpResponse};
 use metrics::Metrics;
 
 /// How long a readiness check of the container may take (Knative's default probe timeout).
@@ -91,7 +91,7 @@ impl QueueProxy {
                 "/healthz" => {
                     return match self.ready().await {
                         Ok(()) => response::json(StatusCode::OK, &serde_json::json!({ "ready": true })),
-                        Err(e) => response::error(&e),
+                        Err(e) => response::error(&e, Dialect::Json),
                     };
                 }
                 _ => {}
@@ -111,8 +111,9 @@ impl QueueProxy {
             wait_seconds: self.metrics.wait_seconds(),
             cold_starts: None,
         };
-        let response = dispatch(&self.forwarder, &target, request).await.unwrap_or_else(|e| response::error(&e));
-        self.metrics.answered(response.status().as_u16());
+        let dialect = Dialect::of(request.headers());
+        let (status, response) = response::answer(dispatch(&self.forwarder, &target, request).await, dialect);
+        self.metrics.answered(status.as_u16());
         response
     }
 
