@@ -1,13 +1,13 @@
-//! Local replicas: `skiff-server` child processes on loopback ports. One supervisor task per
-//! revision converges the children to the desired count, publishes the ready ones to the endpoint
-//! registry (readiness = `/v2/health/ready`, i.e. every model loaded), drains on scale-down with
-//! SIGTERM, and replaces (and counts) replicas that exit on their own, except once `skiff up` is
-//! shutting down: then a replica that exits (Ctrl-C reaches the whole process group) was asked to.
+//! Local replicas: child processes on loopback ports ([`super::replica`]: `skiff-server`, or a
+//! container behind a queue-proxy). One supervisor task per revision converges the replicas to the
+//! desired count, publishes the ready ones to the endpoint registry (readiness =
+//! `/v2/health/ready`, i.e. every model loaded, or the queue-proxy's `/healthz`, i.e. the
+//! container is ready), drains on scale-down with SIGTERM, and replaces (and counts) replicas that
+//! exit on their own, except once `skiff up` is shutting down: then a replica that exits (Ctrl-C
+//! reaches the whole process group) was asked to.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,19 +15,10 @@ use std::time::{Duration, Instant};
 use skiff_dataplane::endpoints::{Replica, RevisionEndpoints};
 use skiff_dataplane::{ReplicaBackend, RevisionKey};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
 use super::logs::ReplicaLogs;
-
-/// How a revision's replicas run `skiff-server`: its arguments for the predictor
-/// ([`skiff_api::serving::server_args`], the operator's too), to which the backend adds a loopback
-/// bind and JSON logs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServeSpec {
-    /// `skiff-server`'s arguments, with `--http-port 0`.
-    pub args: Vec<String>,
-}
+use super::replica::{Launched, Programs, ReplicaSpec, terminate, wait};
 
 /// A revision's replica counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,8 +51,7 @@ struct Counts {
 
 /// The standalone [`ReplicaBackend`].
 pub struct LocalProcesses {
-    server_bin: PathBuf,
-    ort_dylib: PathBuf,
+    programs: Programs,
     revisions: Mutex<HashMap<RevisionKey, Handle>>,
     draining: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Set when `skiff up` shuts down: no replica is started or replaced any more.
@@ -71,11 +61,10 @@ pub struct LocalProcesses {
 }
 
 impl LocalProcesses {
-    /// Replicas run `server_bin` with ONNX Runtime from `ort_dylib`.
-    pub fn new(server_bin: PathBuf, ort_dylib: PathBuf) -> Arc<LocalProcesses> {
+    /// Replicas run `programs`.
+    pub fn new(programs: Programs) -> Arc<LocalProcesses> {
         Arc::new(LocalProcesses {
-            server_bin,
-            ort_dylib,
+            programs,
             revisions: Mutex::new(HashMap::new()),
             draining: Mutex::new(Vec::new()),
             shutting_down: Arc::new(AtomicBool::new(false)),
@@ -90,7 +79,7 @@ impl LocalProcesses {
     }
 
     /// Starts supervising `revision` at zero replicas.
-    pub fn add(&self, revision: &RevisionKey, spec: ServeSpec, endpoints: Arc<RevisionEndpoints>) {
+    pub fn add(&self, revision: &RevisionKey, spec: ReplicaSpec, endpoints: Arc<RevisionEndpoints>) {
         let (desired, wanted) = watch::channel(0);
         let counts = Arc::new(Counts::default());
         let supervisor = Supervisor {
@@ -98,8 +87,7 @@ impl LocalProcesses {
             logs: self.logs.clone(),
             revision: revision.to_string(),
             spec,
-            server_bin: self.server_bin.clone(),
-            ort_dylib: self.ort_dylib.clone(),
+            programs: self.programs.clone(),
             endpoints,
             counts: counts.clone(),
             shutting_down: self.shutting_down.clone(),
@@ -192,9 +180,8 @@ struct Supervisor {
     key: RevisionKey,
     logs: Arc<ReplicaLogs>,
     revision: String,
-    spec: ServeSpec,
-    server_bin: PathBuf,
-    ort_dylib: PathBuf,
+    spec: ReplicaSpec,
+    programs: Programs,
     endpoints: Arc<RevisionEndpoints>,
     counts: Arc<Counts>,
     shutting_down: Arc<AtomicBool>,
@@ -283,7 +270,7 @@ impl Supervisor {
 
     /// Takes the replica doing least out of service (not yet ready first): unpublishes it, waits until
     /// the router and activator hold no slot on it (so nothing is sent over a connection it is about
-    /// to close), then SIGTERMs it, and the server drains what it still has.
+    /// to close), then SIGTERMs its front process, which drains what it still has.
     fn stop_one(&self, children: &mut [Child]) {
         let victim = children
             .iter_mut()
@@ -300,48 +287,49 @@ impl Supervisor {
 
     fn spawn(&self, id: u64, events: mpsc::UnboundedSender<Event>) -> Child {
         let started = Instant::now();
-        let mut command = Command::new(&self.server_bin);
-        command
-            .args(&self.spec.args)
-            .args(["--bind", "127.0.0.1", "--log-format", "json"])
-            .env("ORT_DYLIB_PATH", &self.ort_dylib)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
         let revision = self.revision.clone();
-        let mut process = match command.spawn() {
-            Ok(p) => p,
+        let (logs, key) = (self.logs.clone(), self.key.clone());
+        let log = logs.start(&key, id);
+        let launched = match self.spec.launch(&self.programs, &log) {
+            Ok(launched) => launched,
             Err(e) => {
-                tracing::error!(%revision, error = %e, bin = %self.server_bin.display(), "cannot start a replica");
+                tracing::error!(%revision, error = %e, programs = ?self.programs, "cannot start a replica");
+                logs.finish(&key, id);
                 let _ = events.send(Event::Exited { id });
                 return Child { id, pid: None, replica: None, stopping: false };
             }
         };
-        let pid = process.id();
-        let stderr = process.stderr.take().expect("stderr is piped");
-        let (logs, key) = (self.logs.clone(), self.key.clone());
-        let log = logs.start(&key, id);
+        let Launched { mut front, container, ready_path, front_is_log } = launched;
+        let pid = front.id();
+        let stderr = front.stderr.take().expect("stderr is piped");
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            let mut announced = false;
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(%revision, replica = id, "{line}");
-                if !announced && let Some(addr) = listening_address(&line) {
-                    announced = true;
-                    let listening = Instant::now();
-                    let events = events.clone();
-                    tokio::spawn(async move {
-                        if wait_ready(addr, Duration::from_secs(120)).await {
-                            let _ = events.send(Event::Ready { id, addr, started, listening });
-                        }
-                    });
+            let reader = tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                let mut announced = false;
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::debug!(%revision, replica = id, "{line}");
+                    if !announced && let Some(addr) = listening_address(&line) {
+                        announced = true;
+                        let listening = Instant::now();
+                        let events = events.clone();
+                        tokio::spawn(async move {
+                            if wait_ready(addr, ready_path, Duration::from_secs(120)).await {
+                                let _ = events.send(Event::Ready { id, addr, started, listening });
+                            }
+                        });
+                    }
+                    if front_is_log {
+                        log.push(line);
+                    }
                 }
-                log.push(line);
-            }
-            let _ = process.wait().await;
+                events
+            });
+            wait(front, container).await;
+            let events = reader.await;
             logs.finish(&key, id);
-            let _ = events.send(Event::Exited { id });
+            if let Ok(events) = events {
+                let _ = events.send(Event::Exited { id });
+            }
         });
         Child { id, pid, replica: None, stopping: false }
     }
@@ -355,20 +343,20 @@ async fn terminate_when_unused(pid: u32, replica: Option<Arc<Replica>>) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status().await;
+    terminate(pid).await;
 }
 
-/// The address in skiff-server's `listening` log line.
+/// The address in the `listening` log line of skiff-server or the queue-proxy.
 fn listening_address(line: &str) -> Option<SocketAddr> {
     let log: serde_json::Value = serde_json::from_str(line).ok()?;
     (log["fields"]["message"] == "listening").then(|| log["fields"]["address"].as_str()?.parse().ok())?
 }
 
-/// Polls `/v2/health/ready` every 2 ms until it answers 200, up to `limit`.
-async fn wait_ready(addr: SocketAddr, limit: Duration) -> bool {
+/// Polls `path` every 2 ms until it answers 200, up to `limit`.
+async fn wait_ready(addr: SocketAddr, path: &str, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if ready_once(addr).await {
+        if ready_once(addr, path).await {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -376,9 +364,9 @@ async fn wait_ready(addr: SocketAddr, limit: Duration) -> bool {
     false
 }
 
-async fn ready_once(addr: SocketAddr) -> bool {
+async fn ready_once(addr: SocketAddr, path: &str) -> bool {
     let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else { return false };
-    let request = format!("GET /v2/health/ready HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     let mut head = [0u8; 12];
     stream.write_all(request.as_bytes()).await.is_ok()
         && stream.read_exact(&mut head).await.is_ok()

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use skiff_api::image::ImageMap;
 use skiff_autoscaler::AutoscalerConfig;
 
 /// The file's shape. Every section and key is optional.
@@ -36,11 +37,18 @@ pub struct UpConfig {
     pub autoscaler: AutoscalerConfig,
     /// Requests the activator holds per revision before answering 503.
     pub max_pending: usize,
+    /// The programs custom containers' images name (`skiff up --image-map`; empty by default).
+    pub images: ImageMap,
 }
 
 impl Default for UpConfig {
     fn default() -> Self {
-        UpConfig { domain: "example.com".into(), autoscaler: AutoscalerConfig::default(), max_pending: 1000 }
+        UpConfig {
+            domain: "example.com".into(),
+            autoscaler: AutoscalerConfig::default(),
+            max_pending: 1000,
+            images: ImageMap::default(),
+        }
     }
 }
 
@@ -57,6 +65,7 @@ impl UpConfig {
             domain: file.domain.unwrap_or(defaults.domain),
             autoscaler,
             max_pending: file.activator.max_pending.unwrap_or(defaults.max_pending),
+            images: defaults.images,
         })
     }
 

@@ -16,9 +16,11 @@ use skiff_api::traffic::{Rollout, TrafficTarget};
 use skiff_dataplane::{Plane, ReplicaBackend, RevisionKey, RevisionSpec};
 use skiff_router::{Router, ServiceRoute};
 
-use super::backend::{LocalProcesses, ServeSpec};
+use super::backend::LocalProcesses;
 use super::config::UpConfig;
-use super::manifests::{Manifest, read_folder};
+use super::container::knative_env;
+use super::manifests::{Manifest, Predictor, read_folder};
+use super::replica::{ContainerReplica, ReplicaSpec};
 use super::status::{RevisionStatus, ServiceStatus, Status};
 
 /// The parts of the data plane the controller drives.
@@ -68,7 +70,7 @@ impl Controller {
 
     /// One pass: read the folder, roll revisions, split traffic, publish routes, collect.
     pub fn reconcile(&mut self) {
-        let folder = match read_folder(&self.dir, &self.config.autoscaler) {
+        let folder = match read_folder(&self.dir, &self.config) {
             Ok(folder) => folder,
             Err(e) => {
                 tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the manifest folder");
@@ -247,10 +249,19 @@ fn provision(plane: &DataPlane, config: &UpConfig, key: &RevisionKey, manifest: 
         container_concurrency: predictor.container_concurrency.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
         timeout: timeout_of(manifest),
     };
-    let model_dir = manifest.model_dir.to_string_lossy();
-    let serve = ServeSpec { args: server_args(manifest.isvc.name(), &model_dir, 0, predictor) };
+    let replica = match &manifest.predictor {
+        Predictor::Model(dir) => {
+            ReplicaSpec::Server { args: server_args(manifest.isvc.name(), &dir.to_string_lossy(), 0, predictor) }
+        }
+        Predictor::Container(container) => ReplicaSpec::Container(ContainerReplica {
+            container: container.clone(),
+            env: knative_env(&format!("{}-predictor", manifest.isvc.name()), &key.name),
+            container_concurrency: spec.container_concurrency,
+            timeout_secs: spec.timeout.as_secs(),
+        }),
+    };
     let endpoints = plane.plane.endpoints().get_or_insert(key, spec.container_concurrency);
-    plane.backend.add(key, serve, endpoints);
+    plane.backend.add(key, replica, endpoints);
     let scaling = scaling_spec(&manifest.isvc, &config.autoscaler).expect("manifests are validated when read");
     let initial_pods = scaling.initial_pods();
     plane.plane.provision(&spec, Some(scaling));

@@ -1,23 +1,35 @@
 //! Reading a folder of InferenceService manifests, with the checks standalone mode adds: it serves
-//! ONNX models from `file://` storage (relative paths resolve against the manifest's folder).
+//! ONNX models from `file://` storage (relative paths resolve against the manifest's folder) and
+//! custom containers as local processes ([`ContainerSpec`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use skiff_api::InferenceService;
 use skiff_api::validate::validate;
-use skiff_autoscaler::AutoscalerConfig;
 use skiff_server::model::MODEL_FILE;
 
-/// A valid manifest and where its model lives.
+use super::config::UpConfig;
+use super::container::ContainerSpec;
+
+/// A valid manifest and what its predictor runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     /// The file it came from.
     pub path: PathBuf,
     /// Its content.
     pub isvc: InferenceService,
-    /// The folder holding `model.onnx`.
-    pub model_dir: PathBuf,
+    /// What the predictor runs.
+    pub predictor: Predictor,
+}
+
+/// What a predictor runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predictor {
+    /// `skiff-server` on the folder holding `model.onnx`.
+    Model(PathBuf),
+    /// A custom container.
+    Container(ContainerSpec),
 }
 
 /// What a folder holds: valid manifests by `namespace/name`, and a message per rejected file.
@@ -30,7 +42,7 @@ pub struct Folder {
 }
 
 /// Reads every `*.yaml` / `*.yml` file directly in `dir`.
-pub fn read_folder(dir: &Path, config: &AutoscalerConfig) -> std::io::Result<Folder> {
+pub fn read_folder(dir: &Path, config: &UpConfig) -> std::io::Result<Folder> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
@@ -59,12 +71,24 @@ pub fn read_folder(dir: &Path, config: &AutoscalerConfig) -> std::io::Result<Fol
 }
 
 /// Parses and checks one manifest; the error names the field.
-pub fn parse(path: &Path, text: &str, config: &AutoscalerConfig) -> Result<Manifest, String> {
+pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, String> {
     let isvc = InferenceService::from_yaml(text).map_err(|e| e.to_string())?;
-    validate(&isvc, config).map_err(|e| e.to_string())?;
-    let predictor = &isvc.spec.predictor;
-    let Some(model) = &predictor.model else {
-        return Err("spec.predictor: skiff up serves `model` predictors; custom containers and framework \
+    validate(&isvc, &config.autoscaler).map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let spec = &isvc.spec.predictor;
+    let predictor = match (&spec.model, &spec.containers) {
+        (None, Some(containers)) => {
+            Predictor::Container(ContainerSpec::parse("spec.predictor.containers", containers, &config.images, base)?)
+        }
+        _ => Predictor::Model(model_dir(&isvc, base)?),
+    };
+    Ok(Manifest { path: path.to_owned(), isvc, predictor })
+}
+
+/// The folder of a `model` predictor's ONNX model.
+fn model_dir(isvc: &InferenceService, base: &Path) -> Result<PathBuf, String> {
+    let Some(model) = &isvc.spec.predictor.model else {
+        return Err("spec.predictor: skiff up serves `model` predictors and custom `containers`; framework \
                     shorthands need the Kubernetes mode"
             .to_owned());
     };
@@ -78,12 +102,11 @@ pub fn parse(path: &Path, text: &str, config: &AutoscalerConfig) -> Result<Manif
     let Some(location) = uri.strip_prefix("file://") else {
         return Err(format!("spec.predictor.model.storageUri: skiff up reads file:// URIs, not {uri:?}"));
     };
-    let base = path.parent().unwrap_or(Path::new("."));
     let model_dir = base.join(location);
     if !model_dir.join(MODEL_FILE).is_file() {
         return Err(format!("spec.predictor.model.storageUri: {} holds no {MODEL_FILE}", model_dir.display()));
     }
-    Ok(Manifest { path: path.to_owned(), isvc, model_dir })
+    Ok(model_dir)
 }
 
 #[cfg(test)]
@@ -96,10 +119,11 @@ mod tests {
 
     #[test]
     fn the_examples_are_valid() {
-        let folder = read_folder(&examples(), &AutoscalerConfig::default()).unwrap();
+        let folder = read_folder(&examples(), &UpConfig::default()).unwrap();
         assert_eq!(folder.errors, Vec::<String>::new());
         assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["default/adder", "default/iris", "default/mlp"]);
-        assert!(folder.manifests["default/iris"].model_dir.join(MODEL_FILE).is_file());
+        let Predictor::Model(dir) = &folder.manifests["default/iris"].predictor else { panic!("a model") };
+        assert!(dir.join(MODEL_FILE).is_file());
     }
 
     #[test]
@@ -110,7 +134,7 @@ mod tests {
         std::fs::write(tmp.path().join("b-sk.yaml"), iris.replace("name: onnx", "name: sklearn")).unwrap();
         std::fs::write(tmp.path().join("c-missing.yaml"), iris.clone()).unwrap();
         std::fs::write(tmp.path().join("notes.txt"), "ignored").unwrap();
-        let folder = read_folder(tmp.path(), &AutoscalerConfig::default()).unwrap();
+        let folder = read_folder(tmp.path(), &UpConfig::default()).unwrap();
         assert!(folder.manifests.is_empty());
         let errors = folder.errors.join("\n");
         assert!(errors.contains("a-bad.yaml: spec.predictor.minReplicas: 9 is more than maxReplicas 4"), "{errors}");

@@ -1,14 +1,17 @@
 //! Standalone mode: `skiff up DIR` runs the whole data plane on one machine — Pingora router,
-//! activator, KPA autoscaler, and `skiff-server` child processes as replicas — for the
-//! InferenceService manifests in DIR, which it watches. `skiff get` shows what it serves.
+//! activator, KPA autoscaler, and child processes as replicas (`skiff-server`, or a custom
+//! container behind a queue-proxy) — for the InferenceService manifests in DIR, which it watches.
+//! `skiff get` shows what it serves.
 
 mod admin;
 mod backend;
 mod config;
+mod container;
 mod controller;
 mod events;
 mod logs;
 mod manifests;
+mod replica;
 mod signal;
 pub(crate) mod status;
 mod web;
@@ -21,6 +24,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use arc_swap::ArcSwap;
 use skiff_activator::{Activator, Limits};
+use skiff_api::image::ImageMap;
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_dataplane::runner::LOCAL_ACTIVATOR;
 use skiff_dataplane::{Plane, Runner};
@@ -34,6 +38,7 @@ use config::UpConfig;
 use controller::{Controller, DataPlane};
 use events::EventLog;
 use logs::ReplicaLogs;
+use replica::Programs;
 use signal::Signal;
 use skiff_web::backend::rfc3339;
 use skiff_web::config::Settings;
@@ -66,6 +71,14 @@ pub struct UpArgs {
     /// installs it in the checkout this binary was built in.
     #[arg(long, env = "ORT_DYLIB_PATH")]
     pub ort_dylib: Option<PathBuf>,
+    /// The `skiff-activator` binary whose queue-proxy mode fronts custom containers (default: next
+    /// to this executable).
+    #[arg(long)]
+    pub queue_proxy_bin: Option<PathBuf>,
+    /// Image map for custom containers without a `command` (JSON or YAML, as the test cluster's
+    /// node agent reads it): `image: /path/to/program` or `image: [program, args...]`.
+    #[arg(long, env = "SKIFF_IMAGE_MAP")]
+    pub image_map: Option<PathBuf>,
 }
 
 /// `skiff get` flags.
@@ -116,13 +129,8 @@ fn web_app(
     settings.prometheus_url = Settings::from_env(|name| std::env::var(name).ok())
         .map_err(|e| anyhow::anyhow!("models web app: {e}"))?
         .prometheus_url;
-    let folder = Arc::new(FolderBackend {
-        dir: dir.to_owned(),
-        autoscaler: config.autoscaler.clone(),
-        admin: admin.clone(),
-        logs,
-        events,
-    });
+    let folder =
+        Arc::new(FolderBackend { dir: dir.to_owned(), config: config.clone(), admin: admin.clone(), logs, events });
     let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
     let sampler = Sampler::new(folder.clone(), Some(Arc::new(AdminMetrics(admin))), prometheus);
     tokio::spawn(sampler.clone().run());
@@ -132,10 +140,17 @@ fn web_app(
 
 /// Runs standalone mode until SIGTERM or Ctrl-C.
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
-    let config = UpConfig::load(args.config.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut config = UpConfig::load(args.config.as_deref()).map_err(anyhow::Error::msg)?;
+    if let Some(path) = &args.image_map {
+        config.images = ImageMap::load(path)?;
+    }
     let server_bin = match args.server_bin {
         Some(bin) => bin,
         None => std::env::current_exe()?.with_file_name("skiff-server"),
+    };
+    let queue_proxy = match args.queue_proxy_bin {
+        Some(bin) => bin,
+        None => std::env::current_exe()?.with_file_name("skiff-activator"),
     };
     anyhow::ensure!(
         server_bin.is_file(),
@@ -146,7 +161,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
-    let backend = LocalProcesses::new(server_bin, ort_dylib);
+    let backend = LocalProcesses::new(Programs { server: server_bin, queue_proxy, ort_dylib });
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
     let limits = Limits { max_pending: config.max_pending, ..Limits::default() };

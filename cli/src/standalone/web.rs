@@ -12,7 +12,6 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
 use skiff_api::status::Condition;
-use skiff_autoscaler::AutoscalerConfig;
 use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use skiff_web::error::{Error, Result};
 use skiff_web::manifest::to_yaml;
@@ -20,6 +19,7 @@ use skiff_web::metrics::sampler::Scrape;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::admin::Admin;
+use super::config::UpConfig;
 use super::events::EventLog;
 use super::logs::ReplicaLogs;
 use super::manifests::{Manifest, parse, read_folder};
@@ -30,7 +30,7 @@ pub struct FolderBackend {
     /// The manifest folder.
     pub dir: PathBuf,
     /// Settings manifests are checked against.
-    pub autoscaler: AutoscalerConfig,
+    pub config: UpConfig,
     /// The latest status.
     pub admin: Arc<Admin>,
     /// The replicas' output.
@@ -103,7 +103,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
 
 impl FolderBackend {
     fn manifests(&self) -> Result<std::collections::BTreeMap<String, Manifest>> {
-        let folder = read_folder(&self.dir, &self.autoscaler).map_err(|e| unavailable("reading the folder", e))?;
+        let folder = read_folder(&self.dir, &self.config).map_err(|e| unavailable("reading the folder", e))?;
         Ok(folder.manifests)
     }
 
@@ -119,7 +119,7 @@ impl FolderBackend {
 
     /// Checks `text` as `skiff up` will when it reads it from `path`: `file: field: message` if not.
     fn check(&self, path: &Path, text: &str) -> Result<Manifest> {
-        parse(path, text, &self.autoscaler)
+        parse(path, text, &self.config)
             .map_err(|message| Error::Refused { status: 422, message: format!("{}: {message}", path.display()) })
     }
 }

@@ -1,0 +1,158 @@
+//! What one local replica runs, and starting and stopping its processes. A model replica is one
+//! `skiff-server`; a container replica is the container's process behind a queue-proxy
+//! (`skiff-activator queue-proxy`, the cluster's sidecar), which enforces containerConcurrency,
+//! exposes the in-flight gauge the autoscaler scrapes and answers readiness from the container's.
+//! Either way the replica's address is the one its front process (server or queue-proxy) logs
+//! in its JSON `listening` line, and the replica ends when any of its processes does.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+use super::container::ContainerSpec;
+use super::logs::Log;
+
+/// What every replica of a revision runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplicaSpec {
+    /// `skiff-server` with these arguments ([`skiff_api::serving::server_args`], with
+    /// `--http-port 0`); the backend adds a loopback bind and JSON logs.
+    Server {
+        /// The server's arguments.
+        args: Vec<String>,
+    },
+    /// A custom container behind a queue-proxy.
+    Container(ContainerReplica),
+}
+
+/// A container replica: the container and its queue-proxy's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerReplica {
+    /// The container.
+    pub container: ContainerSpec,
+    /// Variables naming its component and revision ([`super::container::knative_env`]).
+    pub env: Vec<(String, String)>,
+    /// Requests sent to the container at once; 0 = unlimited.
+    pub container_concurrency: usize,
+    /// Bound on one request, in seconds.
+    pub timeout_secs: u64,
+}
+
+/// The programs replicas run.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    /// `skiff-server`.
+    pub server: PathBuf,
+    /// `skiff-activator` (its `queue-proxy` mode).
+    pub queue_proxy: PathBuf,
+    /// ONNX Runtime, for `skiff-server`.
+    pub ort_dylib: PathBuf,
+}
+
+/// A started replica.
+pub struct Launched {
+    /// The process that serves the replica's address; its stderr is piped.
+    pub front: Child,
+    /// The container behind the queue-proxy, for a container replica.
+    pub container: Option<Child>,
+    /// The front's readiness path.
+    pub ready_path: &'static str,
+    /// Whether the front's output is the replica's log (the server's is; a queue-proxy's is not:
+    /// the container's output is the log, as `kserve-container` is the pod's log on a cluster).
+    pub front_is_log: bool,
+}
+
+impl ReplicaSpec {
+    /// Starts a replica's processes; a container's output goes to `log`.
+    pub fn launch(&self, programs: &Programs, log: &Arc<Log>) -> std::io::Result<Launched> {
+        let json = ["--log-format", "json"];
+        match self {
+            ReplicaSpec::Server { args } => {
+                let mut server = Command::new(&programs.server);
+                server.args(args).args(["--bind", "127.0.0.1"]).args(json).env("ORT_DYLIB_PATH", &programs.ort_dylib);
+                let front = spawn(server, Stdio::null())?;
+                Ok(Launched { front, container: None, ready_path: "/v2/health/ready", front_is_log: true })
+            }
+            ReplicaSpec::Container(replica) => {
+                let port = free_port()?;
+                let process = replica.container.process(port, &replica.env);
+                let (program, args) = process.argv.split_first().expect("a container's argv is never empty");
+                let mut command = Command::new(program);
+                command.args(args).envs(process.env).current_dir(&replica.container.dir);
+                let mut container = spawn(command, Stdio::piped())?;
+                for output in
+                    [container.stdout.take().map(boxed), container.stderr.take().map(boxed)].into_iter().flatten()
+                {
+                    tokio::spawn(copy_lines(output, log.clone()));
+                }
+                let mut queue_proxy = Command::new(&programs.queue_proxy);
+                queue_proxy.args(json).args(["queue-proxy", "--bind", "127.0.0.1", "--port", "0", "--upstream"]);
+                queue_proxy.arg(format!("127.0.0.1:{port}"));
+                queue_proxy.args(["--container-concurrency", &replica.container_concurrency.to_string()]);
+                queue_proxy.args(["--timeout-secs", &replica.timeout_secs.to_string()]);
+                if let Some(path) = &replica.container.readiness_path {
+                    queue_proxy.args(["--readiness-path", path]);
+                }
+                // A queue-proxy that cannot start drops the container, which kills it.
+                let front = spawn(queue_proxy, Stdio::null())?;
+                Ok(Launched { front, container: Some(container), ready_path: "/healthz", front_is_log: false })
+            }
+        }
+    }
+}
+
+fn spawn(mut command: Command, stdout: Stdio) -> std::io::Result<Child> {
+    command.stdin(Stdio::null()).stdout(stdout).stderr(Stdio::piped()).kill_on_drop(true).spawn()
+}
+
+fn boxed(output: impl AsyncRead + Unpin + Send + 'static) -> Box<dyn AsyncRead + Unpin + Send> {
+    Box::new(output)
+}
+
+async fn copy_lines(output: Box<dyn AsyncRead + Unpin + Send>, log: Arc<Log>) {
+    let mut lines = BufReader::new(output).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        log.push(line);
+    }
+}
+
+/// A loopback port free now, for a container to listen on (the container is told it in `PORT`; a
+/// container that loses it to another process exits, and its replica is replaced).
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// How long a container may take to exit after SIGTERM once its queue-proxy has gone.
+const CONTAINER_GRACE: Duration = Duration::from_secs(10);
+
+/// Waits until the replica's front process exits, or its container does; then stops the other
+/// (a queue-proxy drains before it exits, so its container has answered everything it was sent).
+pub async fn wait(mut front: Child, container: Option<Child>) {
+    let Some(mut container) = container else {
+        let _ = front.wait().await;
+        return;
+    };
+    tokio::select! {
+        _ = front.wait() => stop(&mut container).await,
+        _ = container.wait() => stop(&mut front).await,
+    }
+}
+
+/// SIGTERM, then SIGKILL after [`CONTAINER_GRACE`].
+async fn stop(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        terminate(pid).await;
+    }
+    if tokio::time::timeout(CONTAINER_GRACE, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+/// Sends SIGTERM to `pid`.
+pub async fn terminate(pid: u32) {
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status().await;
+}
