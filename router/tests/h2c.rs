@@ -2,12 +2,14 @@
 //! status in trailers) reaches a warm replica over HTTP/2 and comes back with its body and
 //! trailers; a revision with no ready replica goes to the activator over HTTP/2 with the revision
 //! header, and through the real activator to the replica once it is ready; nothing to reach is a
-//! gRPC UNAVAILABLE; HTTP/1 clients share the listener.
+//! gRPC UNAVAILABLE; HTTP/1 clients share the listener; an idle HTTP/2 connection is closed.
 
 mod support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode, Version};
@@ -18,6 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use skiff_activator::{Activator, Limits, Poker, RevisionConfig};
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::Endpoints;
+use skiff_router::DownstreamLimits;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -128,11 +131,11 @@ async fn a_revision_at_zero_sends_http2_to_the_activator() {
 
 /// Counts pokes: the activator asking the autoscaler for a replica.
 #[derive(Default)]
-struct Pokes(std::sync::atomic::AtomicUsize);
+struct Pokes(AtomicUsize);
 
 impl Poker for Pokes {
     fn poke(&self, _: &RevisionKey, _: usize) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.0.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -151,12 +154,12 @@ async fn a_grpc_call_scales_a_revision_from_zero_through_the_activator() {
     router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, None)])]);
 
     let call = tokio::spawn(grpc_call(handle.listen_addr(), "from zero"));
-    let held = || activator.stats(&key).queued == 1 && pokes.0.load(std::sync::atomic::Ordering::Acquire) >= 1;
+    let held = || activator.stats(&key).queued == 1 && pokes.0.load(Ordering::Acquire) >= 1;
     for _ in 0..2000 {
         if held() {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(held(), "the activator holds the call and asked for a replica");
 
@@ -200,6 +203,21 @@ async fn http1_clients_share_the_listener_even_with_a_head_shorter_than_the_pref
     client.read_to_string(&mut answer).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok\n"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_connection_is_closed_after_the_head_deadline() {
+    let activator = upstream("activator").await;
+    let limits = DownstreamLimits { header_timeout: Duration::from_secs(1), ..DownstreamLimits::default() };
+    let (_router, handle) = router_with(Arc::new(Endpoints::default()), activator.addr, limits);
+    let stream = TcpStream::connect(handle.listen_addr()).await.unwrap();
+    let (_sender, connection) =
+        hyper::client::conn::http2::handshake::<_, _, Full<Bytes>>(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    // A liveness bound, not a timing check: the router must end the connection by itself.
+    let ended = tokio::time::timeout(Duration::from_secs(60), connection).await;
+    assert!(ended.is_ok(), "the router kept an idle HTTP/2 connection open");
 }
 
 /// A loopback address nothing listens on.
