@@ -138,7 +138,10 @@ pub struct PredictorSpec {
     /// Dynamic batching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batcher: Option<Batcher>,
-    /// Everything else (framework shorthands such as `sklearn:`, `logger`, `serviceAccountName`, ...).
+    /// Each request and/or response sent as a CloudEvent to a sink.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logger: Option<LoggerSpec>,
+    /// Everything else (framework shorthands such as `sklearn:`, `serviceAccountName`, ...).
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
 }
@@ -188,6 +191,22 @@ pub struct Batcher {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_latency: Option<i64>,
+}
+
+/// `spec.predictor.logger` (KServe's `LoggerSpec`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoggerSpec {
+    /// The sink: an `http://` URL that takes CloudEvents in binary mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `all` (default), `request` or `response`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["all", "request", "response"]))]
+    pub mode: Option<String>,
+    /// Everything else (`metadataHeaders`, `storage`, ...), kept as written and not used.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
 }
 
 impl InferenceService {

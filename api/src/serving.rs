@@ -37,6 +37,44 @@ pub fn server_args(model_name: &str, model_dir: &str, http_port: u16, predictor:
     args
 }
 
+/// Which revision a pod serves, for what it reports about itself (the logger's CloudEvents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served<'a> {
+    /// The InferenceService.
+    pub inference_service: &'a str,
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// `predictor`, `transformer` or `explainer`.
+    pub component: &'a str,
+    /// The revision's name.
+    pub revision: &'a str,
+}
+
+/// The request logger's flags (`skiff_http::logger::LoggerArgs`, taken by `skiff-server` and the
+/// queue-proxy alike) for `predictor.logger`; none without one. `ce-source` is the component's
+/// address in KServe's form, `http://<isvc>-<component>.<namespace>`.
+pub fn logger_args(predictor: &PredictorSpec, served: Served<'_>) -> Vec<String> {
+    let Some(logger) = &predictor.logger else { return Vec::new() };
+    let Served { inference_service, namespace, component, revision } = served;
+    let mut args = vec![
+        "--logger-url".to_owned(),
+        logger.url.clone().unwrap_or_default(),
+        "--logger-mode".to_owned(),
+        logger.mode.clone().unwrap_or_else(|| "all".to_owned()),
+        "--logger-source".to_owned(),
+        format!("http://{inference_service}-{component}.{namespace}"),
+    ];
+    for (flag, value) in [
+        ("--inference-service", inference_service),
+        ("--namespace", namespace),
+        ("--component", component),
+        ("--revision", revision),
+    ] {
+        args.extend([flag.to_owned(), value.to_owned()]);
+    }
+    args
+}
+
 /// Whether a revision counts as ready (and may take traffic): once it has had a ready replica, or
 /// at once when it starts with no pod (initial pods 0), because the activator holds its first
 /// requests and the autoscaler starts it, as in Knative.
@@ -47,7 +85,27 @@ pub fn revision_ready(has_had_ready_replica: bool, initial_pods: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isvc::Batcher;
+    use crate::isvc::{Batcher, LoggerSpec};
+
+    #[test]
+    fn the_logger_gets_its_sink_mode_and_who_is_logging() {
+        let served = Served {
+            inference_service: "iris",
+            namespace: "models",
+            component: "predictor",
+            revision: "iris-predictor-00002",
+        };
+        assert!(logger_args(&PredictorSpec::default(), served).is_empty());
+        let logged = PredictorSpec {
+            logger: Some(LoggerSpec { url: Some("http://sink.models/events".into()), ..LoggerSpec::default() }),
+            ..PredictorSpec::default()
+        };
+        assert_eq!(
+            logger_args(&logged, served).join(" "),
+            "--logger-url http://sink.models/events --logger-mode all --logger-source http://iris-predictor.models \
+             --inference-service iris --namespace models --component predictor --revision iris-predictor-00002"
+        );
+    }
 
     #[test]
     fn arguments_carry_only_what_the_predictor_sets() {

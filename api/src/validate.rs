@@ -99,6 +99,24 @@ fn predictor(p: &PredictorSpec) -> Result<()> {
         at_least("spec.predictor.batcher.maxBatchSize", batcher.max_batch_size, 1)?;
         at_least("spec.predictor.batcher.maxLatency", batcher.max_latency, 1)?;
     }
+    if let Some(logger) = &p.logger {
+        let url = logger.url.as_deref().unwrap_or_default();
+        let host = url.strip_prefix("http://").unwrap_or_default();
+        if host.split('/').next().is_none_or(str::is_empty) {
+            return Err(Error::invalid(
+                "spec.predictor.logger.url",
+                format!("must be an http:// URL with a host (https sinks are not supported yet), not {url:?}"),
+            ));
+        }
+        if let Some(mode) = &logger.mode
+            && !["all", "request", "response"].contains(&mode.as_str())
+        {
+            return Err(Error::invalid(
+                "spec.predictor.logger.mode",
+                format!("must be all, request or response, not {mode:?}"),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -4,12 +4,13 @@
 //! limit, a deadline and memory budgets; [`response`] builds JSON
 //! answers and turns any [`HttpError`] into `{"error": "..."}` with its status; [`grpc`] holds the
 //! gRPC status trailers proxies answer gRPC calls with; [`admin`] answers the admin port's health,
-//! readiness and metrics.
+//! readiness and metrics; [`logger`] sends inference requests and responses to a CloudEvents sink.
 
 pub mod admin;
 pub mod body;
 pub mod grpc;
 mod limits;
+pub mod logger;
 pub mod response;
 mod serve;
 

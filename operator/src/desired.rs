@@ -18,7 +18,7 @@ use skiff_api::labels::{
     QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION, REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
 };
 use skiff_api::scaling::ScalingInputs;
-use skiff_api::serving::server_args;
+use skiff_api::serving::{Served, logger_args, server_args};
 
 use crate::platform::Platform;
 use crate::storage::{self, ModelSource};
@@ -139,6 +139,16 @@ pub struct RevisionRef {
 }
 
 impl RevisionRef {
+    /// Who the revision's pods are, for what they report.
+    pub fn served(&self) -> Served<'_> {
+        Served {
+            inference_service: &self.service,
+            namespace: &self.namespace,
+            component: "predictor",
+            revision: &self.name,
+        }
+    }
+
     /// Labels of the revision's Deployment, pods and Service.
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut labels = self.selector();
@@ -248,7 +258,7 @@ fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platfo
     pod.enable_service_links.get_or_insert(false);
     if let Some(model) = &predictor.model {
         pod.automount_service_account_token.get_or_insert(false);
-        model_server(&revision.service, model, predictor, platform, &mut pod)?;
+        model_server(revision, model, predictor, platform, &mut pod)?;
     } else if let Some(containers) = &predictor.containers {
         custom_containers(containers, &mut pod)?;
         let upstream =
@@ -267,7 +277,7 @@ fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platfo
 
 /// `skiff-server` on the model, mounted at the platform's model folder.
 fn model_server(
-    service: &str,
+    revision: &RevisionRef,
     model: &ModelSpec,
     predictor: &PredictorSpec,
     platform: &Platform,
@@ -278,9 +288,6 @@ fn model_server(
             "spec.predictor.model.modelFormat.name: skiff-server serves onnx models, not {:?} (use a custom container)",
             model.model_format.name
         ));
-    }
-    if model.protocol_version.as_deref() == Some("grpc-v2") {
-        return Err("spec.predictor.model.protocolVersion: grpc-v2 is not served yet (v1 and v2 REST are)".into());
     }
     let uri = model.storage_uri.as_deref().unwrap_or_default();
     let source = storage::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
@@ -295,7 +302,8 @@ fn model_server(
     let mut container: Container = from_fields(&model.other, &MODEL_CONTAINER_FIELDS, "spec.predictor.model")?;
     container.name = CONTAINER_NAME.into();
     container.image = Some(platform.server_image.clone());
-    let mut args = server_args(service, &dir, SERVER_PORT as u16, predictor);
+    let mut args = server_args(&revision.service, &dir, SERVER_PORT as u16, predictor);
+    args.extend(logger_args(predictor, revision.served()));
     args.extend(["--shutdown-delay-secs".to_owned(), SHUTDOWN_DELAY_SECS.to_string()]);
     container.args = Some(args);
     container.ports = Some(vec![ContainerPort {

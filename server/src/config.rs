@@ -4,6 +4,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use skiff_http::logger::LoggerArgs;
 use skiff_http::{ServeLimits, check_concurrency, check_secs};
 
 use crate::error::{Error, Result};
@@ -93,6 +94,9 @@ pub struct ServerConfig {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The request logger (KServe `predictor.logger`).
+    #[command(flatten)]
+    pub logger: LoggerArgs,
 }
 
 impl ServerConfig {
@@ -132,6 +136,7 @@ impl ServerConfig {
         if self.enable_batching && self.max_latency_ms == 0 {
             return Err(Error::Config("--max-latency-ms must be at least 1 when batching is on".into()));
         }
+        self.logger.config().map_err(Error::Config)?;
         self.model_dir().map(|_| ())
     }
 

@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use skiff_http::body::{BodyLimits, Budget};
+use skiff_http::logger::Logger;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -55,7 +56,8 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         timeout: limits.body_timeout,
         budgets: vec![Budget::new("the server", config.max_buffered_bytes)],
     };
-    let app = Arc::new(App::new(Models::new(sources), admission, metrics, body));
+    let logger = config.logger.config().map_err(Error::Config)?.map(|c| Logger::start(c, metrics.logger.clone()));
+    let app = Arc::new(App::new(Models::new(sources), admission, metrics, body, logger));
 
     let listener = TcpListener::bind(SocketAddr::new(config.bind, config.http_port)).await?;
     tracing::info!(address = %listener.local_addr()?, models = ?app.models.names(), "listening");

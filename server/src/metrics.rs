@@ -9,6 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use skiff_http::logger::LoggerMetrics;
 
 /// Labels of a served request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,6 +44,8 @@ pub struct Metrics {
     inflight: Gauge,
     queued: Gauge,
     batch_sizes: Family<ModelLabels, Histogram>,
+    /// The request logger's counters.
+    pub logger: LoggerMetrics,
 }
 
 impl Default for Metrics {
@@ -70,7 +73,9 @@ impl Default for Metrics {
         );
         registry.register("skiff_queued_requests", "Inference requests waiting for a concurrency slot", queued.clone());
         registry.register("skiff_batch_size", "Requests run together in one inference call", batch_sizes.clone());
-        Metrics { registry, requests, latency, inflight, queued, batch_sizes }
+        let logger = LoggerMetrics::default();
+        logger.register(&mut registry);
+        Metrics { registry, requests, latency, inflight, queued, batch_sizes, logger }
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::isvc::LoggerSpec;
 
 const IRIS: &str = r#"
 apiVersion: serving.kserve.io/v1beta1
@@ -74,6 +75,26 @@ fn every_rule_names_its_field() {
             "spec.predictor.model.protocolVersion: must be v1, v2 or grpc-v2",
         ),
         (Box::new(|i| i.spec.predictor.scale_metric = Some("cpu".into())), "spec.predictor.scaleMetric"),
+        (
+            Box::new(|i| i.spec.predictor.logger = Some(LoggerSpec::default())),
+            "spec.predictor.logger.url: must be an http:// URL with a host (https sinks are not supported yet), not \"\"",
+        ),
+        (
+            Box::new(|i| {
+                i.spec.predictor.logger = Some(LoggerSpec { url: Some("ftp://sink".into()), ..LoggerSpec::default() })
+            }),
+            "spec.predictor.logger.url: must be an http:// URL",
+        ),
+        (
+            Box::new(|i| {
+                i.spec.predictor.logger = Some(LoggerSpec {
+                    url: Some("http://sink.default/events".into()),
+                    mode: Some("both".into()),
+                    ..LoggerSpec::default()
+                })
+            }),
+            "spec.predictor.logger.mode: must be all, request or response, not \"both\"",
+        ),
         (
             Box::new(|i| {
                 i.metadata.annotations.insert("autoscaling.knative.dev/window".into(), "1s".into());

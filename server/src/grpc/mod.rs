@@ -15,7 +15,7 @@ mod service;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http::{Request, Response, header};
+use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tonic::codegen::Service as _;
@@ -28,11 +28,6 @@ use skiff_http::body::{Held, Reservation, read_body};
 
 /// A gRPC answer, holding its request's memory budget until it is sent.
 pub type GrpcResponse = Response<Held<tonic::body::Body, Reservation>>;
-
-/// True when the request is a gRPC call.
-pub fn is_grpc<B>(request: &Request<B>) -> bool {
-    request.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
-}
 
 /// The request's budget reservation, handed to the service through the request's extensions and
 /// taken back to travel with the answer.

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
+use http::header::HeaderValue;
 use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -19,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::model::{LoadedModel, MODEL_VERSION, Models};
 use crate::tensor::Tensor;
 use skiff_http::body::{BodyLimits, Held, Reservation, read_body};
+use skiff_http::logger::{Half, Logger};
 use skiff_http::response;
 
 /// The response type of every handler: an inference answer holds its request's memory budget
@@ -44,13 +46,21 @@ pub struct App {
     pub metrics: Metrics,
     /// How request bodies are read: size limit, deadline, the process's memory budget.
     pub body: BodyLimits,
+    /// The request logger, when `--logger-url` is set.
+    pub logger: Option<Logger>,
     draining: AtomicBool,
 }
 
 impl App {
     /// Builds the state; not ready until every model is loaded.
-    pub fn new(models: Models, admission: Admission, metrics: Metrics, body: BodyLimits) -> App {
-        App { models, admission, metrics, body, draining: AtomicBool::new(false) }
+    pub fn new(
+        models: Models,
+        admission: Admission,
+        metrics: Metrics,
+        body: BodyLimits,
+        logger: Option<Logger>,
+    ) -> App {
+        App { models, admission, metrics, body, logger, draining: AtomicBool::new(false) }
     }
 
     /// Ready: every model loaded and not shutting down.
@@ -171,7 +181,7 @@ async fn run_inference(
             let (json, binary) = v2::split_binary(headers, &body)?;
             let mut request = v2::decode(json)?;
             let inputs = request.take_inputs(binary)?;
-            let id = request.id.take().map_or_else(|| uuid::Uuid::new_v4().to_string(), Cow::into_owned);
+            let id = request.id.take().map_or_else(new_id, Cow::into_owned);
             (
                 inputs,
                 Reply::V2 {
@@ -181,38 +191,53 @@ async fn run_inference(
                 },
             )
         }
-        Protocol::V1 => (v1::decode(&body, &model.spec)?, Reply::V1),
+        Protocol::V1 => {
+            let id = app
+                .logger
+                .as_ref()
+                .map(|_| headers.get("x-request-id").and_then(|v| v.to_str().ok()).map_or_else(new_id, str::to_owned));
+            (v1::decode(&body, &model.spec)?, Reply::V1 { id })
+        }
     };
+    if let (Some(logger), Some(id)) = (&app.logger, reply.id()) {
+        let content_type = headers.get(header::CONTENT_TYPE).cloned().unwrap_or(APPLICATION_JSON);
+        logger.log(Half::Request, id, content_type, body.clone());
+    }
     let body_len = body.len();
     drop(body);
     let wanted = match &reply {
         Reply::V2 { wanted, .. } => wanted.as_slice(),
-        Reply::V1 => &[],
+        Reply::V1 { .. } => &[],
     };
     let outputs = predict(app, model, inputs, wanted, &mut held, body_len).await?;
     let output_bytes = outputs.iter().map(Tensor::byte_size).sum();
-    let response = match reply {
+    let (encoded, content_type, json_length) = match &reply {
         Reply::V2 { id, binary, .. } => {
-            let encoded = v2::encode(&model.spec.name, &id, &outputs, &binary);
-            held.force(encoded.body.len());
-            match encoded.json_length {
-                None => response::json(StatusCode::OK, encoded.body),
-                Some(length) => {
-                    let mut response = response::bytes(StatusCode::OK, "application/octet-stream", encoded.body);
-                    response.headers_mut().insert(v2::HEADER_LENGTH, length.into());
-                    response
-                }
-            }
+            let encoded = v2::encode(&model.spec.name, id, &outputs, binary);
+            let content_type = if encoded.json_length.is_some() { OCTET_STREAM } else { APPLICATION_JSON };
+            (Bytes::from(encoded.body), content_type, encoded.json_length)
         }
-        Reply::V1 => {
-            let encoded = v1::encode(&outputs)?;
-            held.force(encoded.len());
-            response::json(StatusCode::OK, encoded)
-        }
+        Reply::V1 { .. } => (Bytes::from(v1::encode(&outputs)?), APPLICATION_JSON, None),
     };
     drop(outputs);
     held.release(output_bytes);
+    held.force(encoded.len());
+    if let (Some(logger), Some(id)) = (&app.logger, reply.id()) {
+        logger.log(Half::Response, id, content_type.clone(), encoded.clone());
+    }
+    let mut response = http::Response::new(Full::new(encoded));
+    response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    if let Some(length) = json_length {
+        response.headers_mut().insert(v2::HEADER_LENGTH, length.into());
+    }
     Ok(response.map(|body| Held::new(body, held)))
+}
+
+const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// What every protocol does once its request is decoded: the output names and the inputs are
@@ -239,10 +264,19 @@ pub async fn predict(
 }
 
 /// How an inference is answered: V2 with its id, the outputs asked for and which of them go in
-/// binary, or V1.
+/// binary, or V1 (with an id only for the logger: `X-Request-Id`, else a new one).
 enum Reply {
-    V1,
+    V1 { id: Option<String> },
     V2 { id: String, wanted: Vec<String>, binary: Vec<bool> },
+}
+
+impl Reply {
+    fn id(&self) -> Option<&str> {
+        match self {
+            Reply::V1 { id } => id.as_deref(),
+            Reply::V2 { id, .. } => Some(id),
+        }
+    }
 }
 
 /// Keeps the requested outputs, in request order; all of them when none were named.

@@ -26,7 +26,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
     let handler = move |request: http::Request<hyper::body::Incoming>| {
         let app = app.clone();
         async move {
-            if crate::grpc::is_grpc(&request) {
+            if skiff_http::grpc::is_grpc(request.headers()) {
                 crate::grpc::handle(app, request).await.map(Either::Right)
             } else {
                 handlers::handle(app, request).await.map(Either::Left)
