@@ -6,11 +6,11 @@
 //! **Where it runs and on which port.** The process runs in the manifest's folder (or its
 //! `workingDir`, relative to that folder) with `skiff up`'s environment, then the container's
 //! `env`, then `PORT` and Knative's `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION`. It must listen on
-//! 127.0.0.1 (or all addresses) at the port in `PORT`, Knative's contract for containers: on a
-//! cluster `PORT` is the `containerPort` (default 8080); here it is a free loopback port that
-//! `skiff up` picks per replica. So that KServe's own model servers work unchanged, the value of
-//! an `--http_port` argument (`--http_port N` or `--http_port=N`) becomes that port too, and
-//! `$(PORT)` (any `$(VAR)` of the environment) expands in `command` and `args`.
+//! 127.0.0.1 (or all addresses) at the port in `PORT` (Knative's contract for containers), a free
+//! loopback port that `skiff up` picks per replica; on a cluster it listens on its `containerPort`
+//! (default 8080), which is only checked here. So that KServe's own model servers run unchanged,
+//! the value of an `--http_port` argument (`--http_port N` or `--http_port=N`) becomes that port
+//! too, and `$(PORT)` (any `$(VAR)` of the environment) expands in `command` and `args`.
 
 use std::path::{Path, PathBuf};
 
