@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::Request;
+use http::{HeaderMap, Request};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
@@ -56,14 +56,46 @@ pub struct Target<'a> {
     pub cold_starts: Option<&'a ColdStartHistograms>,
 }
 
-/// Sends `request` to a replica of `target` and returns its answer, streaming.
+/// Sends `request` to a replica of `target` and returns its answer, streaming: [`admit`], [`read`]
+/// and [`forward`] in turn.
 pub async fn dispatch<B>(forwarder: &Forwarder, target: &Target<'_>, request: Request<B>) -> Result<HttpResponse>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    let admitted = admit(target)?;
+    let (parts, body) = request.into_parts();
+    let (body, held_bytes) = read(target, &admitted, &parts.headers, body).await?;
+    forward(forwarder, target, admitted, &Outgoing::new(&parts, body), held_bytes).await
+}
+
+/// A request admitted to a target: counted as pending until its answer's last byte, with its
+/// deadline (the target's timeout from arrival).
+pub struct Admitted {
+    arrived: Instant,
+    deadline: Instant,
+    pending: Option<Counted>,
+    cold_start: Option<ColdStartTimer>,
+}
+
+impl Admitted {
+    /// A request sent on behalf of requests admitted already (the batcher's combined request):
+    /// not counted again, bounded by `target`'s timeout from now.
+    pub fn on_behalf(target: &Target<'_>) -> Admitted {
+        let arrived = Instant::now();
+        Admitted { arrived, deadline: arrived + target.timeout, pending: None, cold_start: None }
+    }
+
+    /// When the whole request must be done.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
+/// Admits a request to `target` (bounded by its `max_pending`), poking the autoscaler when nothing
+/// is ready.
+pub fn admit(target: &Target<'_>) -> Result<Admitted> {
     let arrived = Instant::now();
-    let deadline = arrived + target.timeout;
     let pending = target.load.admit(target.max_pending).ok_or_else(|| {
         Error::Overloaded(format!(
             "{} already holds {} pending requests",
@@ -78,13 +110,36 @@ where
         }
         cold_start = target.cold_starts.and_then(|histograms| ColdStartTimer::begin(target.load, histograms));
     }
+    Ok(Admitted { arrived, deadline: arrived + target.timeout, pending: Some(pending), cold_start })
+}
 
-    let (parts, body) = request.into_parts();
-    let (body, held_bytes) = timeout_at(deadline, read_body(&parts.headers, body, target.body))
+/// Reads an admitted request's body within its deadline and `target`'s size limit and byte
+/// budgets; the [`Reservation`] holds its bytes in the budgets until dropped.
+pub async fn read<B>(
+    target: &Target<'_>,
+    admitted: &Admitted,
+    headers: &HeaderMap,
+    body: B,
+) -> Result<(Bytes, Reservation)>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    Ok(timeout_at(admitted.deadline, read_body(headers, body, target.body))
         .await
-        .map_err(|_| BodyError::Timeout { timeout: target.timeout })??;
-    let outgoing = Outgoing::new(&parts, body);
+        .map_err(|_| BodyError::Timeout { timeout: target.timeout })??)
+}
 
+/// Waits for a slot and sends `outgoing`, retrying as the target allows; the answer streams and
+/// keeps the slot, the counts and `held_bytes` until its end.
+pub async fn forward(
+    forwarder: &Forwarder,
+    target: &Target<'_>,
+    admitted: Admitted,
+    outgoing: &Outgoing,
+    held_bytes: Reservation,
+) -> Result<HttpResponse> {
+    let Admitted { arrived, deadline, pending, cold_start } = admitted;
     let mut refused: Option<(Slot, Error)> = None;
     let mut attempt = 0;
     let mut resent = false;
@@ -104,13 +159,13 @@ where
         }
         let addr = slot.replica().addr;
         let forwarded = target.load.forwarding();
-        let sent = timeout_at(deadline, forwarder.send(addr, &outgoing))
+        let sent = timeout_at(deadline, forwarder.send(addr, outgoing))
             .await
             .map_err(|_| Error::UpstreamTimeout { target: target.label.to_owned(), timeout: target.timeout })?;
         match sent {
             Ok(response) => {
                 let cold_start = cold_start.map(ColdStartTimer::answered);
-                let hold: (Counted, Slot, Counted, Reservation, Option<ColdStartTimer>) =
+                let hold: (Option<Counted>, Slot, Counted, Reservation, Option<ColdStartTimer>) =
                     (pending, slot, forwarded, held_bytes, cold_start);
                 return Ok(response.map(|body| Guarded::new(body, Box::new(hold), Some(deadline)).boxed_unsync()));
             }

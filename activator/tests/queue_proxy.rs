@@ -1,6 +1,7 @@
 //! Queue-proxy mode over real sockets: the concurrency limit, 503 when the queue is full, the
-//! in-flight gauge, readiness from the container's, and a SIGTERM drain of the real binary with a
-//! request in flight.
+//! in-flight gauge, readiness from the container's, a SIGTERM drain of the real binary with a
+//! request in flight, the request logger (a CloudEvents sink in the test) and the batcher (a model
+//! stand-in that counts the requests it gets).
 
 mod common;
 
@@ -216,4 +217,269 @@ async fn held_bodies_past_the_byte_budget_are_refused() {
     upstream.release(1);
     assert_eq!(held.await.unwrap().status, StatusCode::OK);
     assert_eq!(common::post(&format!("http://{addr}/"), None, &body).await.status, StatusCode::OK);
+}
+
+/// A CloudEvents sink: records each event's headers and body.
+struct Sink {
+    addr: SocketAddr,
+    events: std::sync::Mutex<Vec<(http::HeaderMap, bytes::Bytes)>>,
+}
+
+impl Sink {
+    async fn start() -> Arc<Sink> {
+        use http_body_util::BodyExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sink = Arc::new(Sink { addr: listener.local_addr().unwrap(), events: Default::default() });
+        let server = sink.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                        let server = server.clone();
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body.collect().await.unwrap().to_bytes();
+                            server.events.lock().unwrap().push((parts.headers, body));
+                            Ok::<_, std::convert::Infallible>(http::Response::new(
+                                http_body_util::Empty::<bytes::Bytes>::new(),
+                            ))
+                        }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+                });
+            }
+        });
+        sink
+    }
+
+    fn events(&self) -> Vec<(http::HeaderMap, bytes::Bytes)> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+fn logged(upstream: SocketAddr, sink: SocketAddr) -> QueueProxyConfig {
+    let mut config = config(upstream, 0, 0);
+    config.logger.logger_url = Some(format!("http://{sink}/events"));
+    config.logger.logger_source = "http://iris-predictor.models".into();
+    config.logger.inference_service = "iris".into();
+    config.logger.namespace = "models".into();
+    config.logger.revision = "iris-predictor-00001".into();
+    config
+}
+
+/// A request through the real queue-proxy to a real upstream arrives at the sink as two binary-mode
+/// CloudEvents with one id: the request as sent, and the container's answer as received. The
+/// container saw the id the queue-proxy made, and reads (GET) are not logged.
+#[tokio::test]
+async fn the_logger_sends_the_request_and_its_response_as_cloud_events() {
+    let upstream = Upstream::start("container").await;
+    let sink = Sink::start().await;
+    let (proxy, addr) = start(logged(upstream.addr, sink.addr)).await;
+    let body = r#"{"instances": [[1.0, 2.0]]}"#;
+    let reply = common::post(&format!("http://{addr}/v1/models/iris:predict"), None, body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(get(&format!("http://{addr}/v1/models/iris"), None).await.status, StatusCode::OK);
+    wait_until("two events at the sink", || sink.events().len() == 2).await;
+
+    let mut events = sink.events();
+    events.sort_by_key(|(headers, _)| headers["ce-type"].to_str().unwrap().to_owned());
+    let [(request, request_body), (response, response_body)] = <[_; 2]>::try_from(events).unwrap();
+    assert_eq!(request["ce-type"], "org.kubeflow.serving.inference.request");
+    assert_eq!(response["ce-type"], "org.kubeflow.serving.inference.response");
+    for headers in [&request, &response] {
+        assert_eq!(headers["ce-specversion"], "1.0");
+        assert_eq!(headers["ce-source"], "http://iris-predictor.models");
+        assert_eq!(headers["ce-inferenceservicename"], "iris");
+        assert_eq!(headers["ce-namespace"], "models");
+        assert_eq!(headers["ce-component"], "predictor");
+        assert_eq!(headers["ce-revision"], "iris-predictor-00001");
+        assert_eq!(headers["content-type"], "application/json");
+    }
+    assert_eq!(request["ce-id"], response["ce-id"], "one id for the pair");
+    assert_eq!(request["ce-id"].len(), 36, "a new UUID when the client sent no X-Request-Id");
+    assert_eq!(request_body, body);
+    assert_eq!(response_body, reply.body, "the response as the client got it");
+    assert_eq!(sink.events().len(), 2, "the GET was not logged");
+    wait_until("both counted as sent", || {
+        proxy.metrics_text().contains(r#"skiff_logger_events_total{outcome="sent"} 2"#)
+    })
+    .await;
+    assert!(!proxy.metrics_text().contains(r#"outcome="dropped""#), "{}", proxy.metrics_text());
+}
+
+/// The client's X-Request-Id is the events' id.
+#[tokio::test]
+async fn the_clients_request_id_names_the_events() {
+    let upstream = Upstream::start("container").await;
+    let sink = Sink::start().await;
+    let (_proxy, addr) = start(logged(upstream.addr, sink.addr)).await;
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+    let request = http::Request::post(format!("http://{addr}/v2/models/iris/infer"))
+        .header("x-request-id", "client-id-7")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
+        .unwrap();
+    assert_eq!(client.request(request).await.unwrap().status(), StatusCode::OK);
+    wait_until("two events at the sink", || sink.events().len() == 2).await;
+    assert!(sink.events().iter().all(|(headers, _)| headers["ce-id"] == "client-id-7"));
+}
+
+/// A sink that is down fails no inference: the events count as failed.
+#[tokio::test]
+async fn a_sink_that_is_down_does_not_fail_the_inference() {
+    let upstream = Upstream::start("container").await;
+    let (proxy, addr) = start(logged(upstream.addr, dead_addr().await)).await;
+    let reply = common::post(&format!("http://{addr}/v1/models/iris:predict"), None, r#"{"instances": [1]}"#).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json()["id"], "container");
+    wait_until("both events counted as failed", || {
+        proxy.metrics_text().contains(r#"skiff_logger_events_total{outcome="failed"} 2"#)
+    })
+    .await;
+}
+
+/// A model container stand-in for the batcher: counts requests and answers
+/// `{"predictions": [10 * x for each instance [x]], "model_name": "m"}` (one prediction short
+/// when `wrong`).
+struct Model {
+    addr: SocketAddr,
+    requests: std::sync::atomic::AtomicUsize,
+    instances: std::sync::Mutex<Vec<usize>>,
+    wrong: bool,
+}
+
+impl Model {
+    async fn start(wrong: bool) -> Arc<Model> {
+        use http_body_util::BodyExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let model = Arc::new(Model {
+            addr: listener.local_addr().unwrap(),
+            requests: Default::default(),
+            instances: Default::default(),
+            wrong,
+        });
+        let server = model.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                        let server = server.clone();
+                        async move {
+                            server.requests.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                            let body = request.into_body().collect().await.unwrap().to_bytes();
+                            let body: Value = serde_json::from_slice(&body).unwrap();
+                            let instances = body["instances"].as_array().unwrap();
+                            server.instances.lock().unwrap().push(instances.len());
+                            let mut predictions: Vec<Value> =
+                                instances.iter().map(|i| Value::from(i[0].as_i64().unwrap() * 10)).collect();
+                            if server.wrong {
+                                predictions.pop();
+                            }
+                            let answer = serde_json::json!({ "predictions": predictions, "model_name": "m" });
+                            let mut response =
+                                http::Response::new(http_body_util::Full::new(bytes::Bytes::from(answer.to_string())));
+                            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                            Ok::<_, std::convert::Infallible>(response)
+                        }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+                });
+            }
+        });
+        model
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+fn batching(upstream: SocketAddr, max_batch_size: usize) -> QueueProxyConfig {
+    QueueProxyConfig {
+        enable_batching: true,
+        max_batch_size,
+        // Long enough that the batches here fill up rather than fall due; never waited out.
+        max_latency_ms: 60_000,
+        ..config(upstream, 0, 0)
+    }
+}
+
+/// Concurrent V1 callers through the queue-proxy: each gets the predictions of its own instances,
+/// in order, and the container saw fewer requests than there were callers.
+#[tokio::test]
+async fn the_batcher_combines_callers_and_gives_each_its_own_predictions() {
+    let model = Model::start(false).await;
+    let (_proxy, addr) = start(batching(model.addr, 4)).await;
+    let url = format!("http://{addr}/v1/models/m:predict");
+    // Two instances each: in any arrival order, six callers make three full batches of four.
+    let callers: Vec<_> = (0..6_i64)
+        .map(|caller| {
+            let url = url.clone();
+            let instances: Vec<Value> = (0..2).map(|i| serde_json::json!([caller * 100 + i])).collect();
+            tokio::spawn(async move {
+                let body = serde_json::json!({ "instances": instances }).to_string();
+                (caller, common::post(&url, None, &body).await)
+            })
+        })
+        .collect();
+    for caller in callers {
+        let (caller, reply) = caller.await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        let expected: Vec<i64> = (0..2).map(|i| (caller * 100 + i) * 10).collect();
+        assert_eq!(reply.json()["predictions"], serde_json::json!(expected), "caller {caller}");
+        assert_eq!(reply.json()["model_name"], "m");
+    }
+    assert_eq!(model.requests(), 3, "three full batches for six callers");
+    assert_eq!(model.instances.lock().unwrap().iter().sum::<usize>(), 12);
+
+    // Not an instances list, or not V1 predict: straight through.
+    let reply = common::post(&url, None, r#"{"instances": [[7]], "parameters": {}}"#).await;
+    assert_eq!(reply.json()["predictions"], serde_json::json!([70]));
+    assert_eq!(model.instances.lock().unwrap().last(), Some(&1), "sent on its own");
+}
+
+/// A container that answers the wrong number of predictions: every caller hears a 500 saying so.
+#[tokio::test]
+async fn a_prediction_count_mismatch_is_a_500_for_every_caller() {
+    let model = Model::start(true).await;
+    let (_proxy, addr) = start(batching(model.addr, 2)).await;
+    let url = format!("http://{addr}/v1/models/m:predict");
+    let callers: Vec<_> = (0..2)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move { common::post(&url, None, &format!(r#"{{"instances": [[{i}]]}}"#)).await })
+        })
+        .collect();
+    for caller in callers {
+        let reply = caller.await.unwrap();
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR, "{}", reply.text());
+        assert_eq!(reply.json()["error"], "the container answered 1 predictions for a batch of 2 instances");
+    }
+    assert_eq!(model.requests(), 1);
+}
+
+/// A container that fails the combined request: every caller gets its error.
+#[tokio::test]
+async fn a_failed_batch_is_every_callers_error() {
+    let upstream = dead_addr().await;
+    let (_proxy, addr) = start(batching(upstream, 2)).await;
+    let url = format!("http://{addr}/v1/models/m:predict");
+    let callers: Vec<_> = (0..2)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move { common::post(&url, None, &format!(r#"{{"instances": [[{i}]]}}"#)).await })
+        })
+        .collect();
+    for caller in callers {
+        let reply = caller.await.unwrap();
+        assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.text());
+        assert!(reply.json()["error"].as_str().unwrap().contains("cannot connect"), "{}", reply.text());
+    }
 }

@@ -161,7 +161,7 @@ struct OutcomeLabels {
 }
 
 /// The logger's counters: events sent (2xx from the sink), failed (no answer, an error status or
-/// past the timeout) and dropped (the queue was full).
+/// past the timeout) and dropped (the queue was full, or a streamed body was too large to keep).
 #[derive(Debug, Clone, Default)]
 pub struct LoggerMetrics {
     events: Family<OutcomeLabels, Counter>,
@@ -172,7 +172,8 @@ impl LoggerMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "skiff_logger_events",
-            "Request logger CloudEvents, by outcome: sent, failed (sink error or timeout), dropped (queue full)",
+            "Request logger CloudEvents, by outcome: sent, failed (sink error or timeout), dropped (queue full, or a \
+             streamed body too large to keep)",
             self.events.clone(),
         );
     }
@@ -231,6 +232,12 @@ impl Logger {
             (LogMode::All, _) | (LogMode::Request, Half::Request) | (LogMode::Response, Half::Response) => true,
             (LogMode::Request, Half::Response) | (LogMode::Response, Half::Request) => false,
         }
+    }
+
+    /// Counts an event that was not kept, as dropped: a streamed body past what the caller keeps
+    /// for the logger.
+    pub fn count_dropped(&self) {
+        self.metrics.inc("dropped");
     }
 
     /// Queues `half` of inference `id` when the mode logs it; never waits. Dropped and counted

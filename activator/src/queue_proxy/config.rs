@@ -5,13 +5,19 @@ use std::time::Duration;
 
 use http::uri::PathAndQuery;
 
-use skiff_http::{ServeLimits, check_concurrency, check_secs};
+use skiff_http::logger::{LoggerArgs, LoggerConfig};
+use skiff_http::{MAX_SECS, ServeLimits, check_concurrency, check_secs};
+
+use super::batcher::BatchSettings;
 
 use crate::body::MAX_BODY_BYTES;
 use crate::error::{Error, Result};
 
 /// Request-body bytes the queue-proxy holds at once by default.
 pub const DEFAULT_MAX_HELD_BYTES: usize = 256 * 1024 * 1024;
+
+/// The longest a batch may wait to fill, as long as any other duration may be.
+const MAX_LATENCY_MS: u64 = MAX_SECS * 1000;
 
 /// Everything `skiff-activator queue-proxy` can be told.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,6 +53,19 @@ pub struct QueueProxyConfig {
     /// Path on the container whose 2xx answer means ready; without it, ready means it accepts connections.
     #[arg(long)]
     pub readiness_path: Option<String>,
+    /// Combine concurrent V1 `:predict` requests into one request to the container (KServe
+    /// `predictor.batcher`, see [`super::batcher`]).
+    #[arg(long)]
+    pub enable_batching: bool,
+    /// Instances that make a full batch.
+    #[arg(long, default_value_t = 32)]
+    pub max_batch_size: usize,
+    /// Milliseconds a batch waits to fill, from its first request.
+    #[arg(long, default_value_t = 500)]
+    pub max_latency_ms: u64,
+    /// The request logger (KServe `predictor.logger`), the flags `skiff-server` takes.
+    #[command(flatten)]
+    pub logger: LoggerArgs,
 }
 
 impl Default for QueueProxyConfig {
@@ -62,6 +81,10 @@ impl Default for QueueProxyConfig {
             drain_delay_secs: 0,
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
             readiness_path: None,
+            enable_batching: false,
+            max_batch_size: 32,
+            max_latency_ms: 500,
+            logger: LoggerArgs { logger_mode: "all".into(), component: "predictor".into(), ..LoggerArgs::default() },
         }
     }
 }
@@ -86,7 +109,35 @@ impl QueueProxyConfig {
                 self.max_held_bytes
             )));
         }
+        if self.enable_batching {
+            if self.max_batch_size == 0 {
+                return Err(Error::Config("--max-batch-size must be at least 1".into()));
+            }
+            if self.max_latency_ms == 0 {
+                return Err(Error::Config("--max-latency-ms must be at least 1 when batching is on".into()));
+            }
+            if self.max_latency_ms > MAX_LATENCY_MS {
+                return Err(Error::Config(format!(
+                    "--max-latency-ms {} is more than {MAX_LATENCY_MS} (a day)",
+                    self.max_latency_ms
+                )));
+            }
+        }
+        self.logger_config()?;
         self.readiness_path().map(|_| ())
+    }
+
+    /// The batcher's settings, when batching is on.
+    pub fn batching(&self) -> Option<BatchSettings> {
+        self.enable_batching.then(|| BatchSettings {
+            max_batch_size: self.max_batch_size,
+            max_latency: Duration::from_millis(self.max_latency_ms),
+        })
+    }
+
+    /// The request logger's config, when `--logger-url` is set.
+    pub fn logger_config(&self) -> Result<Option<LoggerConfig>> {
+        self.logger.config().map_err(Error::Config)
     }
 
     /// Requests that may queue for a slot.
@@ -151,6 +202,23 @@ mod tests {
         assert_eq!((d.port, d.bind, d.upstream, d.timeout_secs), (p.port, p.bind, p.upstream, p.timeout_secs));
         assert_eq!((d.container_concurrency, d.max_queued, d.drain_timeout_secs), (0, None, p.drain_timeout_secs));
         assert_eq!((d.drain_delay_secs, d.max_held_bytes), (p.drain_delay_secs, p.max_held_bytes));
+        assert_eq!((d.enable_batching, d.max_batch_size, d.max_latency_ms), (false, 32, 500));
+        assert_eq!((p.enable_batching, p.max_batch_size, p.max_latency_ms), (false, 32, 500));
+        assert_eq!((d.logger.logger_mode.as_str(), d.logger.component.as_str()), ("all", "predictor"));
+        assert_eq!((p.logger.logger_mode.as_str(), p.logger.component.as_str()), ("all", "predictor"));
+        assert!(d.batching().is_none() && d.logger_config().unwrap().is_none());
+    }
+
+    #[test]
+    fn batching_and_the_logger_follow_their_flags() {
+        let c = parse(&["--enable-batching", "--max-batch-size", "4", "--max-latency-ms", "20"]).unwrap();
+        let batching = c.batching().unwrap();
+        assert_eq!((batching.max_batch_size, batching.max_latency), (4, Duration::from_millis(20)));
+        let c = parse(&["--logger-url", "http://sink.models/events", "--logger-mode", "response", "--revision", "r-1"])
+            .unwrap();
+        let logger = c.logger_config().unwrap().unwrap();
+        assert_eq!((logger.url.to_string().as_str(), logger.revision.as_str()), ("http://sink.models/events", "r-1"));
+        assert_eq!(logger.mode, skiff_http::logger::LogMode::Response);
     }
 
     #[test]
@@ -172,6 +240,16 @@ mod tests {
             parse(&["--container-concurrency", "1152921504606846976"]).unwrap_err(),
             "invalid configuration: --container-concurrency 1152921504606846976 is more than 16777216"
         );
+        assert_eq!(
+            parse(&["--enable-batching", "--max-latency-ms", "0"]).unwrap_err(),
+            "invalid configuration: --max-latency-ms must be at least 1 when batching is on"
+        );
+        assert!(parse(&["--enable-batching", "--max-batch-size", "0"]).is_err());
+        assert!(parse(&["--max-latency-ms", "0"]).is_ok(), "unchecked while batching is off");
+        let err = parse(&["--logger-url", "https://sink"]).unwrap_err();
+        assert!(err.contains("--logger-url"), "{err}");
+        let err = parse(&["--logger-url", "http://sink", "--logger-mode", "some"]).unwrap_err();
+        assert!(err.contains("--logger-mode"), "{err}");
         let err = parse(&["--max-held-bytes", "1024"]).unwrap_err();
         assert!(err.contains("--max-held-bytes 1024 must be at least the largest body"), "{err}");
     }

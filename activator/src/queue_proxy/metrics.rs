@@ -1,11 +1,14 @@
 //! The queue-proxy's Prometheus metrics. `skiff_inflight_requests` and `skiff_queued_requests`
-//! mean what they mean on skiff-server, so the autoscaler scrapes both the same way.
+//! mean what they mean on skiff-server, so the autoscaler scrapes both the same way; so do the
+//! request logger's `skiff_logger_events`.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use skiff_http::logger::LoggerMetrics;
 
 use crate::load::LoadGauges;
 
@@ -20,6 +23,7 @@ pub struct Metrics {
     requests: Family<StatusLabels, Counter>,
     load: LoadGauges,
     wait: Histogram,
+    logger: LoggerMetrics,
 }
 
 impl Default for Metrics {
@@ -41,7 +45,9 @@ impl Default for Metrics {
             load.forwarded.clone(),
         );
         registry.register("skiff_queue_proxy_wait_seconds", "Time from arrival to a concurrency slot", wait.clone());
-        Metrics { registry, requests, load, wait }
+        let logger = LoggerMetrics::default();
+        logger.register(&mut registry);
+        Metrics { registry, requests, load, wait, logger }
     }
 }
 
@@ -54,6 +60,11 @@ impl Metrics {
     /// The wait-time histogram.
     pub fn wait_seconds(&self) -> &Histogram {
         &self.wait
+    }
+
+    /// The request logger's counters.
+    pub fn logger(&self) -> &LoggerMetrics {
+        &self.logger
     }
 
     /// Counts an answered request.
@@ -79,10 +90,12 @@ mod tests {
         m.load_gauges().pending.set(3);
         m.load_gauges().queued.set(1);
         m.answered(503);
+        assert_eq!(m.logger().count("dropped"), 0);
         let text = m.encode();
         assert!(text.contains("skiff_inflight_requests 3"), "{text}");
         assert!(text.contains("skiff_queued_requests 1"), "{text}");
         assert!(text.contains("skiff_upstream_inflight_requests 0"), "{text}");
         assert!(text.contains(r#"skiff_queue_proxy_requests_total{status="503"} 1"#), "{text}");
+        assert!(text.contains(r#"skiff_logger_events_total{outcome="dropped"} 0"#), "{text}");
     }
 }
