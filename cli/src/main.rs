@@ -35,7 +35,7 @@ enum Command {
     /// Show what a running `skiff up` serves.
     Get(standalone::GetArgs),
     /// Serve ONNX models over KServe's V1 and V2 protocols (the same as `skiff-server`).
-    Serve(ServerConfig),
+    Serve(Box<ServerConfig>),
     /// Load a service and report cold starts, latency per phase and errors (scale-to-zero aware).
     Load(Box<load::LoadArgs>),
 }
@@ -50,7 +50,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Get(args) => standalone::get(args).await,
         Command::Serve(config) => {
             telemetry::init(config.log_format);
-            skiff_server::run(config).await?;
+            skiff_server::run(*config).await?;
             Ok(())
         }
         Command::Load(args) => match load::run(*args).await? {
