@@ -25,14 +25,21 @@ pub fn server_args(model_name: &str, model_dir: &str, http_port: u16, predictor:
     if let Some(n) = predictor.container_concurrency.filter(|n| *n > 0) {
         args.extend(["--container-concurrency".into(), n.to_string()]);
     }
-    if let Some(batcher) = &predictor.batcher {
-        args.push("--enable-batching".into());
-        if let Some(n) = batcher.max_batch_size {
-            args.extend(["--max-batch-size".into(), n.to_string()]);
-        }
-        if let Some(ms) = batcher.max_latency {
-            args.extend(["--max-latency-ms".into(), ms.to_string()]);
-        }
+    args.extend(batcher_args(predictor));
+    args
+}
+
+/// The batcher's flags for `predictor.batcher`, the same for `skiff-server` and the queue-proxy
+/// (in front of a custom container); none without one. Unset fields keep the defaults of both,
+/// 32 instances and 500 ms.
+pub fn batcher_args(predictor: &PredictorSpec) -> Vec<String> {
+    let Some(batcher) = &predictor.batcher else { return Vec::new() };
+    let mut args = vec!["--enable-batching".to_owned()];
+    if let Some(n) = batcher.max_batch_size {
+        args.extend(["--max-batch-size".into(), n.to_string()]);
+    }
+    if let Some(ms) = batcher.max_latency {
+        args.extend(["--max-latency-ms".into(), ms.to_string()]);
     }
     args
 }
@@ -123,6 +130,17 @@ mod tests {
             server_args("iris", "/m", 0, &tuned).join(" "),
             "--model-dir /m --model-name iris --http-port 0 --container-concurrency 4 --enable-batching --max-batch-size 8"
         );
+    }
+
+    #[test]
+    fn the_batcher_flags_follow_what_is_set() {
+        assert!(batcher_args(&PredictorSpec::default()).is_empty());
+        let with = |max_batch_size, max_latency| {
+            let batcher = Some(Batcher { max_batch_size, max_latency });
+            batcher_args(&PredictorSpec { batcher, ..PredictorSpec::default() }).join(" ")
+        };
+        assert_eq!(with(None, None), "--enable-batching");
+        assert_eq!(with(Some(16), Some(20)), "--enable-batching --max-batch-size 16 --max-latency-ms 20");
     }
 
     #[test]

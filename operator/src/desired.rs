@@ -18,7 +18,7 @@ use skiff_api::labels::{
     QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION, REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
 };
 use skiff_api::scaling::ScalingInputs;
-use skiff_api::serving::{Served, logger_args, server_args};
+use skiff_api::serving::{Served, batcher_args, logger_args, server_args};
 
 use crate::platform::Platform;
 use crate::storage::{self, ModelSource};
@@ -263,7 +263,7 @@ fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platfo
         custom_containers(containers, &mut pod)?;
         let upstream =
             pod.containers[0].ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
-        pod.containers.push(queue_proxy(upstream, revision.serving, platform));
+        pod.containers.push(queue_proxy(upstream, revision, predictor, platform));
     } else {
         let framework = skiff_api::validate::FRAMEWORKS.iter().find(|f| predictor.other.contains_key(**f));
         return Err(format!(
@@ -351,10 +351,13 @@ fn model_server(
 }
 
 /// The queue-proxy sidecar in front of a custom container on `upstream`: it enforces
-/// `containerConcurrency`, exposes the in-flight gauge the autoscaler scrapes, and answers the
-/// revision's Service on [`QUEUE_PROXY_PORT`].
-fn queue_proxy(upstream: i32, serving: Serving, platform: &Platform) -> Container {
-    let args = [
+/// `containerConcurrency`, exposes the in-flight gauge the autoscaler scrapes, answers the
+/// revision's Service on [`QUEUE_PROXY_PORT`], and is KServe's agent for the container: the
+/// request logger (`predictor.logger`) and the batcher (`predictor.batcher`), with the flags
+/// `skiff-server` gets for them.
+fn queue_proxy(upstream: i32, revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platform) -> Container {
+    let serving = revision.serving;
+    let mut args: Vec<String> = [
         "queue-proxy".to_owned(),
         "--port".into(),
         QUEUE_PROXY_PORT.to_string(),
@@ -366,11 +369,14 @@ fn queue_proxy(upstream: i32, serving: Serving, platform: &Platform) -> Containe
         serving.timeout_secs.to_string(),
         "--drain-delay-secs".into(),
         SHUTDOWN_DELAY_SECS.to_string(),
-    ];
+    ]
+    .into();
+    args.extend(batcher_args(predictor));
+    args.extend(logger_args(predictor, revision.served()));
     Container {
         name: QUEUE_PROXY.into(),
         image: Some(platform.queue_proxy_image.clone()),
-        args: Some(args.into()),
+        args: Some(args),
         ports: Some(vec![ContainerPort {
             name: Some("queue-port".into()),
             container_port: QUEUE_PROXY_PORT,

@@ -305,3 +305,49 @@ fn the_deployment_records_the_scaling_inputs() {
     let back: skiff_api::scaling::ScalingInputs = serde_json::from_str(text).unwrap();
     assert_eq!(back.min_replicas, Some(0));
 }
+
+#[test]
+fn the_queue_proxy_gets_the_logger_and_the_batcher_of_a_custom_container() {
+    let mut revision = revision();
+    revision.serving = Serving { container_concurrency: 0, timeout_secs: 60, queue_proxy: true };
+    let logged = predictor(
+        "    logger: {url: 'http://sink.ml/events', mode: response}\n    batcher: {maxBatchSize: 8, maxLatency: 50}\n    \
+         containers:\n    - image: my/web\n",
+    );
+    let d = deployment(&revision, &owner(), &logged, &record(), Some(0), &Platform::default()).unwrap();
+    let pod = pod_of(&d);
+    let args = |i: usize| -> Vec<String> {
+        pod["containers"][i]["args"]
+            .as_array()
+            .map_or_else(Vec::new, |a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
+    };
+    let sidecar = args(1);
+    let tail = [
+        "--enable-batching",
+        "--max-batch-size",
+        "8",
+        "--max-latency-ms",
+        "50",
+        "--logger-url",
+        "http://sink.ml/events",
+        "--logger-mode",
+        "response",
+        "--logger-source",
+        "http://iris-predictor.ml",
+        "--inference-service",
+        "iris",
+        "--namespace",
+        "ml",
+        "--component",
+        "predictor",
+        "--revision",
+        "iris-predictor-00002",
+    ];
+    assert!(sidecar.ends_with(&tail.map(str::to_owned)), "{sidecar:?}");
+    assert!(args(0).is_empty(), "the user's container is left as written");
+
+    let plain = predictor("    containers:\n    - image: my/web\n");
+    let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &Platform::default()).unwrap();
+    let sidecar = pod_of(&d)["containers"][1]["args"].clone();
+    assert!(!sidecar.to_string().contains("--logger") && !sidecar.to_string().contains("batching"), "{sidecar}");
+}
