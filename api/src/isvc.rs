@@ -82,14 +82,13 @@ pub struct ObjectMeta {
 pub struct InferenceServiceSpec {
     /// The model server component.
     pub predictor: PredictorSpec,
-    /// Pre/post-processing component (kept, not served yet).
+    /// Pre/post-processing before the predictor: a custom container (`containers`) with the same
+    /// component fields as the predictor (replicas, scaling, concurrency, timeout, canary, logger).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::any_object")]
-    pub transformer: Option<Value>,
-    /// Explanation component (kept, not served yet).
+    pub transformer: Option<PredictorSpec>,
+    /// Explanations (`:explain`): a custom container, with the same component fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::any_object")]
-    pub explainer: Option<Value>,
+    pub explainer: Option<PredictorSpec>,
     /// Everything else.
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,

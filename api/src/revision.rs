@@ -10,11 +10,51 @@ use crate::isvc::{InferenceService, PredictorSpec};
 /// Annotation prefixes that are part of a revision (changing them rolls a new one).
 const REVISION_ANNOTATIONS: [&str; 2] = ["autoscaling.knative.dev/", "serving.kserve.io/"];
 
-/// What defines a predictor revision: its spec without the traffic setting, plus the
+/// An InferenceService component that has revisions of its own, each scaled on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Component {
+    /// `spec.predictor`: the model server.
+    Predictor,
+    /// `spec.transformer`: pre/post-processing that calls the predictor.
+    Transformer,
+    /// `spec.explainer`: answers `:explain`.
+    Explainer,
+}
+
+impl Component {
+    /// Every component, predictor first.
+    pub const ALL: [Component; 3] = [Component::Predictor, Component::Transformer, Component::Explainer];
+
+    /// Its name in revision names, labels and `status.components`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Predictor => PREDICTOR,
+            Component::Transformer => TRANSFORMER,
+            Component::Explainer => EXPLAINER,
+        }
+    }
+
+    /// Its spec in `isvc`, when set (the predictor always is).
+    pub fn spec(self, isvc: &InferenceService) -> Option<&PredictorSpec> {
+        match self {
+            Component::Predictor => Some(&isvc.spec.predictor),
+            Component::Transformer => isvc.spec.transformer.as_ref(),
+            Component::Explainer => isvc.spec.explainer.as_ref(),
+        }
+    }
+
+    /// The components `isvc` has.
+    pub fn of(isvc: &InferenceService) -> impl Iterator<Item = Component> + '_ {
+        Component::ALL.into_iter().filter(|c| c.spec(isvc).is_some())
+    }
+}
+
+/// What defines a revision of a component: its spec without the traffic setting, plus the
 /// annotations that configure it. Two equal templates are the same revision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RevisionTemplate {
-    /// `spec.predictor` with `canaryTrafficPercent` removed.
+    /// The component's spec (`spec.predictor`, `spec.transformer`, ...) with
+    /// `canaryTrafficPercent` removed.
     pub predictor: PredictorSpec,
     /// The `autoscaling.knative.dev/*` and `serving.kserve.io/*` annotations.
     pub annotations: BTreeMap<String, String>,
@@ -23,7 +63,12 @@ pub struct RevisionTemplate {
 impl RevisionTemplate {
     /// The template of an InferenceService's predictor.
     pub fn of(isvc: &InferenceService) -> RevisionTemplate {
-        let mut predictor = isvc.spec.predictor.clone();
+        RevisionTemplate::of_component(isvc, Component::Predictor).expect("every InferenceService has a predictor")
+    }
+
+    /// The template of one component, `None` when `isvc` does not have it.
+    pub fn of_component(isvc: &InferenceService, component: Component) -> Option<RevisionTemplate> {
+        let mut predictor = component.spec(isvc)?.clone();
         predictor.canary_traffic_percent = None;
         let annotations = isvc
             .metadata
@@ -32,12 +77,16 @@ impl RevisionTemplate {
             .filter(|(k, _)| REVISION_ANNOTATIONS.iter().any(|p| k.starts_with(p)))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        RevisionTemplate { predictor, annotations }
+        Some(RevisionTemplate { predictor, annotations })
     }
 }
 
-/// The component whose revisions Skiff makes (KServe's `component` label).
+/// The predictor's name (KServe's `component` label).
 pub const PREDICTOR: &str = "predictor";
+/// The transformer's name.
+pub const TRANSFORMER: &str = "transformer";
+/// The explainer's name.
+pub const EXPLAINER: &str = "explainer";
 /// The most characters of a Kubernetes name or label value that must be a DNS label (RFC 1035).
 pub const DNS_LABEL_MAX: usize = 63;
 /// Digits of a revision number: five, as Knative writes them.

@@ -10,6 +10,10 @@ use crate::traffic::TrafficTarget;
 
 /// Condition: the predictor's latest rolled-out revision can serve.
 pub const PREDICTOR_READY: &str = "PredictorReady";
+/// Condition: the transformer's latest rolled-out revision can serve.
+pub const TRANSFORMER_READY: &str = "TransformerReady";
+/// Condition: the explainer's latest rolled-out revision can serve.
+pub const EXPLAINER_READY: &str = "ExplainerReady";
 /// Condition: every revision that takes traffic has its Service, so the router can reach it.
 pub const INGRESS_READY: &str = "IngressReady";
 /// Condition: the InferenceService serves (all of the above).
@@ -33,7 +37,7 @@ pub struct InferenceServiceStatus {
     /// The cluster-local address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<Addressable>,
-    /// Per component (`predictor`; later `transformer`, `explainer`).
+    /// Per component (`predictor`, `transformer`, `explainer`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub components: BTreeMap<String, ComponentStatus>,
 }
@@ -131,6 +135,11 @@ impl InferenceServiceStatus {
     /// The predictor's status.
     pub fn predictor(&self) -> Option<&ComponentStatus> {
         self.components.get(PREDICTOR)
+    }
+
+    /// A component's status (`predictor`, `transformer`, `explainer`).
+    pub fn component(&self, name: &str) -> Option<&ComponentStatus> {
+        self.components.get(name)
     }
 }
 

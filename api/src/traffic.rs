@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::revision::{PREDICTOR, RevisionTemplate, next_number, revision_name};
+use crate::revision::{Component, RevisionTemplate, next_number, revision_name};
 
 /// One entry of `status.components.predictor.traffic`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -54,14 +54,14 @@ pub struct Rollout {
 }
 
 impl Rollout {
-    /// Makes `template` the latest revision; returns the new revision's name when it differs from
-    /// the latest, and an error (nothing changed) once every revision number is taken.
-    pub fn apply(&mut self, service: &str, template: RevisionTemplate) -> Result<Option<String>> {
+    /// Makes `template` the latest revision of `component`; returns the new revision's name when it
+    /// differs from the latest, and an error (nothing changed) once every revision number is taken.
+    pub fn apply(&mut self, service: &str, component: Component, template: RevisionTemplate) -> Result<Option<String>> {
         if self.latest().is_some_and(|r| r.template == template) {
             return Ok(None);
         }
         self.created = next_number(service, self.created)?;
-        let name = revision_name(service, PREDICTOR, self.created);
+        let name = revision_name(service, component.name(), self.created);
         self.revisions.push(Revision { name: name.clone(), template, ready: false });
         Ok(Some(name))
     }

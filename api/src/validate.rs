@@ -6,7 +6,7 @@ use skiff_autoscaler::AutoscalerConfig;
 
 use crate::error::{Error, Result};
 use crate::isvc::{API_VERSION, InferenceService, KIND, PredictorSpec};
-use crate::revision::{DNS_LABEL_MAX, MAX_NAME_LENGTH};
+use crate::revision::{Component, DNS_LABEL_MAX, MAX_NAME_LENGTH, MAX_REVISION, revision_name};
 use crate::scaling::scaling_spec;
 
 /// The most replicas `minReplicas` and `maxReplicas` may name: far beyond one model on one
@@ -40,11 +40,18 @@ pub fn validate(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<()
     if let Some(namespace) = &isvc.metadata.namespace {
         dns_label("metadata.namespace", namespace)?;
     }
-    predictor(&isvc.spec.predictor)?;
+    for which in Component::of(isvc) {
+        let spec = which.spec(isvc).expect("Component::of lists the components that are set");
+        component(&format!("spec.{}", which.name()), spec, which)?;
+        revision_name_fits(&isvc.metadata.name, which)?;
+    }
     scaling_spec(isvc, config).map(|_| ())
 }
 
-fn predictor(p: &PredictorSpec) -> Result<()> {
+/// One component's checks; `at` is its field (`spec.predictor`, ...). A transformer or explainer
+/// is a custom container.
+fn component(at: &str, p: &PredictorSpec, which: Component) -> Result<()> {
+    let field = |name: &str| format!("{at}.{name}");
     let mut implementations: Vec<&str> = Vec::new();
     if p.model.is_some() {
         implementations.push("model");
@@ -53,9 +60,19 @@ fn predictor(p: &PredictorSpec) -> Result<()> {
         implementations.push("containers");
     }
     implementations.extend(FRAMEWORKS.iter().filter(|f| p.other.contains_key(**f)));
+    if which != Component::Predictor && implementations != ["containers"] {
+        return Err(Error::invalid(
+            at,
+            format!(
+                "must set containers (Skiff runs the {} as a custom container); found {}",
+                which.name(),
+                if implementations.is_empty() { "none".to_owned() } else { implementations.join(", ") }
+            ),
+        ));
+    }
     if implementations.len() != 1 {
         return Err(Error::invalid(
-            "spec.predictor",
+            at,
             format!(
                 "exactly one of model, containers or a framework ({}) must be set; found {}",
                 FRAMEWORKS.join(", "),
@@ -65,46 +82,46 @@ fn predictor(p: &PredictorSpec) -> Result<()> {
     }
     if let Some(model) = &p.model {
         if model.model_format.name.trim().is_empty() {
-            return Err(Error::invalid("spec.predictor.model.modelFormat.name", "must not be empty"));
+            return Err(Error::invalid(field("model.modelFormat.name"), "must not be empty"));
         }
         if model.storage_uri.as_deref().is_none_or(str::is_empty) {
-            return Err(Error::invalid("spec.predictor.model.storageUri", "is required"));
+            return Err(Error::invalid(field("model.storageUri"), "is required"));
         }
         if let Some(protocol) = &model.protocol_version
             && !["v1", "v2", "grpc-v2"].contains(&protocol.as_str())
         {
             return Err(Error::invalid(
-                "spec.predictor.model.protocolVersion",
+                field("model.protocolVersion"),
                 format!("must be v1, v2 or grpc-v2, not {protocol:?}"),
             ));
         }
     }
-    within("spec.predictor.minReplicas", p.min_replicas, 0, MAX_REPLICAS)?;
-    within("spec.predictor.maxReplicas", p.max_replicas, 0, MAX_REPLICAS)?;
+    within(&field("minReplicas"), p.min_replicas, 0, MAX_REPLICAS)?;
+    within(&field("maxReplicas"), p.max_replicas, 0, MAX_REPLICAS)?;
     if let (Some(min), Some(max)) = (p.min_replicas, p.max_replicas)
         && max > 0
         && min > max
     {
-        return Err(Error::invalid("spec.predictor.minReplicas", format!("{min} is more than maxReplicas {max}")));
+        return Err(Error::invalid(field("minReplicas"), format!("{min} is more than maxReplicas {max}")));
     }
-    within("spec.predictor.containerConcurrency", p.container_concurrency, 0, MAX_CONTAINER_CONCURRENCY)?;
-    within("spec.predictor.scaleTarget", p.scale_target, 1, MAX_SCALE_TARGET)?;
-    within("spec.predictor.timeout", p.timeout, 1, MAX_TIMEOUT_SECS)?;
+    within(&field("containerConcurrency"), p.container_concurrency, 0, MAX_CONTAINER_CONCURRENCY)?;
+    within(&field("scaleTarget"), p.scale_target, 1, MAX_SCALE_TARGET)?;
+    within(&field("timeout"), p.timeout, 1, MAX_TIMEOUT_SECS)?;
     if let Some(percent) = p.canary_traffic_percent
         && !(0..=100).contains(&percent)
     {
-        return Err(Error::invalid("spec.predictor.canaryTrafficPercent", format!("{percent} is outside 0..100")));
+        return Err(Error::invalid(field("canaryTrafficPercent"), format!("{percent} is outside 0..100")));
     }
     if let Some(batcher) = &p.batcher {
-        at_least("spec.predictor.batcher.maxBatchSize", batcher.max_batch_size, 1)?;
-        at_least("spec.predictor.batcher.maxLatency", batcher.max_latency, 1)?;
+        at_least(&field("batcher.maxBatchSize"), batcher.max_batch_size, 1)?;
+        at_least(&field("batcher.maxLatency"), batcher.max_latency, 1)?;
     }
     if let Some(logger) = &p.logger {
         let url = logger.url.as_deref().unwrap_or_default();
         let host = url.strip_prefix("http://").unwrap_or_default();
         if host.split('/').next().is_none_or(str::is_empty) {
             return Err(Error::invalid(
-                "spec.predictor.logger.url",
+                field("logger.url"),
                 format!("must be an http:// URL with a host (https sinks are not supported yet), not {url:?}"),
             ));
         }
@@ -112,7 +129,7 @@ fn predictor(p: &PredictorSpec) -> Result<()> {
             && !["all", "request", "response"].contains(&mode.as_str())
         {
             return Err(Error::invalid(
-                "spec.predictor.logger.mode",
+                field("logger.mode"),
                 format!("must be all, request or response, not {mode:?}"),
             ));
         }
@@ -130,6 +147,23 @@ fn within(field: &str, value: Option<i64>, min: i64, max: i64) -> Result<()> {
         Some(v) if v > max => Err(Error::invalid(field, format!("{v} is more than {max}"))),
         _ => Ok(()),
     }
+}
+
+/// `<name>-<component>-00001` must be a DNS label: a transformer's longer name leaves the
+/// InferenceService's name two characters less than [`MAX_NAME_LENGTH`].
+fn revision_name_fits(name: &str, which: Component) -> Result<()> {
+    let longest = revision_name(name, which.name(), MAX_REVISION);
+    if longest.len() > DNS_LABEL_MAX {
+        return Err(Error::invalid(
+            "metadata.name",
+            format!(
+                "{} characters is too long for a {}: its revision names ({longest}) must fit in {DNS_LABEL_MAX}",
+                name.chars().count(),
+                which.name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The InferenceService's name: short enough for the names Skiff derives from it, and a DNS-1035 label.

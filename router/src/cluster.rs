@@ -9,6 +9,7 @@ use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use skiff_api::InferenceServiceResource;
+use skiff_api::revision::{EXPLAINER, TRANSFORMER};
 use skiff_api::serving::request_timeout;
 
 use crate::Router;
@@ -21,10 +22,13 @@ pub fn route_of(isvc: &InferenceServiceResource) -> Option<ServiceRoute> {
     if targets.is_empty() {
         return None;
     }
+    let traffic = |component: &str| status.component(component).map(|c| c.traffic.clone()).unwrap_or_default();
     Some(ServiceRoute {
         namespace: isvc.namespace()?,
         name: isvc.name_any(),
         targets,
+        transformer: traffic(TRANSFORMER),
+        explainer: traffic(EXPLAINER),
         timeout: Some(request_timeout(&isvc.spec.predictor)),
         host: status.url.as_deref().and_then(url_host).map(str::to_owned),
     })

@@ -136,8 +136,8 @@ impl Proxy {
         };
         ctx.service = resolved.service.key();
         ctx.timeout = resolved.service.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        ctx.path = (resolved.path != path).then_some(resolved.path);
-        let target = split::choose(&resolved.service.targets, resolved.tag.as_deref(), &mut rand::rng());
+        let target = split::choose(resolved.targets(), resolved.tag.as_deref(), &mut rand::rng());
+        ctx.path = (resolved.path != path).then(|| resolved.path.clone());
         let Some(target) = target else { return Err(Failure::NoRevision { service: ctx.service.clone() }) };
         let key = RevisionKey::new(resolved.service.namespace.as_str(), target.revision_name.as_str());
         let revision = self.endpoints.get(&key);

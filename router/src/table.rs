@@ -6,20 +6,27 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use skiff_api::revision::Component;
 use skiff_api::traffic::TrafficTarget;
 
 /// The namespace model-name routes prefer when several services carry the same name.
 const DEFAULT_NAMESPACE: &str = "default";
 
-/// One InferenceService as the router sees it: where it lives and how its traffic is split.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One InferenceService as the router sees it: where it lives and how each component's traffic is
+/// split.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServiceRoute {
     /// Kubernetes namespace (a DNS label).
     pub namespace: String,
     /// InferenceService name (a DNS label).
     pub name: String,
-    /// The traffic split across revisions (`status.components.predictor.traffic`).
+    /// The predictor's split across revisions (`status.components.predictor.traffic`).
     pub targets: Vec<TrafficTarget>,
+    /// The transformer's split; when it has one, requests for the service go to it (the predictor
+    /// stays reachable at its own address, [`PREDICTOR_SUFFIX`]).
+    pub transformer: Vec<TrafficTarget>,
+    /// The explainer's split; when it has one, explain requests go to it.
+    pub explainer: Vec<TrafficTarget>,
     /// Upstream read timeout (`predictor.timeout`); the router's default when `None`.
     pub timeout: Option<Duration>,
     /// The host of the service's URL (`status.url`), when it is known; it routes to the service
@@ -38,11 +45,22 @@ impl ServiceRoute {
     }
 }
 
-/// Where a request goes: the service, the tag that pins one revision (if any), and the upstream path.
+/// The suffix of a service's name that addresses its predictor alone, past any transformer: the
+/// host `<name>-predictor.<namespace>.<domain>` (KServe's predictor host) or the path
+/// `/serving/<namespace>/<name>-predictor/...`. A transformer is given that address as its
+/// `--predictor_host`, so its calls reach the predictor through the data plane, not itself.
+pub const PREDICTOR_SUFFIX: &str = "-predictor";
+
+/// Where a request goes: the service, the component, the tag that pins one revision (if any), and
+/// the upstream path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     /// The matched service.
     pub service: Arc<ServiceRoute>,
+    /// The component that serves it: the explainer for explain requests when there is one, else
+    /// the transformer when there is one, else the predictor (always, when the predictor's own
+    /// address was used).
+    pub component: Component,
     /// Set for tag hosts (`<tag>-<name>.<namespace>.<domain>`): only that target may serve.
     pub tag: Option<String>,
     /// Path and query to send upstream (rewritten for `/serving/...` paths, otherwise unchanged).
@@ -60,9 +78,20 @@ pub struct RouteTable {
     len: usize,
 }
 
-/// What the Host header says.
+impl Resolved {
+    /// The split of the component that serves the request.
+    pub fn targets(&self) -> &[TrafficTarget] {
+        match self.component {
+            Component::Predictor => &self.service.targets,
+            Component::Transformer => &self.service.transformer,
+            Component::Explainer => &self.service.explainer,
+        }
+    }
+}
+
+/// What the Host header says: the service, the tag, and whether the predictor's own host was used.
 enum HostMatch {
-    Found(Arc<ServiceRoute>, Option<String>),
+    Found(Arc<ServiceRoute>, Option<String>, bool),
     /// A service host under our domain that names nothing we serve.
     Unknown,
     /// Not a service host: routing falls back to the path.
@@ -121,11 +150,14 @@ impl RouteTable {
     /// upstream as `/<rest>`) and then the model name in V1/V2 paths (namespace `default` first,
     /// else the only service of that name).
     pub fn resolve(&self, host: &str, path_and_query: &str) -> Option<Resolved> {
-        let resolved = |service: &Arc<ServiceRoute>, tag: Option<String>, path: String| {
-            Some(Resolved { service: service.clone(), tag, path })
+        let resolved = |service: &Arc<ServiceRoute>, tag: Option<String>, path: String, predictor: bool| {
+            let component = component_for(service, &path, predictor);
+            Some(Resolved { service: service.clone(), component, tag, path })
         };
         match self.by_host(host) {
-            HostMatch::Found(service, tag) => return resolved(&service, tag, path_and_query.to_owned()),
+            HostMatch::Found(service, tag, predictor) => {
+                return resolved(&service, tag, path_and_query.to_owned(), predictor);
+            }
             HostMatch::Unknown => return None,
             HostMatch::NotOurs => {}
         }
@@ -136,16 +168,19 @@ impl RouteTable {
         if let Some(rest) = path.strip_prefix("/serving/") {
             let mut parts = rest.splitn(3, '/');
             let (namespace, name) = (parts.next()?, parts.next()?);
-            let service = self.get(namespace, name)?;
+            let (service, predictor) = match self.get(namespace, name) {
+                Some(service) => (service, false),
+                None => (self.get(namespace, name.strip_suffix(PREDICTOR_SUFFIX)?)?, true),
+            };
             let mut upstream = format!("/{}", parts.next().unwrap_or(""));
             if let Some(query) = query {
                 upstream.push('?');
                 upstream.push_str(query);
             }
-            return resolved(service, None, upstream);
+            return resolved(service, None, upstream, predictor);
         }
         let service = self.by_model_name(model_name(path)?)?;
-        resolved(service, None, path_and_query.to_owned())
+        resolved(service, None, path_and_query.to_owned(), false)
     }
 
     fn by_host(&self, host: &str) -> HostMatch {
@@ -155,7 +190,7 @@ impl RouteTable {
         }
         let host = host.to_ascii_lowercase();
         if let Some((service, tag)) = self.by_url_host.get(&host) {
-            return HostMatch::Found(service.clone(), tag.clone());
+            return HostMatch::Found(service.clone(), tag.clone(), false);
         }
         let prefix = if self.domain.is_empty() {
             host.as_str()
@@ -174,12 +209,15 @@ impl RouteTable {
         }
         let Some(services) = self.by_namespace.get(namespace) else { return HostMatch::Unknown };
         if let Some(service) = services.get(label) {
-            return HostMatch::Found(service.clone(), None);
+            return HostMatch::Found(service.clone(), None, false);
+        }
+        if let Some(service) = label.strip_suffix(PREDICTOR_SUFFIX).and_then(|name| services.get(name)) {
+            return HostMatch::Found(service.clone(), None, true);
         }
         for (i, _) in label.match_indices('-') {
             let (tag, name) = (&label[..i], &label[i + 1..]);
             if let Some(service) = services.get(name).filter(|s| s.has_tag(tag)) {
-                return HostMatch::Found(service.clone(), Some(tag.to_owned()));
+                return HostMatch::Found(service.clone(), Some(tag.to_owned()), false);
             }
         }
         HostMatch::Unknown
@@ -209,6 +247,26 @@ fn strip_port(host: &str) -> &str {
         Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => host,
     }
+}
+
+/// The component that serves `path` for `service`; `predictor`: the predictor's own address was used.
+fn component_for(service: &ServiceRoute, path: &str, predictor: bool) -> Component {
+    if predictor {
+        Component::Predictor
+    } else if !service.explainer.is_empty() && is_explain(path) {
+        Component::Explainer
+    } else if !service.transformer.is_empty() {
+        Component::Transformer
+    } else {
+        Component::Predictor
+    }
+}
+
+/// KServe's explain paths: `/v1/models/<name>:explain` and `/v2/models/<name>[/versions/<v>]/explain`.
+fn is_explain(path_and_query: &str) -> bool {
+    let path = path_and_query.split('?').next().unwrap_or_default();
+    (path.starts_with("/v1/models/") && path.ends_with(":explain"))
+        || (path.starts_with("/v2/models/") && path.ends_with("/explain"))
 }
 
 /// The model name in `/v1/models/<name>[:verb]` and `/v2/models/<name>[/...]`.

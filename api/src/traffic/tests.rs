@@ -13,8 +13,8 @@ fn split(targets: &[TrafficTarget]) -> Vec<(&str, u32, Option<&str>)> {
 #[test]
 fn the_first_revision_takes_everything_even_before_it_is_ready() {
     let mut r = Rollout::default();
-    assert_eq!(r.apply("iris", template("a")).unwrap().as_deref(), Some("iris-predictor-00001"));
-    assert_eq!(r.apply("iris", template("a")).unwrap(), None);
+    assert_eq!(r.apply("iris", Component::Predictor, template("a")).unwrap().as_deref(), Some("iris-predictor-00001"));
+    assert_eq!(r.apply("iris", Component::Predictor, template("a")).unwrap(), None);
     assert_eq!(split(&r.traffic(None)), [("iris-predictor-00001", 100, Some("latest"))]);
     assert_eq!(r.latest_rolled_out(), None);
     r.mark_ready("iris-predictor-00001");
@@ -25,10 +25,10 @@ fn the_first_revision_takes_everything_even_before_it_is_ready() {
 #[test]
 fn a_new_revision_takes_over_only_once_ready() {
     let mut r = Rollout::default();
-    r.apply("iris", template("a")).unwrap();
+    r.apply("iris", Component::Predictor, template("a")).unwrap();
     r.mark_ready("iris-predictor-00001");
     r.traffic(None);
-    r.apply("iris", template("b")).unwrap();
+    r.apply("iris", Component::Predictor, template("b")).unwrap();
     assert_eq!(
         split(&r.traffic(None)),
         [("iris-predictor-00002", 0, Some("latest")), ("iris-predictor-00001", 100, Some("prev"))]
@@ -43,10 +43,10 @@ fn a_new_revision_takes_over_only_once_ready() {
 #[test]
 fn canary_promote_and_roll_back() {
     let mut r = Rollout::default();
-    r.apply("iris", template("a")).unwrap();
+    r.apply("iris", Component::Predictor, template("a")).unwrap();
     r.mark_ready("iris-predictor-00001");
     r.traffic(None);
-    r.apply("iris", template("b")).unwrap();
+    r.apply("iris", Component::Predictor, template("b")).unwrap();
     assert_eq!(
         split(&r.traffic(Some(20))),
         [("iris-predictor-00002", 0, Some("latest")), ("iris-predictor-00001", 100, Some("prev"))],
@@ -71,10 +71,10 @@ fn canary_promote_and_roll_back() {
 fn shares_always_add_up_to_100() {
     for percent in [0, 1, 50, 99, 100, 150] {
         let mut r = Rollout::default();
-        r.apply("m", template("a")).unwrap();
+        r.apply("m", Component::Predictor, template("a")).unwrap();
         r.mark_ready("m-predictor-00001");
         r.traffic(None);
-        r.apply("m", template("b")).unwrap();
+        r.apply("m", Component::Predictor, template("b")).unwrap();
         r.mark_ready("m-predictor-00002");
         let total: u32 = r.traffic(Some(percent)).iter().map(|t| t.percent).sum();
         assert_eq!(total, 100, "canary {percent}");
@@ -84,9 +84,23 @@ fn shares_always_add_up_to_100() {
 #[test]
 fn a_rollout_that_has_taken_every_number_refuses_a_new_revision_and_keeps_its_own() {
     let mut r = Rollout { created: crate::revision::MAX_REVISION - 1, ..Rollout::default() };
-    assert_eq!(r.apply("m", template("a")).unwrap().as_deref(), Some("m-predictor-99999"));
-    let err = r.apply("m", template("b")).unwrap_err().to_string();
+    assert_eq!(r.apply("m", Component::Predictor, template("a")).unwrap().as_deref(), Some("m-predictor-99999"));
+    let err = r.apply("m", Component::Predictor, template("b")).unwrap_err().to_string();
     assert!(err.starts_with("m: every revision number up to 99999 is taken"), "{err}");
     assert_eq!(r.latest().map(|l| l.name.as_str()), Some("m-predictor-99999"));
-    assert_eq!(r.apply("m", template("a")).unwrap(), None, "the same template is still no change");
+    assert_eq!(
+        r.apply("m", Component::Predictor, template("a")).unwrap(),
+        None,
+        "the same template is still no change"
+    );
+}
+
+#[test]
+fn each_component_names_its_own_revisions() {
+    let mut transformer = Rollout::default();
+    let name = transformer.apply("iris", Component::Transformer, template("a")).unwrap();
+    assert_eq!(name.as_deref(), Some("iris-transformer-00001"));
+    let mut explainer = Rollout::default();
+    let name = explainer.apply("iris", Component::Explainer, template("a")).unwrap();
+    assert_eq!(name.as_deref(), Some("iris-explainer-00001"));
 }

@@ -76,6 +76,34 @@ fn every_rule_names_its_field() {
         ),
         (Box::new(|i| i.spec.predictor.scale_metric = Some("cpu".into())), "spec.predictor.scaleMetric"),
         (
+            Box::new(|i| i.spec.transformer = Some(PredictorSpec::default())),
+            "spec.transformer: must set containers (Skiff runs the transformer as a custom container); found none",
+        ),
+        (
+            Box::new(|i| i.spec.explainer = Some(i.spec.predictor.clone())),
+            "spec.explainer: must set containers (Skiff runs the explainer as a custom container); found model",
+        ),
+        (
+            Box::new(|i| {
+                i.spec.transformer = Some(PredictorSpec {
+                    containers: Some(vec![serde_json::json!({"name": "kserve-container", "image": "t"})]),
+                    min_replicas: Some(-1),
+                    ..PredictorSpec::default()
+                })
+            }),
+            "spec.transformer.minReplicas: -1 is less than 0",
+        ),
+        (
+            Box::new(|i| {
+                i.metadata.name = "a".repeat(46);
+                i.spec.transformer = Some(PredictorSpec {
+                    containers: Some(vec![serde_json::json!({"name": "kserve-container", "image": "t"})]),
+                    ..PredictorSpec::default()
+                })
+            }),
+            "metadata.name: 46 characters is too long for a transformer",
+        ),
+        (
             Box::new(|i| i.spec.predictor.logger = Some(LoggerSpec::default())),
             "spec.predictor.logger.url: must be an http:// URL with a host (https sinks are not supported yet), not \"\"",
         ),

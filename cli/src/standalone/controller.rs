@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skiff_activator::Activator;
-use skiff_api::revision::RevisionTemplate;
+use skiff_api::revision::{Component, RevisionTemplate};
 use skiff_api::scaling::scaling_spec;
 use skiff_api::serving::{request_timeout, revision_ready, server_args};
 use skiff_api::traffic::{Rollout, TrafficTarget};
@@ -94,7 +94,8 @@ impl Controller {
             service.manifest = manifest;
             let (name, namespace) =
                 (service.manifest.isvc.name().to_owned(), service.manifest.isvc.namespace().to_owned());
-            let applied = service.rollout.apply(&name, RevisionTemplate::of(&service.manifest.isvc));
+            let applied =
+                service.rollout.apply(&name, Component::Predictor, RevisionTemplate::of(&service.manifest.isvc));
             let new_revision = match applied {
                 Ok(revision) => {
                     service.exhausted = false;
@@ -158,7 +159,7 @@ impl Controller {
                 name: s.manifest.isvc.name().to_owned(),
                 targets: s.traffic.clone(),
                 timeout: Some(timeout_of(&s.manifest)),
-                host: None,
+                ..ServiceRoute::default()
             })
             .collect();
         if routes != self.routes {

@@ -17,8 +17,7 @@ fn route(namespace: &str, name: &str) -> ServiceRoute {
             target(&format!("{name}-predictor-00002"), 20, Some("latest")),
             target(&format!("{name}-predictor-00001"), 80, Some("prev")),
         ],
-        timeout: None,
-        host: None,
+        ..ServiceRoute::default()
     }
 }
 
@@ -216,4 +215,31 @@ mod properties {
             prop_assert!(table().resolve(&host, "/").is_none());
         }
     }
+}
+
+#[test]
+fn a_transformer_takes_the_service_and_the_predictor_keeps_its_own_address() {
+    let mut iris = route("default", "iris");
+    iris.transformer = vec![target("iris-transformer-00001", 100, Some("latest"))];
+    iris.explainer = vec![target("iris-explainer-00001", 100, Some("latest"))];
+    let table = RouteTable::new("example.com", vec![iris, route("default", "plain")]);
+    let component = |host: &str, path: &str| {
+        let resolved = table.resolve(host, path).unwrap();
+        (resolved.component, resolved.targets()[0].revision_name.clone(), resolved.path)
+    };
+    let via_transformer =
+        (Component::Transformer, "iris-transformer-00001".to_owned(), "/v1/models/iris:predict".into());
+    assert_eq!(component("iris.default.example.com", "/v1/models/iris:predict"), via_transformer);
+    assert_eq!(component("127.0.0.1:8080", "/v1/models/iris:predict"), via_transformer);
+    assert_eq!(component("iris.default.example.com", "/v2/models/iris/infer").0, Component::Transformer);
+    for explain in ["/v1/models/iris:explain", "/v2/models/iris/explain", "/v2/models/iris/versions/1/explain?x=1"] {
+        assert_eq!(component("iris.default.example.com", explain).0, Component::Explainer, "{explain}");
+    }
+    let direct = (Component::Predictor, "iris-predictor-00002".to_owned(), "/v1/models/iris:predict".into());
+    assert_eq!(component("iris-predictor.default.example.com", "/v1/models/iris:predict"), direct);
+    assert_eq!(component("127.0.0.1:8080", "/serving/default/iris-predictor/v1/models/iris:predict"), direct);
+    assert_eq!(component("iris-predictor.default.example.com", "/v1/models/iris:explain").0, Component::Predictor);
+    assert_eq!(component("plain.default.example.com", "/v1/models/plain:explain").0, Component::Predictor);
+    assert_eq!(component("plain-predictor.default.example.com", "/").0, Component::Predictor);
+    assert!(table.resolve("127.0.0.1", "/serving/default/nothing-predictor/").is_none());
 }

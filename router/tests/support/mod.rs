@@ -93,7 +93,7 @@ pub fn target(revision: &str, percent: u32, tag: Option<&str>) -> TrafficTarget 
 }
 
 pub fn service(namespace: &str, name: &str, targets: Vec<TrafficTarget>) -> ServiceRoute {
-    ServiceRoute { namespace: namespace.to_owned(), name: name.to_owned(), targets, timeout: None, host: None }
+    ServiceRoute { namespace: namespace.to_owned(), name: name.to_owned(), targets, ..ServiceRoute::default() }
 }
 
 /// Registers `revision` (`namespace/name`) with the given ready replicas.
