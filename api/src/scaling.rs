@@ -9,6 +9,7 @@ use skiff_autoscaler::{AutoscalerConfig, PredictorScaling, ScalingSpec};
 
 use crate::error::{Error, Result};
 use crate::isvc::InferenceService;
+use crate::revision::Component;
 
 /// The annotation prefix Knative reads autoscaling settings from.
 const AUTOSCALING_PREFIX: &str = "autoscaling.knative.dev/";
@@ -41,9 +42,15 @@ pub struct ScalingInputs {
 impl ScalingInputs {
     /// The inputs of an InferenceService's predictor.
     pub fn of(isvc: &InferenceService) -> ScalingInputs {
-        let p = &isvc.spec.predictor;
+        ScalingInputs::of_component(isvc, Component::Predictor).expect("every InferenceService has a predictor")
+    }
+
+    /// The inputs of one component (its own fields, the service's annotations); `None` when
+    /// `isvc` does not have it.
+    pub fn of_component(isvc: &InferenceService, component: Component) -> Option<ScalingInputs> {
+        let p = component.spec(isvc)?;
         let unsigned = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
-        ScalingInputs {
+        Some(ScalingInputs {
             min_replicas: unsigned(p.min_replicas),
             max_replicas: unsigned(p.max_replicas),
             scale_target: unsigned(p.scale_target),
@@ -56,12 +63,17 @@ impl ScalingInputs {
                 .filter(|(k, _)| k.starts_with(AUTOSCALING_PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-        }
+        })
     }
 
-    /// Resolves them against the cluster-wide config, as KServe hands them to Knative; the error
-    /// names the field or annotation.
+    /// Resolves a predictor's inputs against the cluster-wide config, as KServe hands them to
+    /// Knative; the error names the field or annotation.
     pub fn resolve(&self, config: &AutoscalerConfig) -> Result<ScalingSpec> {
+        self.resolve_for(config, Component::Predictor)
+    }
+
+    /// [`ScalingInputs::resolve`] for `component`'s inputs (errors name its fields).
+    pub fn resolve_for(&self, config: &AutoscalerConfig, component: Component) -> Result<ScalingSpec> {
         let fields = PredictorScaling {
             min_replicas: self.min_replicas,
             max_replicas: self.max_replicas,
@@ -74,7 +86,7 @@ impl ScalingInputs {
             let field = if key.contains('/') {
                 format!("metadata.annotations[{key}]")
             } else {
-                format!("spec.predictor.{key}")
+                format!("spec.{}.{key}", component.name())
             };
             Error::invalid(field, e.to_string())
         })
@@ -85,6 +97,15 @@ impl ScalingInputs {
 /// global config, as KServe hands them to Knative.
 pub fn scaling_spec(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<ScalingSpec> {
     ScalingInputs::of(isvc).resolve(config)
+}
+
+/// [`scaling_spec`] for one component; `None` when `isvc` does not have it.
+pub fn component_scaling_spec(
+    isvc: &InferenceService,
+    component: Component,
+    config: &AutoscalerConfig,
+) -> Option<Result<ScalingSpec>> {
+    Some(ScalingInputs::of_component(isvc, component)?.resolve_for(config, component))
 }
 
 #[cfg(test)]

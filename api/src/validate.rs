@@ -7,7 +7,7 @@ use skiff_autoscaler::AutoscalerConfig;
 use crate::error::{Error, Result};
 use crate::isvc::{API_VERSION, InferenceService, KIND, PredictorSpec};
 use crate::revision::{Component, DNS_LABEL_MAX, MAX_NAME_LENGTH, MAX_REVISION, revision_name};
-use crate::scaling::scaling_spec;
+use crate::scaling::component_scaling_spec;
 
 /// The most replicas `minReplicas` and `maxReplicas` may name: far beyond one model on one
 /// cluster, and small enough that no replica arithmetic (`i32` in a Deployment) can overflow.
@@ -44,8 +44,9 @@ pub fn validate(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<()
         let spec = which.spec(isvc).expect("Component::of lists the components that are set");
         component(&format!("spec.{}", which.name()), spec, which)?;
         revision_name_fits(&isvc.metadata.name, which)?;
+        component_scaling_spec(isvc, which, config).expect("the component is set")?;
     }
-    scaling_spec(isvc, config).map(|_| ())
+    Ok(())
 }
 
 /// One component's checks; `at` is its field (`spec.predictor`, ...). A transformer or explainer
