@@ -82,6 +82,24 @@ pub fn logger_args(predictor: &PredictorSpec, served: Served<'_>) -> Vec<String>
     args
 }
 
+/// Where a transformer or explainer reaches its predictor: the router at `router` (an authority,
+/// `host:port`), on the path that addresses the predictor alone, past any transformer
+/// (`/serving/<namespace>/<isvc>-predictor`). A path, not a host per component, so nothing needs a
+/// DNS name of its own; KServe's clients take a `predictor_host` with a path (their base URL is
+/// `http://{predictor_host}`). Through the router, a call to a predictor at zero is held by the
+/// activator while it scales up, like any other.
+pub fn predictor_host(router: &str, namespace: &str, inference_service: &str) -> String {
+    format!("{router}/serving/{namespace}/{inference_service}-predictor")
+}
+
+/// What KServe gives a transformer's or explainer's container: the arguments
+/// `--model_name <isvc> --predictor_host <host>` (appended to its own) and the variable
+/// `PREDICTOR_HOST`.
+pub fn component_contract(inference_service: &str, predictor_host: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let args = ["--model_name", inference_service, "--predictor_host", predictor_host].map(str::to_owned).into();
+    (args, vec![("PREDICTOR_HOST".to_owned(), predictor_host.to_owned())])
+}
+
 /// Whether a revision counts as ready (and may take traffic): once it has had a ready replica, or
 /// at once when it starts with no pod (initial pods 0), because the activator holds its first
 /// requests and the autoscaler starts it, as in Knative.
@@ -93,6 +111,15 @@ pub fn revision_ready(has_had_ready_replica: bool, initial_pods: u32) -> bool {
 mod tests {
     use super::*;
     use crate::isvc::{Batcher, LoggerSpec};
+
+    #[test]
+    fn components_reach_the_predictor_through_the_router_by_path() {
+        let host = predictor_host("127.0.0.1:8080", "models", "iris");
+        assert_eq!(host, "127.0.0.1:8080/serving/models/iris-predictor");
+        let (args, env) = component_contract("iris", &host);
+        assert_eq!(args.join(" "), "--model_name iris --predictor_host 127.0.0.1:8080/serving/models/iris-predictor");
+        assert_eq!(env, [("PREDICTOR_HOST".to_owned(), host)]);
+    }
 
     #[test]
     fn the_logger_gets_its_sink_mode_and_who_is_logging() {
