@@ -7,11 +7,11 @@ Python ModelServer (V1 + V2 REST), with onnxruntime on the CPU.
 Every kserve ModelServer flag (--workers, --max_asyncio_workers, ...) is
 accepted and keeps kserve's default, so this is kserve as users run it.
 
-One deviation: kserve hard-codes its REST listener to 0.0.0.0. Benchmarks
-here must only listen on loopback, so the uvicorn config is re-pointed to
-$SKIFF_PEER_HOST (default 127.0.0.1) before the server binds. Nothing else
-about request handling changes. (kserve's gRPC server always binds [::];
-run_kserve.sh therefore disables gRPC unless asked for it.)
+One deviation: kserve hard-codes its REST listener to 0.0.0.0 and its gRPC
+listener to [::]. Benchmarks here must only listen on loopback, so the uvicorn
+config and the gRPC server's listen address are re-pointed to $SKIFF_PEER_HOST
+(default 127.0.0.1) before the servers bind. Nothing else about request
+handling changes. (run_kserve.sh disables gRPC unless asked for it.)
 """
 
 import argparse
@@ -25,6 +25,7 @@ import onnxruntime as ort
 import kserve
 from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer
 from kserve.errors import InvalidInput
+from kserve.protocol.grpc import server as _grpc_server
 from kserve.protocol.rest import server as _rest_server
 
 # V2 datatype for each numpy dtype an ONNX model can return.
@@ -69,6 +70,21 @@ def _bind_loopback():
         self.config.host = host
 
     _rest_server.RESTServer.__init__ = init
+
+    # GRPCServer.start calls aio.server(...) then add_insecure_port("[::]:PORT").
+    original_server = _grpc_server.aio.server
+
+    def server(*args, **kwargs):
+        grpc_server = original_server(*args, **kwargs)
+        original_add = grpc_server.add_insecure_port
+
+        def add_insecure_port(address):
+            return original_add(address.replace("[::]", host, 1))
+
+        grpc_server.add_insecure_port = add_insecure_port
+        return grpc_server
+
+    _grpc_server.aio.server = server
 
 
 def _find_onnx(model_dir: str) -> str:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Start the KServe peer: bench/peers/run_kserve.sh PORT MODEL_DIR
 # Serves MODEL_DIR/model.onnx as model "iris" on 127.0.0.1:PORT (V1 + V2 REST).
-# gRPC is off by default (kserve binds it to [::], not loopback); set
-# KSERVE_GRPC=1 to turn it on at PORT+1. Extra arguments go to kserve.
+# gRPC (V2, on loopback too: kserve_onnx.py re-points it) is off by default; set
+# KSERVE_GRPC_PORT to serve it there, or KSERVE_GRPC=1 for PORT+1. Extra
+# arguments go to kserve.
 # Needs bench/peers/setup.sh to have been run. Execs, so the PID is the server's.
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -19,7 +20,9 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "run_kserve.sh: no venv at $venv; run bench/peers/setup.sh first" >&2
   exit 1
 fi
-if [ "${KSERVE_GRPC:-0}" = "1" ]; then
+if [ -n "${KSERVE_GRPC_PORT:-}" ]; then
+  grpc_args=(--grpc_port "$KSERVE_GRPC_PORT")
+elif [ "${KSERVE_GRPC:-0}" = "1" ]; then
   grpc_args=(--grpc_port "$((port + 1))")
 else
   grpc_args=(--enable_grpc false)

@@ -1,11 +1,13 @@
 //! Benchmark programs for Skiff: a closed-loop HTTP load generator ([`load`]), peer processes
-//! started and stopped side by side ([`peer`]), and the table that compares them ([`report`]).
+//! started and stopped side by side ([`peer`]), the table that compares them ([`report`]), and a
+//! REST and gRPC load generator with HDR percentiles and byte counts ([`wire`]).
 //! Benchmarks print figures; they never assert on timings.
 
 pub mod load;
 pub mod peer;
 pub mod report;
 pub mod status;
+pub mod wire;
 
 /// The request every benchmark sends: a V2 infer of one iris row.
 pub const IRIS_V2_BODY: &str =

@@ -38,6 +38,9 @@ pub struct Stats {
     pub seconds: f64,
     /// Latencies of successful requests, in microseconds, sorted.
     pub latencies_us: Vec<u32>,
+    /// Latencies of successful requests in an HDR histogram (microseconds, 3 significant digits);
+    /// when present, [`Stats::quantile_ms`] reads it instead of `latencies_us`.
+    pub histogram: Option<hdrhistogram::Histogram<u64>>,
     /// Failed requests by kind: the HTTP status, or the transport error.
     pub failures: std::collections::BTreeMap<String, u64>,
 }
@@ -50,6 +53,9 @@ impl Stats {
 
     /// The `q` quantile (0..=1) of latency in milliseconds.
     pub fn quantile_ms(&self, q: f64) -> f64 {
+        if let Some(histogram) = &self.histogram {
+            return if histogram.is_empty() { f64::NAN } else { histogram.value_at_quantile(q) as f64 / 1000.0 };
+        }
         if self.latencies_us.is_empty() {
             return f64::NAN;
         }

@@ -45,6 +45,11 @@ impl Peer {
         anyhow::bail!("{name} was not ready within {timeout:?}; see {}", log.display())
     }
 
+    /// The peer's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Resident memory of the peer and all its descendants, in MiB.
     pub fn rss_mib(&self) -> f64 {
         let mut pids = vec![self.child.id()];
@@ -92,6 +97,32 @@ fn children(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .map(|s| s.split_whitespace().filter_map(|p| p.parse().ok()).collect())
         .unwrap_or_default()
+}
+
+/// CPU time (user + system, all threads) used so far by process `pid` and its live descendants,
+/// in seconds (Linux's 100 ticks a second).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let mut pids = vec![pid];
+    let mut i = 0;
+    while i < pids.len() {
+        pids.extend(children(pids[i]));
+        i += 1;
+    }
+    pids.iter().map(|&pid| own_cpu_ticks(pid)).sum::<u64>() as f64 / 100.0
+}
+
+/// CPU time used so far by this process alone (not the peers it started), in seconds.
+pub fn self_cpu_seconds() -> f64 {
+    own_cpu_ticks(std::process::id()) as f64 / 100.0
+}
+
+/// utime + stime of one process (all its threads) from `/proc/PID/stat`, in clock ticks.
+fn own_cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
+    // Fields after the command's closing parenthesis start at field 3 (state); utime and stime are
+    // fields 14 and 15.
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0 };
+    rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse::<u64>().ok()).sum()
 }
 
 fn rss_kib(pid: u32) -> u64 {

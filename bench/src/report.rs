@@ -111,6 +111,7 @@ mod tests {
             errors: 1,
             seconds: 1.0,
             latencies_us: vec![p50, p50, p50],
+            histogram: None,
             failures: Default::default(),
         };
         let rows = vec![
