@@ -1,13 +1,14 @@
-//! The objects of one revision, as pure functions of the InferenceService and the platform settings:
-//! a Deployment running `skiff-server` on the model (or the user's custom container) and a Service
-//! (port 80 to the container port) that the router and activator find by its labels.
+//! The objects of one revision of a component, as pure functions of the InferenceService and the
+//! platform settings: a Deployment running `skiff-server` on the model (or the user's custom
+//! container, which is what a transformer or an explainer always is) and a Service (port 80 to the
+//! container port) that the router and activator find by its labels.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, HTTPGetAction, PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount,
+    Container, ContainerPort, EnvVar, HTTPGetAction, PodSpec, PodTemplateSpec, Probe, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -17,8 +18,9 @@ use skiff_api::labels::{
     APPLIED_HASH, COMPONENT, CONTAINER_CONCURRENCY, FIELD_MANAGER, INFERENCE_SERVICE, INITIAL_SCALE,
     QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION, REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
 };
+use skiff_api::revision::Component;
 use skiff_api::scaling::ScalingInputs;
-use skiff_api::serving::{Served, batcher_args, logger_args, server_args};
+use skiff_api::serving::{Served, batcher_args, component_contract, logger_args, predictor_host, server_args};
 
 use crate::platform::Platform;
 use crate::storage::{self, ModelSource};
@@ -39,8 +41,6 @@ const SHUTDOWN_DELAY_SECS: u32 = 3;
 pub const CONTAINER_NAME: &str = "kserve-container";
 /// KServe's name for the volume the model is provided in.
 const MODEL_VOLUME: &str = "kserve-provision-location";
-/// The component label's value.
-const PREDICTOR: &str = "predictor";
 /// PodSpec fields KServe accepts inline in `spec.predictor`, passed to the pod as written.
 const POD_FIELDS: [&str; 18] = [
     "serviceAccountName",
@@ -89,7 +89,7 @@ impl Default for Serving {
 }
 
 impl Serving {
-    /// A predictor's settings.
+    /// A component's settings (`spec.predictor`, `spec.transformer`, ...).
     pub fn of(predictor: &PredictorSpec) -> Serving {
         Serving {
             container_concurrency: predictor.container_concurrency.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
@@ -123,16 +123,18 @@ pub struct Record {
     pub scaling: ScalingInputs,
 }
 
-/// Which revision of which InferenceService an object belongs to.
+/// Which revision of which component of which InferenceService an object belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevisionRef {
     /// The InferenceService.
     pub service: String,
     /// Its namespace.
     pub namespace: String,
-    /// `<service>-predictor-NNNNN`.
+    /// The component the revision runs.
+    pub component: Component,
+    /// `<service>-<component>-NNNNN`.
     pub name: String,
-    /// `NNNNN`.
+    /// `NNNNN` (numbered per component).
     pub number: u32,
     /// Its concurrency and timeout.
     pub serving: Serving,
@@ -144,15 +146,17 @@ impl RevisionRef {
         Served {
             inference_service: &self.service,
             namespace: &self.namespace,
-            component: "predictor",
+            component: self.component.name(),
             revision: &self.name,
         }
     }
 
-    /// Labels of the revision's Deployment, pods and Service.
+    /// Labels of the revision's Deployment and Service: the InferenceService, the component
+    /// (KServe's `component` label), the revision's number and name, its serving settings.
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut labels = self.selector();
-        labels.insert(COMPONENT.into(), PREDICTOR.into());
+        labels.insert(REVISION.into(), self.number.to_string());
+        labels.insert(COMPONENT.into(), self.component.name().into());
         labels.insert(REVISION_NAME.into(), self.name.clone());
         labels.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
         labels.insert(CONTAINER_CONCURRENCY.into(), self.serving.container_concurrency.to_string());
@@ -163,9 +167,29 @@ impl RevisionRef {
         labels
     }
 
-    /// The labels that select the revision's pods.
+    /// Labels of the revision's pods: [`RevisionRef::labels`], less the revision's number for a
+    /// transformer or explainer (see [`RevisionRef::selector`]).
+    pub fn pod_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels();
+        if self.component != Component::Predictor {
+            labels.remove(REVISION);
+        }
+        labels
+    }
+
+    /// The labels that select the revision's pods. A predictor's are the InferenceService and the
+    /// revision's number, as they always were (a Deployment's selector cannot change). Numbers
+    /// repeat across components (`iris-predictor-00001`, `iris-transformer-00001`), so the pods of
+    /// a transformer or explainer carry no number, which keeps them out of the predictor's
+    /// selector, and are selected by the revision's name instead.
     pub fn selector(&self) -> BTreeMap<String, String> {
-        [(INFERENCE_SERVICE.to_owned(), self.service.clone()), (REVISION.to_owned(), self.number.to_string())].into()
+        let isvc = (INFERENCE_SERVICE.to_owned(), self.service.clone());
+        match self.component {
+            Component::Predictor => [isvc, (REVISION.to_owned(), self.number.to_string())].into(),
+            Component::Transformer | Component::Explainer => {
+                [isvc, (REVISION_NAME.to_owned(), self.name.clone())].into()
+            }
+        }
     }
 
     fn metadata(&self, owner: &OwnerReference, annotations: BTreeMap<String, String>) -> ObjectMeta {
@@ -180,10 +204,12 @@ impl RevisionRef {
     }
 }
 
-/// A new revision's Deployment. `replicas` is set only while the controller owns the field (see
-/// [`crate::plan::replicas_to_apply`]); the [`Record`] is kept in annotations so that readiness
-/// without pods survives restarts and the autoscaler finds the revision's settings. The error (for
-/// the status) names the field that cannot be served.
+/// A new revision's Deployment; `predictor` is the spec of the revision's component
+/// (`spec.predictor`, `spec.transformer`, ...). `replicas` is set only while the controller owns
+/// the field (see [`crate::plan::replicas_to_apply`]); the [`Record`] is kept in annotations so
+/// that readiness without pods survives restarts and the autoscaler finds the revision's settings
+/// (each component's revisions scale on their own). The error (for the status) names the field
+/// that cannot be served.
 pub fn deployment(
     revision: &RevisionRef,
     owner: &OwnerReference,
@@ -193,7 +219,8 @@ pub fn deployment(
     platform: &Platform,
 ) -> Result<Deployment, String> {
     let pod = pod_spec(revision, predictor, platform)?;
-    let scaling = serde_json::to_string(&record.scaling).map_err(|e| format!("spec.predictor: {e}"))?;
+    let at = format!("spec.{}", revision.component.name());
+    let scaling = serde_json::to_string(&record.scaling).map_err(|e| format!("{at}: {e}"))?;
     let annotations = [
         (TEMPLATE_HASH.to_owned(), record.template_hash.clone()),
         (INITIAL_SCALE.to_owned(), record.initial_scale.to_string()),
@@ -205,7 +232,7 @@ pub fn deployment(
             replicas: None,
             selector: LabelSelector { match_labels: Some(revision.selector()), ..LabelSelector::default() },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(revision.labels()), ..ObjectMeta::default() }),
+                metadata: Some(ObjectMeta { labels: Some(revision.pod_labels()), ..ObjectMeta::default() }),
                 spec: Some(pod),
             },
             ..DeploymentSpec::default()
@@ -252,27 +279,61 @@ fn stamp<S: serde::Serialize>(meta: &mut ObjectMeta, spec: &S) {
 }
 
 /// The pod: the user's pod-level fields, then the model server, or the custom container behind
-/// the queue-proxy; the restricted profile under every security context ([`security`]).
+/// the queue-proxy (with KServe's contract for a transformer's or explainer's container, see
+/// [`component_args`]); the restricted profile under every security context ([`security`]).
 fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platform) -> Result<PodSpec, String> {
-    let mut pod: PodSpec = from_fields(&predictor.other, &POD_FIELDS, "spec.predictor")?;
+    let at = format!("spec.{}", revision.component.name());
+    let mut pod: PodSpec = from_fields(&predictor.other, &POD_FIELDS, &at)?;
     pod.enable_service_links.get_or_insert(false);
     if let Some(model) = &predictor.model {
         pod.automount_service_account_token.get_or_insert(false);
         model_server(revision, model, predictor, platform, &mut pod)?;
     } else if let Some(containers) = &predictor.containers {
-        custom_containers(containers, &mut pod)?;
+        custom_containers(containers, &mut pod, &at)?;
         let upstream =
             pod.containers[0].ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
+        if revision.component != Component::Predictor {
+            component_args(&mut pod.containers[0], revision, upstream, platform);
+        }
         pod.containers.push(queue_proxy(upstream, revision, predictor, platform));
     } else {
         let framework = skiff_api::validate::FRAMEWORKS.iter().find(|f| predictor.other.contains_key(**f));
         return Err(format!(
-            "spec.predictor.{}: Skiff serves `model` (ONNX) and custom `containers`; framework shorthands are not served",
+            "{at}.{}: Skiff serves `model` (ONNX) and custom `containers`; framework shorthands are not served",
             framework.unwrap_or(&"model")
         ));
     }
-    security::harden(&mut pod).map_err(|e| format!("spec.predictor.{e}"))?;
+    security::harden(&mut pod).map_err(|e| format!("{at}.{e}"))?;
     Ok(pod)
+}
+
+/// KServe's contract for the container of a transformer or explainer (its `GetContainer`), each
+/// argument only when the container does not pass it already: `--model_name <isvc>`,
+/// `--predictor_host <host>` and `--http_port <port>` (the port the queue-proxy forwards to,
+/// KServe's 8080 unless the container declares another), and the variable `PREDICTOR_HOST` unless
+/// set. The predictor host is the router with the path that addresses the predictor alone
+/// ([`predictor_host`]): `<router>/serving/<namespace>/<isvc>-predictor`. A path prefix rather
+/// than a host per component, because then no component needs a DNS name of its own (Skiff makes
+/// no Service per component, only per revision, and the router's one Service name is all that
+/// must resolve); and through the router, the call reaches the predictor's revisions by their
+/// traffic split and is held by the activator while the predictor scales from zero.
+fn component_args(container: &mut Container, revision: &RevisionRef, port: i32, platform: &Platform) {
+    let host = predictor_host(&platform.router_host(), &revision.namespace, &revision.service);
+    let (mut args, env) = component_contract(&revision.service, &host);
+    args.extend(["--http_port".to_owned(), port.to_string()]);
+    let own = container.args.get_or_insert_with(Vec::new);
+    for pair in args.chunks(2) {
+        let flag = &pair[0];
+        if !own.iter().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+            own.extend(pair.iter().cloned());
+        }
+    }
+    let vars = container.env.get_or_insert_with(Vec::new);
+    for (name, value) in env {
+        if !vars.iter().any(|v| v.name == name) {
+            vars.push(EnvVar { name, value: Some(value), ..EnvVar::default() });
+        }
+    }
 }
 
 /// `skiff-server` on the model, mounted at the platform's model folder.
@@ -401,9 +462,9 @@ fn queue_proxy(upstream: i32, revision: &RevisionRef, predictor: &PredictorSpec,
     }
 }
 
-/// The user's containers as written; the first one serves (named `kserve-container` when unnamed,
-/// port 8080 when it declares none).
-fn custom_containers(containers: &[Value], pod: &mut PodSpec) -> Result<(), String> {
+/// The user's containers as written (`at`: the component's field, for errors); the first one
+/// serves (named `kserve-container` when unnamed, port 8080 when it declares none).
+fn custom_containers(containers: &[Value], pod: &mut PodSpec, at: &str) -> Result<(), String> {
     let mut parsed = Vec::with_capacity(containers.len());
     for (i, value) in containers.iter().enumerate() {
         let mut value = value.clone();
@@ -412,12 +473,11 @@ fn custom_containers(containers: &[Value], pod: &mut PodSpec) -> Result<(), Stri
         {
             object.entry("name").or_insert_with(|| CONTAINER_NAME.into());
         }
-        let container: Container =
-            serde_json::from_value(value).map_err(|e| format!("spec.predictor.containers[{i}]: {e}"))?;
+        let container: Container = serde_json::from_value(value).map_err(|e| format!("{at}.containers[{i}]: {e}"))?;
         parsed.push(container);
     }
     let Some(first) = parsed.first_mut() else {
-        return Err("spec.predictor.containers: at least one container is needed".into());
+        return Err(format!("{at}.containers: at least one container is needed"));
     };
     if first.ports.as_ref().is_none_or(Vec::is_empty) {
         first.ports = Some(vec![ContainerPort {

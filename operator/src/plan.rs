@@ -2,29 +2,33 @@
 //! Services that carry its label, and the platform settings, to what to apply, what to delete and
 //! the status to write (only when it differs from the one stored).
 //!
-//! Each change of the predictor's [`RevisionTemplate`] makes a new immutable revision numbered
-//! after the highest one seen; the traffic split comes from [`skiff_api::traffic::split`] with the
-//! rolled-out revisions read back from the status; revisions without a share are collected.
+//! Each component the InferenceService has (the predictor, and a transformer and an explainer when
+//! set) has revisions of its own: each change of the component's [`RevisionTemplate`] makes a new
+//! immutable revision `<name>-<component>-NNNNN`, numbered after the highest one of that component
+//! seen; its traffic split comes from [`skiff_api::traffic::split`] with the component's
+//! rolled-out revisions read back from the status and its own `canaryTrafficPercent` (KServe
+//! applies a canary per component); revisions without a share, and every revision of a component
+//! the InferenceService no longer has, are collected.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
-use skiff_api::InferenceServiceResource;
-use skiff_api::InferenceServiceStatus;
 use skiff_api::labels::FIELD_MANAGER;
-use skiff_api::revision::{PREDICTOR, RevisionTemplate, next_number, revision_name};
-use skiff_api::scaling::{ScalingInputs, scaling_spec};
+use skiff_api::revision::{Component, RevisionTemplate, next_number, revision_name};
+use skiff_api::scaling::{ScalingInputs, component_scaling_spec};
 use skiff_api::serving::revision_ready;
 use skiff_api::status::Replicas;
 use skiff_api::traffic::{RolledOut, split};
 use skiff_api::validate::validate;
+use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStatus};
 
 use crate::desired::{self, Record, RevisionRef, Serving};
 use crate::platform::Platform;
 use crate::revisions::{ObservedRevision, observe};
-use crate::status::{self, Observation, Urls, Verdict};
+use crate::status::{self, ComponentObservation, Observation, Urls, Verdict};
 
 /// What the cluster shows for one InferenceService.
 #[derive(Debug, Clone, Copy)]
@@ -56,13 +60,24 @@ pub struct Plan {
     pub refused: Option<String>,
 }
 
-/// The latest revision: observed, or to be created in this pass.
+/// The latest revision of a component: observed, or to be created in this pass.
 struct Latest {
     name: String,
     number: u32,
     ready: bool,
     observed: Option<ObservedRevision>,
     initial_scale: u32,
+}
+
+/// What every component's plan reads.
+struct Shared<'a> {
+    input: Inputs<'a>,
+    manifest: &'a InferenceService,
+    owner: &'a OwnerReference,
+    name: &'a str,
+    namespace: &'a str,
+    old: &'a InferenceServiceStatus,
+    revisions: &'a [ObservedRevision],
 }
 
 /// Decides everything for one InferenceService.
@@ -79,13 +94,61 @@ pub fn plan(input: Inputs) -> Plan {
     let mut plan = Plan::default();
 
     // The same checks as `skiff up` (and the CRD), against this cluster's autoscaler settings.
-    let checked = validate(&manifest, &input.platform.autoscaler);
-    let scaling = match checked.and_then(|()| scaling_spec(&manifest, &input.platform.autoscaler)) {
-        Ok(scaling) => scaling,
-        Err(e) => return refused(input, e.to_string()),
+    if let Err(e) = validate(&manifest, &input.platform.autoscaler) {
+        return refused(input, e.to_string());
+    }
+    let shared = Shared {
+        input,
+        manifest: &manifest,
+        owner: &owner,
+        name: &name,
+        namespace: &namespace,
+        old: &old,
+        revisions: &revisions,
     };
-    let template_hash = crate::hash::of(&RevisionTemplate::of(&manifest));
-    let old_predictor = old.predictor().cloned().unwrap_or_default();
+    let mut components = Vec::new();
+    let mut keep = BTreeSet::new();
+    for component in Component::of(&manifest) {
+        match plan_component(&shared, component, &mut plan, &mut keep) {
+            Ok(observation) => components.push(observation),
+            Err(message) => return refused(input, message),
+        }
+    }
+    plan.delete = revisions.iter().filter(|r| !keep.contains(&r.name)).map(|r| r.name.clone()).collect();
+
+    // Services applied in this pass count: the status is written only after they are.
+    let reachable = |revision: &str| input.services.iter().chain(&plan.services).any(|s| s.name_any() == revision);
+    let missing = components.iter().flat_map(|c| &c.traffic).find(|t| t.percent > 0 && !reachable(&t.revision_name));
+    let ingress: Verdict = match missing {
+        Some(t) => Err(("ServiceMissing", format!("waiting for the Service of revision {}", t.revision_name))),
+        None => Ok(()),
+    };
+    let observation = Observation { old: &old, generation: isvc.metadata.generation, urls, components, ingress };
+    let status = status::compute(&observation, input.now);
+    plan.status = (isvc.status.as_ref() != Some(&status)).then_some(status);
+    plan
+}
+
+/// One component's revisions: its latest revision's Deployment when new or changed, the Services of
+/// the revisions it keeps (added to `keep`), and what its status says. The error (for the status)
+/// says why the component cannot be realised.
+fn plan_component(
+    shared: &Shared,
+    component: Component,
+    plan: &mut Plan,
+    keep: &mut BTreeSet<String>,
+) -> Result<ComponentObservation, String> {
+    let Shared { input, manifest, owner, name, namespace, old, .. } = *shared;
+    let spec = component.spec(manifest).ok_or_else(|| format!("spec.{}: not set", component.name()))?;
+    let scaling = component_scaling_spec(manifest, component, &input.platform.autoscaler)
+        .ok_or_else(|| format!("spec.{}: not set", component.name()))?
+        .map_err(|e| e.to_string())?;
+    let template = RevisionTemplate::of_component(manifest, component)
+        .ok_or_else(|| format!("spec.{}: not set", component.name()))?;
+    let template_hash = crate::hash::of(&template);
+    let revisions: Vec<ObservedRevision> =
+        shared.revisions.iter().filter(|r| r.component == component).cloned().collect();
+    let old_component = old.component(component.name()).cloned().unwrap_or_default();
 
     // The latest revision, and its Deployment when it is new or changed.
     let latest = match revisions.last() {
@@ -93,21 +156,19 @@ pub fn plan(input: Inputs) -> Plan {
             name: r.name.clone(),
             number: r.number,
             ready: revision_ready(
-                r.serving() || old_predictor.latest_ready_revision.as_deref() == Some(r.name.as_str()),
+                r.serving() || old_component.latest_ready_revision.as_deref() == Some(r.name.as_str()),
                 r.initial_scale.unwrap_or_else(|| scaling.initial_pods()),
             ),
             observed: Some(r.clone()),
             initial_scale: r.initial_scale.unwrap_or_else(|| scaling.initial_pods()),
         },
         _ => {
-            let seen = old_predictor.latest_created_revision.as_deref().and_then(revision_number);
-            let number = match next_number(&name, revisions.last().map(|r| r.number).max(seen).unwrap_or(0)) {
-                Ok(number) => number,
-                Err(e) => return refused(input, e.to_string()),
-            };
+            let seen = old_component.latest_created_revision.as_deref().and_then(revision_number);
+            let highest = revisions.last().map(|r| r.number).max(seen).unwrap_or(0);
+            let number = next_number(name, highest).map_err(|e| e.to_string())?;
             let initial_scale = scaling.initial_pods();
             Latest {
-                name: revision_name(&name, PREDICTOR, number),
+                name: revision_name(name, component.name(), number),
                 number,
                 ready: revision_ready(false, initial_scale),
                 observed: None,
@@ -115,13 +176,15 @@ pub fn plan(input: Inputs) -> Plan {
             }
         }
     };
-    let latest_ref = RevisionRef {
-        service: name.clone(),
-        namespace: namespace.clone(),
-        name: latest.name.clone(),
-        number: latest.number,
-        serving: Serving::of(&manifest.spec.predictor),
+    let revision_ref = |name: &str, number: u32, serving: Serving| RevisionRef {
+        service: shared.name.to_owned(),
+        namespace: namespace.to_owned(),
+        component,
+        name: name.to_owned(),
+        number,
+        serving,
     };
+    let latest_ref = revision_ref(&latest.name, latest.number, Serving::of(spec));
     let existing = input.deployments.iter().find(|d| d.name_any() == latest.name && latest.observed.is_some());
     let replicas = match existing {
         None => Some(i32::try_from(latest.initial_scale).unwrap_or(i32::MAX)),
@@ -130,13 +193,9 @@ pub fn plan(input: Inputs) -> Plan {
     let record = Record {
         template_hash: template_hash.clone(),
         initial_scale: latest.initial_scale,
-        scaling: ScalingInputs::of(&manifest),
+        scaling: ScalingInputs::of_component(manifest, component).unwrap_or_default(),
     };
-    let wanted = desired::deployment(&latest_ref, &owner, &manifest.spec.predictor, &record, replicas, input.platform);
-    let wanted = match wanted {
-        Ok(d) => d,
-        Err(message) => return refused(input, message),
-    };
+    let wanted = desired::deployment(&latest_ref, owner, spec, &record, replicas, input.platform)?;
     if existing.is_none_or(|d| desired::applied_hash(&d.metadata) != desired::applied_hash(&wanted.metadata)) {
         plan.deployments.push(wanted.clone());
     }
@@ -144,52 +203,35 @@ pub fn plan(input: Inputs) -> Plan {
     // Traffic: the rolled-out revisions are read back from the status, as long as they still exist.
     let exists = |n: &Option<String>| n.clone().filter(|n| *n == latest.name || revisions.iter().any(|r| r.name == *n));
     let mut rolled_out = RolledOut {
-        latest: exists(&old_predictor.latest_rolledout_revision),
-        previous: old_predictor.previous_rolledout_revision.clone(),
+        latest: exists(&old_component.latest_rolledout_revision),
+        previous: old_component.previous_rolledout_revision.clone(),
     };
     // Validated within 0..=100; the clamp makes the conversion total.
-    let canary = manifest.spec.predictor.canary_traffic_percent.map(|p| u32::try_from(p.clamp(0, 100)).unwrap_or(100));
+    let canary = spec.canary_traffic_percent.map(|p| u32::try_from(p.clamp(0, 100)).unwrap_or(100));
     let traffic = split(&latest.name, latest.ready, &mut rolled_out, canary);
-    let keep: BTreeSet<&str> = traffic.iter().map(|t| t.revision_name.as_str()).chain([latest.name.as_str()]).collect();
-    plan.delete = revisions.iter().filter(|r| !keep.contains(r.name.as_str())).map(|r| r.name.clone()).collect();
+    let kept: BTreeSet<&str> = traffic.iter().map(|t| t.revision_name.as_str()).chain([latest.name.as_str()]).collect();
+    keep.extend(kept.iter().map(|n| (*n).to_owned()));
 
     // Services of every kept revision; the new one's port comes from its Deployment.
     let latest_port = crate::revisions::observe(std::slice::from_ref(&wanted), &owner.uid)
         .first()
         .map_or(desired::SERVER_PORT, |r| r.port);
-    let kept = revisions
+    let services = revisions
         .iter()
-        .filter(|r| keep.contains(r.name.as_str()) && r.name != latest.name)
-        .map(|r| {
-            (
-                RevisionRef {
-                    service: name.clone(),
-                    namespace: namespace.clone(),
-                    name: r.name.clone(),
-                    number: r.number,
-                    serving: r.serving,
-                },
-                r.port,
-            )
-        })
+        .filter(|r| kept.contains(r.name.as_str()) && r.name != latest.name)
+        .map(|r| (revision_ref(&r.name, r.number, r.serving), r.port))
         .chain([(latest_ref, latest_port)]);
-    for (revision, port) in kept {
-        let wanted = desired::service(&revision, &owner, port);
+    for (revision, port) in services {
+        let wanted = desired::service(&revision, owner, port);
         let current = input.services.iter().find(|s| s.name_any() == revision.name);
         if current.is_none_or(|s| desired::applied_hash(&s.metadata) != desired::applied_hash(&wanted.metadata)) {
             plan.services.push(wanted);
         }
     }
 
-    let predictor = predictor_verdict(rolled_out.latest.as_deref(), &latest, &revisions);
-    // Services applied in this pass count: the status is written only after they are.
-    let reachable = |revision: &str| input.services.iter().chain(&plan.services).any(|s| s.name_any() == revision);
-    let ingress: Verdict = match traffic.iter().find(|t| t.percent > 0 && !reachable(&t.revision_name)) {
-        Some(t) => Err(("ServiceMissing", format!("waiting for the Service of revision {}", t.revision_name))),
-        None => Ok(()),
-    };
+    let ready = component_verdict(rolled_out.latest.as_deref(), &latest, &revisions);
     let latest_ready =
-        if latest.ready { Some(latest.name.clone()) } else { exists(&old_predictor.latest_ready_revision) };
+        if latest.ready { Some(latest.name.clone()) } else { exists(&old_component.latest_ready_revision) };
     // A revision created in this pass has its initial scale asked for and nothing ready yet.
     let replicas = traffic
         .iter()
@@ -202,21 +244,15 @@ pub fn plan(input: Inputs) -> Plan {
             None => None,
         })
         .collect();
-    let observation = Observation {
-        old: &old,
-        generation: isvc.metadata.generation,
-        urls,
+    Ok(ComponentObservation {
+        component,
         latest_created: Some(latest.name.clone()),
         latest_ready,
         rolled_out,
         traffic,
-        predictor,
-        ingress,
+        ready,
         replicas,
-    };
-    let status = status::compute(&observation, input.now);
-    plan.status = (isvc.status.as_ref() != Some(&status)).then_some(status);
-    plan
+    })
 }
 
 /// The plan for a spec that cannot be realised: nothing applied or deleted (the revisions there keep
@@ -234,9 +270,9 @@ pub fn refused(input: Inputs, message: String) -> Plan {
     }
 }
 
-/// The revision that takes the stable share serves: it has an available replica, or it was scaled
-/// to zero after having been ready (rolled out implies it has been ready).
-fn predictor_verdict(rolled_out: Option<&str>, latest: &Latest, revisions: &[ObservedRevision]) -> Verdict {
+/// A component serves when the revision that takes its stable share does: it has an available
+/// replica, or it was scaled to zero after having been ready (rolled out implies it has been ready).
+fn component_verdict(rolled_out: Option<&str>, latest: &Latest, revisions: &[ObservedRevision]) -> Verdict {
     let Some(stable) = rolled_out else {
         let why = match &latest.observed {
             Some(r) => format!("revision {} has {} of {} replicas available", r.name, r.available, r.replicas),
@@ -267,7 +303,7 @@ pub fn replicas_to_apply(existing: &Deployment) -> Option<i32> {
     if others_own_replicas { None } else { Some(existing.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)) }
 }
 
-/// `7` for `iris-predictor-00007`.
+/// `7` for `iris-predictor-00007` (or `iris-transformer-00007`).
 fn revision_number(name: &str) -> Option<u32> {
     name.rsplit('-').next()?.parse().ok()
 }

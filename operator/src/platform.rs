@@ -4,8 +4,10 @@
 //! - `ingress`: `{"ingressDomain": "example.com", "urlScheme": "http"}` (the URL in the status),
 //! - `storageInitializer`: `{"image": "..."}` (downloads models that are not `file://` or `pvc://`),
 //! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "modelDir": "/mnt/models",
-//!   "allowHostPath": true}` (the model server, the queue-proxy sidecar of custom containers, and
-//!   whether `storageUri: file://` may mount a directory of the node),
+//!   "allowHostPath": true, "routerService": "skiff-system/skiff-router", "routerAddress": ""}` (the
+//!   model server, the queue-proxy sidecar of custom containers, whether `storageUri: file://` may
+//!   mount a directory of the node, and where transformers and explainers reach the router: its
+//!   Service `<namespace>/<name>`, or an address `host[:port]` that replaces the Service's DNS name),
 //! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings (read live by
 //!   the autoscaler, and for the initial scale of a new revision).
 //!
@@ -30,6 +32,8 @@ pub const DEFAULT_STORAGE_INITIALIZER_IMAGE: &str = "kserve/storage-initializer:
 pub const DEFAULT_DOMAIN: &str = "example.com";
 /// Where the model is mounted in the server's container (KServe's path).
 pub const DEFAULT_MODEL_DIR: &str = "/mnt/models";
+/// The router's Service, `<namespace>/<name>`, as `deploy/` installs it.
+pub const DEFAULT_ROUTER_SERVICE: &str = "skiff-system/skiff-router";
 
 /// Everything the controller takes from the ConfigMap.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +54,12 @@ pub struct Platform {
     pub autoscaler: AutoscalerConfig,
     /// Whether `storageUri: file://` (a hostPath volume on the node) is served; `false` refuses it.
     pub allow_host_path: bool,
+    /// The router's Service, `<namespace>/<name>`: transformers and explainers reach their
+    /// predictor through it (see [`Platform::router_host`]).
+    pub router_service: String,
+    /// An address (`host[:port]`) pods reach the router at, instead of its Service's DNS name: for
+    /// clusters without cluster DNS (the local test cluster gives a router pod's IP and port).
+    pub router_address: Option<String>,
 }
 
 impl Default for Platform {
@@ -63,6 +73,8 @@ impl Default for Platform {
             model_dir: DEFAULT_MODEL_DIR.to_owned(),
             autoscaler: AutoscalerConfig::default(),
             allow_host_path: true,
+            router_service: DEFAULT_ROUTER_SERVICE.to_owned(),
+            router_address: None,
         }
     }
 }
@@ -86,6 +98,8 @@ struct Skiff {
     queue_proxy_image: Option<String>,
     model_dir: Option<String>,
     allow_host_path: Option<bool>,
+    router_service: Option<String>,
+    router_address: Option<String>,
 }
 
 impl Platform {
@@ -105,6 +119,8 @@ impl Platform {
             set(&mut platform.queue_proxy_image, skiff.queue_proxy_image);
             set(&mut platform.model_dir, skiff.model_dir);
             platform.allow_host_path = skiff.allow_host_path.unwrap_or(platform.allow_host_path);
+            set(&mut platform.router_service, skiff.router_service);
+            platform.router_address = skiff.router_address.filter(|a| !a.is_empty());
         }
         if let Some(autoscaler) = key::<BTreeMap<String, String>>(data, "autoscaler")? {
             platform.autoscaler =
@@ -116,7 +132,28 @@ impl Platform {
         if !platform.model_dir.starts_with('/') {
             return Err(invalid("skiff", format!("modelDir must be an absolute path, not {:?}", platform.model_dir)));
         }
+        if platform.router_service.split_once('/').is_none_or(|(ns, name)| ns.is_empty() || name.is_empty()) {
+            return Err(invalid(
+                "skiff",
+                format!("routerService must be <namespace>/<name>, not {:?}", platform.router_service),
+            ));
+        }
+        if let Some(address) = &platform.router_address
+            && (address.contains('/') || address.contains("://"))
+        {
+            return Err(invalid("skiff", format!("routerAddress must be host[:port], not {address:?}")));
+        }
         Ok(platform)
+    }
+
+    /// The authority (`host[:port]`) pods reach the router at: `routerAddress` when set, else the
+    /// router Service's cluster DNS name, `<name>.<namespace>.svc.cluster.local` (port 80).
+    pub fn router_host(&self) -> String {
+        if let Some(address) = &self.router_address {
+            return address.clone();
+        }
+        let (namespace, name) = self.router_service.split_once('/').unwrap_or(("skiff-system", "skiff-router"));
+        format!("{name}.{namespace}.svc.cluster.local")
     }
 }
 
@@ -166,6 +203,19 @@ mod tests {
         let closed = Platform::from_data(Some(&data(&[("skiff", r#"{"allowHostPath": false}"#)]))).unwrap();
         assert!(!closed.allow_host_path);
         assert_eq!(closed.server_image, DEFAULT_SERVER_IMAGE);
+    }
+
+    #[test]
+    fn the_router_is_its_services_dns_name_unless_an_address_is_given() {
+        assert_eq!(Platform::default().router_host(), "skiff-router.skiff-system.svc.cluster.local");
+        let other = Platform::from_data(Some(&data(&[("skiff", r#"{"routerService": "ingress/edge"}"#)]))).unwrap();
+        assert_eq!(other.router_host(), "edge.ingress.svc.cluster.local");
+        let direct = Platform::from_data(Some(&data(&[("skiff", r#"{"routerAddress": "10.244.0.7:8080"}"#)]))).unwrap();
+        assert_eq!(direct.router_host(), "10.244.0.7:8080");
+        for bad in [r#"{"routerService": "skiff-router"}"#, r#"{"routerAddress": "http://10.0.0.1"}"#] {
+            let err = Platform::from_data(Some(&data(&[("skiff", bad)]))).unwrap_err().to_string();
+            assert!(err.starts_with("config map inferenceservice-config, key skiff:"), "{err}");
+        }
     }
 
     #[test]

@@ -1,18 +1,22 @@
 //! The revisions of an InferenceService as the cluster records them, so that no bookkeeping lives
 //! in the controller's memory: each revision is a Deployment labelled with the InferenceService
-//! (`serving.kserve.io/inferenceservice`) and its number (`skiff.dev/revision`), annotated with the
-//! hash of the template it runs and the scale it was created with, and controlled by the
-//! InferenceService (owner reference with its UID).
+//! (`serving.kserve.io/inferenceservice`), its component (`component`) and its number
+//! (`skiff.dev/revision`, counted per component), annotated with the hash of the template it runs
+//! and the scale it was created with, and controlled by the InferenceService (owner reference with
+//! its UID).
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use skiff_api::labels::{INITIAL_SCALE, REVISION, TEMPLATE_HASH};
+use skiff_api::labels::{COMPONENT, INITIAL_SCALE, REVISION, TEMPLATE_HASH};
+use skiff_api::revision::Component;
 
 /// One revision, read back from its Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedRevision {
-    /// `<name>-predictor-NNNNN`.
+    /// `<name>-<component>-NNNNN`.
     pub name: String,
+    /// The component it runs (a Deployment without the label is the predictor's).
+    pub component: Component,
     /// Its number (`NNNNN`).
     pub number: u32,
     /// Hash of the template it runs.
@@ -29,7 +33,8 @@ pub struct ObservedRevision {
     pub serving: crate::desired::Serving,
 }
 
-/// The revisions among `deployments` that `owner_uid` controls, oldest first; others are ignored
+/// The revisions among `deployments` that `owner_uid` controls, oldest first (numbers are per
+/// component: filter by [`ObservedRevision::component`] before comparing them); others are ignored
 /// (a previous InferenceService of the same name whose children the garbage collector has not
 /// removed yet, or objects someone else labelled).
 pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevision> {
@@ -40,8 +45,13 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
             let number = d.labels().get(REVISION)?.parse().ok()?;
             let spec = d.spec.as_ref();
             let status = d.status.as_ref();
+            let component = match d.labels().get(COMPONENT) {
+                None => Component::Predictor,
+                Some(label) => Component::ALL.into_iter().find(|c| c.name() == label)?,
+            };
             Some(ObservedRevision {
                 name: d.name_any(),
+                component,
                 number,
                 template_hash: d.annotations().get(TEMPLATE_HASH).cloned().unwrap_or_default(),
                 initial_scale: d.annotations().get(INITIAL_SCALE).and_then(|s| s.parse().ok()),

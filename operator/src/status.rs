@@ -1,11 +1,14 @@
 //! The InferenceService's status from what the plan decided and what the cluster shows: conditions
-//! (`PredictorReady`, `IngressReady`, `Ready`), URLs, and the predictor's revisions and traffic.
+//! (`PredictorReady`, `TransformerReady` and `ExplainerReady` for the components it has,
+//! `IngressReady`, and `Ready` when all of them are, as KServe), URLs, and each component's
+//! revisions and traffic (`status.components.<component>`).
 
 use std::collections::BTreeMap;
 
+use skiff_api::revision::Component;
 use skiff_api::status::{
-    Addressable, ComponentStatus, Condition, INGRESS_READY, InferenceServiceStatus, PREDICTOR, PREDICTOR_READY, READY,
-    Replicas, set_condition,
+    Addressable, ComponentStatus, Condition, EXPLAINER_READY, INGRESS_READY, InferenceServiceStatus, PREDICTOR_READY,
+    READY, Replicas, TRANSFORMER_READY, set_condition,
 };
 use skiff_api::traffic::{RolledOut, TrafficTarget};
 
@@ -47,6 +50,17 @@ pub struct Observation<'a> {
     pub generation: Option<i64>,
     /// URLs.
     pub urls: Urls,
+    /// The components the InferenceService has, predictor first.
+    pub components: Vec<ComponentObservation>,
+    /// Whether every revision with a share, of any component, is reachable (has its Service).
+    pub ingress: Verdict,
+}
+
+/// One component's revisions, traffic and readiness.
+#[derive(Debug, Clone)]
+pub struct ComponentObservation {
+    /// Which component.
+    pub component: Component,
     /// The newest revision.
     pub latest_created: Option<String>,
     /// The newest revision that has been ready.
@@ -56,33 +70,58 @@ pub struct Observation<'a> {
     /// The split.
     pub traffic: Vec<TrafficTarget>,
     /// Whether the latest rolled-out revision serves (has an available replica, or is scaled to zero).
-    pub predictor: Verdict,
-    /// Whether every revision with a share is reachable (has its Service).
-    pub ingress: Verdict,
+    pub ready: Verdict,
     /// The replicas of the revisions with a share.
     pub replicas: BTreeMap<String, Replicas>,
 }
 
+/// The condition that says whether `component` serves.
+pub fn condition_type(component: Component) -> &'static str {
+    match component {
+        Component::Predictor => PREDICTOR_READY,
+        Component::Transformer => TRANSFORMER_READY,
+        Component::Explainer => EXPLAINER_READY,
+    }
+}
+
 /// The status for `o`; conditions keep their transition time unless their status changes, so an
-/// unchanged world gives a status equal to the old one. `now` is an RFC 3339 time.
+/// unchanged world gives a status equal to the old one. `now` is an RFC 3339 time. A component the
+/// InferenceService no longer has loses its entry and its condition. The URL stays the
+/// service's: a transformer's and an explainer's is the service's too (the router sends the
+/// service's requests to its transformer, and explain requests to its explainer); the predictor's
+/// is its own host, `<name>-predictor`.
 pub fn compute(o: &Observation, now: &str) -> InferenceServiceStatus {
     let mut status = o.old.clone();
     status.observed_generation = o.generation;
     status.url = Some(o.urls.url.clone());
     status.address = Some(Addressable { url: o.urls.address.clone() });
-    status.components.insert(
-        PREDICTOR.to_owned(),
-        ComponentStatus {
-            latest_created_revision: o.latest_created.clone(),
-            latest_ready_revision: o.latest_ready.clone(),
-            previous_rolledout_revision: o.rolled_out.previous.clone(),
-            latest_rolledout_revision: o.rolled_out.latest.clone(),
-            traffic: o.traffic.clone(),
-            url: Some(o.urls.predictor.clone()),
-            replicas: o.replicas.clone(),
-        },
-    );
-    set_conditions(&mut status, &o.predictor, &o.ingress, now);
+    status.components.retain(|name, _| o.components.iter().any(|c| c.component.name() == name));
+    for c in &o.components {
+        let url = match c.component {
+            Component::Predictor => &o.urls.predictor,
+            Component::Transformer | Component::Explainer => &o.urls.url,
+        };
+        status.components.insert(
+            c.component.name().to_owned(),
+            ComponentStatus {
+                latest_created_revision: c.latest_created.clone(),
+                latest_ready_revision: c.latest_ready.clone(),
+                previous_rolledout_revision: c.rolled_out.previous.clone(),
+                latest_rolledout_revision: c.rolled_out.latest.clone(),
+                traffic: c.traffic.clone(),
+                url: Some(url.clone()),
+                replicas: c.replicas.clone(),
+            },
+        );
+    }
+    for component in Component::ALL {
+        if !o.components.iter().any(|c| c.component == component) {
+            status.conditions.retain(|c| c.type_ != condition_type(component));
+        }
+    }
+    let verdicts: Vec<(&str, &Verdict)> =
+        o.components.iter().map(|c| (condition_type(c.component), &c.ready)).collect();
+    set_conditions(&mut status, &verdicts, &o.ingress, now);
     status
 }
 
@@ -103,17 +142,19 @@ pub fn refused(
         Some(c) if c.is_true() => Ok(()),
         _ => Err(("InvalidSpec", "no revision to route to".to_owned())),
     };
-    set_conditions(&mut status, &verdict, &ingress, now);
+    set_conditions(&mut status, &[(PREDICTOR_READY, &verdict)], &ingress, now);
     status
 }
 
-fn set_conditions(status: &mut InferenceServiceStatus, predictor: &Verdict, ingress: &Verdict, now: &str) {
+/// Sets each component's condition, `IngressReady`, and `Ready`: the first of them that is not
+/// true (components in order, then ingress), else true.
+fn set_conditions(status: &mut InferenceServiceStatus, components: &[(&str, &Verdict)], ingress: &Verdict, now: &str) {
     let condition = |type_: &str, verdict: &Verdict| match verdict {
         Ok(()) => Condition::new(type_, true, None, None, now),
         Err((reason, message)) => Condition::new(type_, false, Some(reason), Some(message.clone()), now),
     };
-    let ready = predictor.clone().and(ingress.clone());
-    for (type_, verdict) in [(PREDICTOR_READY, predictor), (INGRESS_READY, ingress), (READY, &ready)] {
+    let ready = components.iter().map(|(_, v)| *v).chain([ingress]).find(|v| v.is_err()).cloned().unwrap_or(Ok(()));
+    for (type_, verdict) in components.iter().copied().chain([(INGRESS_READY, ingress), (READY, &ready)]) {
         set_condition(&mut status.conditions, condition(type_, verdict));
     }
 }
@@ -122,18 +163,26 @@ fn set_conditions(status: &mut InferenceServiceStatus, predictor: &Verdict, ingr
 mod tests {
     use super::*;
 
+    fn component(component: Component, ready: Verdict) -> ComponentObservation {
+        let revision = format!("iris-{}-00001", component.name());
+        ComponentObservation {
+            component,
+            latest_created: Some(revision.clone()),
+            latest_ready: Some(revision.clone()),
+            rolled_out: RolledOut { latest: Some(revision), previous: None },
+            traffic: vec![],
+            ready,
+            replicas: BTreeMap::new(),
+        }
+    }
+
     fn observation(old: &InferenceServiceStatus, predictor: Verdict) -> Observation<'_> {
         Observation {
             old,
             generation: Some(2),
             urls: Urls::new("iris", "ml", &Platform::default()),
-            latest_created: Some("iris-predictor-00001".into()),
-            latest_ready: Some("iris-predictor-00001".into()),
-            rolled_out: RolledOut { latest: Some("iris-predictor-00001".into()), previous: None },
-            traffic: vec![],
-            predictor,
+            components: vec![component(Component::Predictor, predictor)],
             ingress: Ok(()),
-            replicas: BTreeMap::new(),
         }
     }
 
@@ -152,6 +201,38 @@ mod tests {
         assert_eq!(now_ready.condition(READY).unwrap().last_transition_time.as_deref(), Some("t2"));
         assert_eq!(now_ready.condition(INGRESS_READY).unwrap().last_transition_time.as_deref(), Some("t1"));
         assert_eq!(compute(&observation(&now_ready, Ok(())), "t3"), now_ready, "nothing changed: equal status");
+    }
+
+    #[test]
+    fn ready_needs_every_component_and_a_removed_component_leaves_the_status() {
+        let empty = InferenceServiceStatus::default();
+        let mut o = observation(&empty, Ok(()));
+        o.components.push(component(Component::Transformer, Err(("RevisionNotReady", "0 of 1".into()))));
+        o.components.push(component(Component::Explainer, Ok(())));
+        let status = compute(&o, "t1");
+        let state = |type_: &str| {
+            let c = status.condition(type_).unwrap();
+            (c.status.clone(), c.reason.clone())
+        };
+        assert_eq!(state(PREDICTOR_READY), ("True".into(), None));
+        assert_eq!(state(TRANSFORMER_READY), ("False".into(), Some("RevisionNotReady".into())));
+        assert_eq!(state(EXPLAINER_READY), ("True".into(), None));
+        assert_eq!(state(READY), ("False".into(), Some("RevisionNotReady".into())), "the transformer is not ready");
+        let transformer = status.component("transformer").unwrap();
+        assert_eq!(transformer.latest_created_revision.as_deref(), Some("iris-transformer-00001"));
+        assert_eq!(transformer.url.as_deref(), Some("http://iris.ml.example.com"), "the service's URL");
+        assert_eq!(status.predictor().unwrap().url.as_deref(), Some("http://iris-predictor.ml.example.com"));
+        assert_eq!(status.url.as_deref(), Some("http://iris.ml.example.com"));
+
+        o.components[1].ready = Ok(());
+        let all = compute(&Observation { old: &status, ..o.clone() }, "t2");
+        assert!(all.condition(READY).unwrap().is_true());
+
+        let predictor_only = compute(&observation(&all, Ok(())), "t3");
+        assert!(predictor_only.component("transformer").is_none() && predictor_only.component("explainer").is_none());
+        assert!(predictor_only.condition(TRANSFORMER_READY).is_none());
+        assert!(predictor_only.condition(EXPLAINER_READY).is_none());
+        assert!(predictor_only.condition(READY).unwrap().is_true());
     }
 
     #[test]

@@ -14,6 +14,7 @@ fn revision() -> RevisionRef {
     RevisionRef {
         service: "iris".into(),
         namespace: "ml".into(),
+        component: Component::Predictor,
         name: "iris-predictor-00002".into(),
         number: 2,
         serving: Serving::default(),
@@ -350,4 +351,105 @@ fn the_queue_proxy_gets_the_logger_and_the_batcher_of_a_custom_container() {
     let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &Platform::default()).unwrap();
     let sidecar = pod_of(&d)["containers"][1]["args"].clone();
     assert!(!sidecar.to_string().contains("--logger") && !sidecar.to_string().contains("batching"), "{sidecar}");
+}
+
+fn transformer_revision() -> RevisionRef {
+    RevisionRef {
+        component: Component::Transformer,
+        name: "iris-transformer-00001".into(),
+        number: 1,
+        serving: Serving { container_concurrency: 0, timeout_secs: 300, queue_proxy: true },
+        ..revision()
+    }
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value.as_array().map_or_else(Vec::new, |a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
+}
+
+#[test]
+fn a_transformer_runs_its_container_behind_the_queue_proxy_with_kserves_arguments() {
+    let spec = predictor("    containers:\n    - image: my/transformer\n      args: [--verbose]\n");
+    let d = deployment(&transformer_revision(), &owner(), &spec, &record(), Some(0), &Platform::default()).unwrap();
+    let labels = d.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["component"], "transformer");
+    assert_eq!(labels["skiff.dev/revision-name"], "iris-transformer-00001");
+    assert_eq!(labels["skiff.dev/revision"], "1", "the Deployment carries its number, for the autoscaler");
+    let selector = d.spec.as_ref().unwrap().selector.match_labels.clone().unwrap();
+    assert_eq!(
+        selector,
+        [
+            ("serving.kserve.io/inferenceservice".to_owned(), "iris".to_owned()),
+            ("skiff.dev/revision-name".to_owned(), "iris-transformer-00001".to_owned())
+        ]
+        .into()
+    );
+    let pod_labels = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
+    assert!(
+        !pod_labels.contains_key("skiff.dev/revision"),
+        "a transformer's pods stay out of the selector of predictor revision 1: {pod_labels:?}"
+    );
+    assert_eq!(pod_labels["component"], "transformer");
+
+    let pod = pod_of(&d);
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "kserve-container");
+    let host = "skiff-router.skiff-system.svc.cluster.local/serving/ml/iris-predictor";
+    assert_eq!(
+        strings(&c["args"]),
+        ["--verbose", "--model_name", "iris", "--predictor_host", host, "--http_port", "8080"],
+        "the container's own arguments first"
+    );
+    assert_eq!(c["env"], json!([{"name": "PREDICTOR_HOST", "value": host}]));
+    let sidecar = &pod["containers"][1];
+    assert_eq!(sidecar["name"], "queue-proxy");
+    assert!(strings(&sidecar["args"]).contains(&"127.0.0.1:8080".to_owned()));
+
+    let s = service(&transformer_revision(), &owner(), QUEUE_PROXY_PORT);
+    assert_eq!(s.spec.as_ref().unwrap().selector.as_ref().unwrap(), &selector, "the Service selects the same pods");
+    assert_eq!(s.metadata.labels.as_ref().unwrap()["component"], "transformer");
+    let observed = crate::revisions::observe(std::slice::from_ref(&d), "uid-1");
+    assert_eq!((observed[0].component, observed[0].number), (Component::Transformer, 1));
+}
+
+#[test]
+fn what_the_container_sets_itself_is_kept_and_the_router_address_can_be_given() {
+    let spec = predictor(
+        "    containers:\n    - image: my/explainer\n      args: [--predictor_host=elsewhere:80, --http_port, '9000']\n      \
+         ports: [{containerPort: 9000}]\n      env: [{name: PREDICTOR_HOST, value: elsewhere:80}]\n",
+    );
+    let revision =
+        RevisionRef { component: Component::Explainer, name: "iris-explainer-00003".into(), ..transformer_revision() };
+    let platform = Platform { router_address: Some("10.244.0.9:8080".into()), ..Platform::default() };
+    let d = deployment(&revision, &owner(), &spec, &record(), Some(0), &platform).unwrap();
+    let pod = pod_of(&d);
+    let c = &pod["containers"][0];
+    assert_eq!(strings(&c["args"]), ["--predictor_host=elsewhere:80", "--http_port", "9000", "--model_name", "iris"]);
+    assert_eq!(c["env"], json!([{"name": "PREDICTOR_HOST", "value": "elsewhere:80"}]));
+    assert_eq!(d.metadata.labels.as_ref().unwrap()["component"], "explainer");
+
+    let plain = predictor("    containers:\n    - image: my/explainer\n");
+    let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &platform).unwrap();
+    let args = strings(&pod_of(&d)["containers"][0]["args"]);
+    assert_eq!(args[3], "10.244.0.9:8080/serving/ml/iris-predictor", "{args:?}");
+}
+
+#[test]
+fn a_predictors_custom_container_gets_no_component_arguments() {
+    let mut revision = revision();
+    revision.serving.queue_proxy = true;
+    let spec = predictor("    containers:\n    - image: my/web\n");
+    let d = deployment(&revision, &owner(), &spec, &record(), Some(0), &Platform::default()).unwrap();
+    let pod = pod_of(&d);
+    assert!(pod["containers"][0]["args"].is_null() && pod["containers"][0]["env"].is_null(), "{pod}");
+    let pod_labels = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
+    assert_eq!(pod_labels["skiff.dev/revision"], "2", "a predictor's selector is as it always was");
+}
+
+#[test]
+fn errors_name_the_components_field() {
+    let spec = predictor("    containers:\n    - image: my/transformer\n      ports: oops\n");
+    let err =
+        deployment(&transformer_revision(), &owner(), &spec, &record(), Some(0), &Platform::default()).unwrap_err();
+    assert!(err.starts_with("spec.transformer.containers[0]:"), "{err}");
 }

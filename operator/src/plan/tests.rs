@@ -352,3 +352,153 @@ fn children_of_another_owner_are_ignored() {
     assert!(plan.delete.is_empty(), "not ours to delete");
     assert_eq!(plan.deployments[0].metadata.name.as_deref(), Some("iris-predictor-00002"));
 }
+
+/// IRIS with a transformer (and the explainer when `explainer`).
+fn with_components(explainer: bool) -> String {
+    let mut yaml = format!("{IRIS}  transformer:\n    containers:\n    - image: my/transformer\n");
+    if explainer {
+        yaml.push_str("  explainer:\n    containers:\n    - image: my/explainer\n");
+    }
+    yaml
+}
+
+impl Cluster {
+    fn component(&self, name: &str) -> skiff_api::status::ComponentStatus {
+        self.isvc.status.as_ref().unwrap().component(name).unwrap().clone()
+    }
+
+    fn condition(&self, type_: &str) -> Option<(String, Option<String>)> {
+        let c = self.isvc.status.as_ref().unwrap().condition(type_)?;
+        Some((c.status.clone(), c.reason.clone()))
+    }
+
+    fn label(&self, revision: &str, key: &str) -> String {
+        let d = self.deployments.iter().find(|d| d.metadata.name.as_deref() == Some(revision)).unwrap();
+        d.metadata.labels.as_ref().unwrap()[key].clone()
+    }
+}
+
+fn split_of(c: &skiff_api::status::ComponentStatus) -> Vec<(String, u32, Option<String>, bool)> {
+    c.traffic.iter().map(|t| (t.revision_name.clone(), t.percent, t.tag.clone(), t.latest_revision)).collect()
+}
+
+#[test]
+fn each_component_has_revisions_of_its_own_and_ready_needs_them_all() {
+    let mut c = Cluster::new(&with_components(true));
+    let first = c.step();
+    let names: Vec<_> = first.deployments.iter().map(|d| d.metadata.name.clone().unwrap()).collect();
+    assert_eq!(names, ["iris-predictor-00001", "iris-transformer-00001", "iris-explainer-00001"]);
+    assert_eq!(first.services.len(), 3);
+    assert_eq!(c.label("iris-transformer-00001", "component"), "transformer");
+    assert_eq!(c.label("iris-explainer-00001", "component"), "explainer");
+    assert_eq!(c.label("iris-predictor-00001", "component"), "predictor");
+    let scaling = &first.deployments[1].metadata.annotations.as_ref().unwrap()["skiff.dev/scaling"];
+    assert!(!scaling.is_empty(), "each revision carries its component's scaling inputs");
+    assert_eq!(split_of(&c.component("transformer")), [t("iris-transformer-00001", 100, "latest", true)]);
+    assert_eq!(c.condition("TransformerReady"), Some(("False".into(), Some("RevisionNotReady".into()))));
+
+    c.set_available("iris-predictor-00001", 1);
+    c.set_available("iris-explainer-00001", 1);
+    c.settle();
+    assert_eq!(c.condition("PredictorReady"), Some(("True".into(), None)));
+    assert_eq!(c.condition("ExplainerReady"), Some(("True".into(), None)));
+    assert_eq!(c.ready(), ("False".into(), Some("RevisionNotReady".into())), "the transformer is not ready yet");
+    let message = ready_message(&c);
+    assert!(message.contains("iris-transformer-00001"), "{message}");
+
+    c.set_available("iris-transformer-00001", 1);
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None));
+    assert_eq!(c.condition("TransformerReady"), Some(("True".into(), None)));
+    let transformer = c.component("transformer");
+    assert_eq!(transformer.latest_ready_revision.as_deref(), Some("iris-transformer-00001"));
+    assert_eq!(transformer.latest_rolledout_revision.as_deref(), Some("iris-transformer-00001"));
+    assert_eq!(c.isvc.status.as_ref().unwrap().url.as_deref(), Some("http://iris.ml.example.com"));
+    assert_eq!(c.plan(), Plan::default(), "idle: nothing to apply, delete or write");
+
+    // A change of the transformer rolls the transformer alone.
+    c.edit(|i| i.spec.transformer.as_mut().unwrap().container_concurrency = Some(2));
+    c.settle();
+    assert_eq!(
+        c.names(),
+        ["iris-predictor-00001", "iris-transformer-00001", "iris-explainer-00001", "iris-transformer-00002"]
+    );
+    assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)], "the predictor is untouched");
+}
+
+#[test]
+fn the_canary_split_is_per_component() {
+    let mut c = Cluster::new(&with_components(false));
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.set_available("iris-transformer-00001", 1);
+    c.settle();
+    // A new transformer as a 20 % canary; the predictor changes too, without a canary.
+    c.edit(|i| {
+        let transformer = i.spec.transformer.as_mut().unwrap();
+        transformer.canary_traffic_percent = Some(20);
+        transformer.timeout = Some(30);
+        i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/iris-2".into());
+    });
+    c.settle();
+    c.set_available("iris-transformer-00002", 1);
+    c.set_available("iris-predictor-00002", 1);
+    c.settle();
+    assert_eq!(
+        split_of(&c.component("transformer")),
+        [t("iris-transformer-00002", 20, "latest", true), t("iris-transformer-00001", 80, "prev", false)]
+    );
+    assert_eq!(c.traffic(), [t("iris-predictor-00002", 100, "latest", true)], "no canary on the predictor");
+    let mut names = c.names();
+    names.sort();
+    assert_eq!(
+        names,
+        ["iris-predictor-00002", "iris-transformer-00001", "iris-transformer-00002"],
+        "the old predictor is collected, both transformers kept"
+    );
+    assert_eq!(c.ready(), ("True".into(), None));
+
+    c.edit(|i| i.spec.transformer.as_mut().unwrap().canary_traffic_percent = None);
+    c.settle();
+    assert_eq!(split_of(&c.component("transformer")), [t("iris-transformer-00002", 100, "latest", true)]);
+    assert_eq!(c.names(), ["iris-predictor-00002", "iris-transformer-00002"]);
+}
+
+#[test]
+fn a_removed_component_is_collected_and_leaves_the_status() {
+    let mut c = Cluster::new(&with_components(false));
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.set_available("iris-transformer-00001", 1);
+    c.settle();
+    c.edit(|i| i.spec.transformer = None);
+    c.settle();
+    assert_eq!(c.names(), ["iris-predictor-00001"]);
+    assert_eq!(c.services.len(), 1);
+    let status = c.isvc.status.clone().unwrap();
+    assert!(status.component("transformer").is_none());
+    assert!(status.condition("TransformerReady").is_none());
+    assert_eq!(c.ready(), ("True".into(), None));
+
+    // Added again, it numbers on from nothing left: its revisions are gone with its status.
+    c.edit(|i| i.spec.transformer = InferenceService::from_yaml(&with_components(false)).unwrap().spec.transformer);
+    c.settle();
+    assert!(c.names().contains(&"iris-transformer-00001".to_owned()), "{:?}", c.names());
+}
+
+#[test]
+fn a_transformer_the_platform_cannot_run_refuses_the_whole_spec() {
+    let mut c = Cluster::new(&with_components(false));
+    c.settle();
+    c.set_available("iris-predictor-00001", 1);
+    c.set_available("iris-transformer-00001", 1);
+    c.settle();
+    c.edit(|i| {
+        i.spec.transformer.as_mut().unwrap().containers = Some(vec![json!({"image": "x", "ports": "oops"})]);
+    });
+    let plan = c.step();
+    assert!(plan.deployments.is_empty() && plan.delete.is_empty());
+    assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
+    assert!(ready_message(&c).starts_with("spec.transformer.containers[0]:"), "{}", ready_message(&c));
+    assert_eq!(split_of(&c.component("transformer")), [t("iris-transformer-00001", 100, "latest", true)]);
+}
