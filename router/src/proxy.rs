@@ -12,9 +12,9 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, header};
 use http_body_util::channel::Channel;
 use http_body_util::{BodyExt, Either, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::protocols::http::ServerSession;
+use pingora::protocols::http::{HttpTask, ServerSession};
 use prometheus_client::metrics::gauge::Gauge;
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
@@ -206,6 +206,17 @@ impl Proxy {
         }
         // Tell the client which revision answered (canary checks, debugging); never trust the upstream's value.
         header.insert_header(REVISION_HEADER, revision_name(ctx)).map_err(|e| Failure::Upstream(e.to_string()))?;
+        if http2 && body.is_end_stream() {
+            // A head that ends the stream (gRPC's trailers-only answer, its status in the head) must
+            // reach the client the same way: gRPC clients refuse an empty body after it.
+            session
+                .response_duplex_vec(vec![HttpTask::Header(Box::new(header), true)])
+                .await
+                .map_err(|_| Failure::ClientGone)?;
+            ctx.responded = true;
+            upstream.release(&self.pool).await;
+            return Ok(status);
+        }
         session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)?;
         ctx.responded = true;
         loop {

@@ -1,17 +1,21 @@
 //! The standalone controller: rereads the manifest folder and converges the data plane to it. Each
-//! change of a predictor's spec makes a new revision (replicas, endpoints, activator queue and
-//! autoscaler); the rollout decides the traffic split; routes are published to the router; revisions
-//! that no longer take traffic are torn down after the new routes are out.
+//! change of a component's spec (the predictor's, a transformer's, an explainer's) makes a new
+//! revision of that component (replicas, endpoints, activator queue and autoscaler); its rollout
+//! decides its traffic split; routes are published to the router; revisions that no longer take
+//! traffic are torn down after the new routes are out.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use skiff_activator::Activator;
 use skiff_api::revision::{Component, RevisionTemplate};
-use skiff_api::scaling::scaling_spec;
-use skiff_api::serving::{request_timeout, revision_ready, server_args};
+use skiff_api::scaling::component_scaling_spec;
+use skiff_api::serving::{
+    Served, batcher_args, component_contract, logger_args, predictor_host, request_timeout, revision_ready, server_args,
+};
 use skiff_api::traffic::{Rollout, TrafficTarget};
 use skiff_dataplane::{Plane, ReplicaBackend, RevisionKey, RevisionSpec};
 use skiff_router::{Router, ServiceRoute};
@@ -33,14 +37,31 @@ pub struct DataPlane {
     pub activator: Arc<Activator>,
     /// The ingress.
     pub router: Arc<Router>,
+    /// Where the router listens, as transformers and explainers reach it (loopback when it
+    /// listens on every address).
+    pub router_addr: SocketAddr,
 }
 
 struct Service {
     manifest: Manifest,
+    /// Each component's revisions, by component (the predictor always; a transformer and an
+    /// explainer when the manifest has them).
+    components: BTreeMap<Component, Revisions>,
+}
+
+/// One component's revisions and traffic.
+#[derive(Default)]
+struct Revisions {
     rollout: Rollout,
     traffic: Vec<TrafficTarget>,
     /// Every revision number is taken: changes are refused (and said once).
     exhausted: bool,
+}
+
+impl Service {
+    fn traffic(&self, component: Component) -> Vec<TrafficTarget> {
+        self.components.get(&component).map(|c| c.traffic.clone()).unwrap_or_default()
+    }
 }
 
 /// Converges the data plane to a folder of manifests.
@@ -85,62 +106,27 @@ impl Controller {
         }
         self.services.retain(|key, _| folder.manifests.contains_key(key));
         for (key, manifest) in folder.manifests {
-            let service = self.services.entry(key).or_insert_with(|| Service {
-                manifest: manifest.clone(),
-                rollout: Rollout::default(),
-                traffic: Vec::new(),
-                exhausted: false,
-            });
+            let service = self
+                .services
+                .entry(key)
+                .or_insert_with(|| Service { manifest: manifest.clone(), components: BTreeMap::new() });
             service.manifest = manifest;
-            let (name, namespace) =
-                (service.manifest.isvc.name().to_owned(), service.manifest.isvc.namespace().to_owned());
-            let applied =
-                service.rollout.apply(&name, Component::Predictor, RevisionTemplate::of(&service.manifest.isvc));
-            let new_revision = match applied {
-                Ok(revision) => {
-                    service.exhausted = false;
-                    revision
-                }
-                Err(e) => {
-                    // The current revisions keep serving; say so once, not at every pass.
-                    if !std::mem::replace(&mut service.exhausted, true) {
-                        tracing::warn!(%namespace, error = %e, "no new revision");
-                    }
-                    None
-                }
-            };
-            if let Some(revision) = new_revision {
-                tracing::info!(%namespace, service = %name, %revision, "new revision");
-                let key = RevisionKey::new(namespace.as_str(), revision.as_str());
-                let initial_pods = provision(&self.plane, &self.config, &key, &service.manifest);
-                if revision_ready(false, initial_pods) {
-                    service.rollout.mark_ready(&revision);
-                }
-                self.provisioned.insert(key);
+            let present: Vec<Component> = Component::of(&service.manifest.isvc).collect();
+            service.components.retain(|c, _| present.contains(c));
+            for component in present {
+                let revisions = service.components.entry(component).or_default();
+                roll(&self.plane, &self.config, &mut self.provisioned, &service.manifest, component, revisions);
             }
-            let ready: Vec<String> = service
-                .rollout
-                .revisions()
-                .iter()
-                .filter(|r| {
-                    !r.ready
-                        && self.plane.backend.ready_replicas(&RevisionKey::new(namespace.as_str(), r.name.as_str())) > 0
-                })
-                .map(|r| r.name.clone())
-                .collect();
-            for revision in ready {
-                service.rollout.mark_ready(&revision);
-            }
-            // Validation keeps it within 0..=100 (`read_folder`); the clamp makes the conversion total.
-            let canary = service.manifest.isvc.spec.predictor.canary_traffic_percent.map(percent);
-            service.traffic = service.rollout.traffic(canary);
         }
         self.publish_routes();
         let live: BTreeSet<RevisionKey> = self
             .services
             .values()
             .flat_map(|s| {
-                s.rollout.revisions().iter().map(|r| RevisionKey::new(s.manifest.isvc.namespace(), r.name.as_str()))
+                s.components
+                    .values()
+                    .flat_map(|c| c.rollout.revisions())
+                    .map(|r| RevisionKey::new(s.manifest.isvc.namespace(), r.name.as_str()))
             })
             .collect();
         for revision in self.provisioned.difference(&live).cloned().collect::<Vec<_>>() {
@@ -157,7 +143,9 @@ impl Controller {
             .map(|s| ServiceRoute {
                 namespace: s.manifest.isvc.namespace().to_owned(),
                 name: s.manifest.isvc.name().to_owned(),
-                targets: s.traffic.clone(),
+                targets: s.traffic(Component::Predictor),
+                transformer: s.traffic(Component::Transformer),
+                explainer: s.traffic(Component::Explainer),
                 timeout: Some(timeout_of(&s.manifest)),
                 ..ServiceRoute::default()
             })
@@ -175,9 +163,11 @@ impl Controller {
             .values()
             .map(|s| {
                 let isvc = &s.manifest.isvc;
+                let predictor = &s.components[&Component::Predictor].rollout;
                 let revisions = s
-                    .traffic
-                    .iter()
+                    .components
+                    .values()
+                    .flat_map(|c| &c.traffic)
                     .map(|t| {
                         let key = RevisionKey::new(isvc.namespace(), t.revision_name.as_str());
                         let counts = self.plane.backend.counts(&key).unwrap_or_default();
@@ -209,12 +199,12 @@ impl Controller {
                     name: isvc.name().to_owned(),
                     namespace: isvc.namespace().to_owned(),
                     url: format!("http://{}.{}.{}", isvc.name(), isvc.namespace(), self.config.domain),
-                    ready: s.rollout.latest_ready().is_some(),
+                    ready: s.components.values().all(|c| c.rollout.latest_ready().is_some()),
                     file: s.manifest.path.display().to_string(),
-                    latest_created_revision: s.rollout.latest().map(|r| r.name.clone()),
-                    latest_ready_revision: s.rollout.latest_ready().map(str::to_owned),
-                    latest_rolledout_revision: s.rollout.latest_rolled_out().map(str::to_owned),
-                    previous_rolledout_revision: s.rollout.previous_rolled_out().map(str::to_owned),
+                    latest_created_revision: predictor.latest().map(|r| r.name.clone()),
+                    latest_ready_revision: predictor.latest_ready().map(str::to_owned),
+                    latest_rolledout_revision: predictor.latest_rolled_out().map(str::to_owned),
+                    previous_rolledout_revision: predictor.previous_rolled_out().map(str::to_owned),
                     revisions,
                 }
             })
@@ -237,35 +227,114 @@ fn percent(p: i64) -> u32 {
     u32::try_from(p.clamp(0, 100)).unwrap_or(100)
 }
 
+/// The service's request timeout: its predictor's (the router's bound on a request, whichever
+/// component answers it).
 fn timeout_of(manifest: &Manifest) -> Duration {
     request_timeout(&manifest.isvc.spec.predictor)
 }
 
-/// Sets a revision up: its replicas' supervisor, then (through the shared [`Plane`]) its
-/// endpoints, activator queue and decider; returns the pods it starts with.
-fn provision(plane: &DataPlane, config: &UpConfig, key: &RevisionKey, manifest: &Manifest) -> u32 {
-    let predictor = &manifest.isvc.spec.predictor;
-    let spec = RevisionSpec {
-        key: key.clone(),
-        container_concurrency: predictor.container_concurrency.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
-        timeout: timeout_of(manifest),
-    };
-    let replica = match &manifest.predictor {
-        Predictor::Model(dir) => {
-            ReplicaSpec::Server { args: server_args(manifest.isvc.name(), &dir.to_string_lossy(), 0, predictor) }
+/// One pass over one component: a new revision for a changed spec, revisions marked ready once
+/// they have had a ready replica, and the traffic split under the component's canary.
+fn roll(
+    plane: &DataPlane,
+    config: &UpConfig,
+    provisioned: &mut BTreeSet<RevisionKey>,
+    manifest: &Manifest,
+    component: Component,
+    revisions: &mut Revisions,
+) {
+    let isvc = &manifest.isvc;
+    let (name, namespace) = (isvc.name(), isvc.namespace());
+    let template = RevisionTemplate::of_component(isvc, component).expect("the component is in the manifest");
+    let new_revision = match revisions.rollout.apply(name, component, template) {
+        Ok(revision) => {
+            revisions.exhausted = false;
+            revision
         }
-        Predictor::Container(container) => ReplicaSpec::Container(ContainerReplica {
-            container: container.clone(),
-            env: knative_env(&format!("{}-predictor", manifest.isvc.name()), &key.name),
-            container_concurrency: spec.container_concurrency,
-            timeout_secs: spec.timeout.as_secs(),
-        }),
+        Err(e) => {
+            // The current revisions keep serving; say so once, not at every pass.
+            if !std::mem::replace(&mut revisions.exhausted, true) {
+                tracing::warn!(%namespace, error = %e, "no new revision");
+            }
+            None
+        }
     };
-    let endpoints = plane.plane.endpoints().get_or_insert(key, spec.container_concurrency);
+    if let Some(revision) = new_revision {
+        tracing::info!(%namespace, service = %name, %revision, "new revision");
+        let key = RevisionKey::new(namespace, revision.as_str());
+        let initial_pods = provision(plane, config, &key, manifest, component);
+        if revision_ready(false, initial_pods) {
+            revisions.rollout.mark_ready(&revision);
+        }
+        provisioned.insert(key);
+    }
+    let ready: Vec<String> = revisions
+        .rollout
+        .revisions()
+        .iter()
+        .filter(|r| !r.ready && plane.backend.ready_replicas(&RevisionKey::new(namespace, r.name.as_str())) > 0)
+        .map(|r| r.name.clone())
+        .collect();
+    for revision in ready {
+        revisions.rollout.mark_ready(&revision);
+    }
+    let spec = component.spec(isvc).expect("the component is in the manifest");
+    // Validation keeps it within 0..=100 (`read_folder`); the clamp makes the conversion total.
+    revisions.traffic = revisions.rollout.traffic(spec.canary_traffic_percent.map(percent));
+}
+
+/// Sets a revision of `component` up: its replicas' supervisor, then (through the shared
+/// [`Plane`]) its endpoints, activator queue and decider; returns the pods it starts with.
+fn provision(
+    plane: &DataPlane,
+    config: &UpConfig,
+    key: &RevisionKey,
+    manifest: &Manifest,
+    component: Component,
+) -> u32 {
+    let isvc = &manifest.isvc;
+    let spec = component.spec(isvc).expect("the component is in the manifest");
+    let revision = RevisionSpec {
+        key: key.clone(),
+        container_concurrency: spec.container_concurrency.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
+        timeout: request_timeout(spec),
+    };
+    let served = Served {
+        inference_service: isvc.name(),
+        namespace: isvc.namespace(),
+        component: component.name(),
+        revision: &key.name,
+    };
+    let replica = match manifest.runs(component).expect("the component is in the manifest") {
+        Predictor::Model(dir) => {
+            let mut args = server_args(isvc.name(), &dir.to_string_lossy(), 0, spec);
+            args.extend(logger_args(spec, served));
+            ReplicaSpec::Server { args }
+        }
+        Predictor::Container(mut container) => {
+            let mut env = knative_env(&format!("{}-{}", isvc.name(), component.name()), &key.name);
+            if component != Component::Predictor {
+                let host = predictor_host(&plane.router_addr.to_string(), isvc.namespace(), isvc.name());
+                let (args, contract_env) = component_contract(isvc.name(), &host);
+                container.argv.extend(args);
+                env.extend(contract_env);
+            }
+            ReplicaSpec::Container(ContainerReplica {
+                container,
+                env,
+                container_concurrency: revision.container_concurrency,
+                timeout_secs: revision.timeout.as_secs(),
+                agent_args: [batcher_args(spec), logger_args(spec, served)].concat(),
+            })
+        }
+    };
+    let endpoints = plane.plane.endpoints().get_or_insert(key, revision.container_concurrency);
     plane.backend.add(key, replica, endpoints);
-    let scaling = scaling_spec(&manifest.isvc, &config.autoscaler).expect("manifests are validated when read");
+    let scaling = component_scaling_spec(isvc, component, &config.autoscaler)
+        .expect("the component is in the manifest")
+        .expect("manifests are validated when read");
     let initial_pods = scaling.initial_pods();
-    plane.plane.provision(&spec, Some(scaling));
+    plane.plane.provision(&revision, Some(scaling));
     initial_pods
 }
 

@@ -1,18 +1,20 @@
 //! Reading a folder of InferenceService manifests, with the checks standalone mode adds: it serves
 //! ONNX models from `file://` storage (relative paths resolve against the manifest's folder) and
-//! custom containers as local processes ([`ContainerSpec`]).
+//! custom containers (a predictor's, a transformer's, an explainer's) as local processes
+//! ([`ContainerSpec`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use skiff_api::InferenceService;
+use skiff_api::revision::Component;
 use skiff_api::validate::validate;
 use skiff_server::model::MODEL_FILE;
 
 use super::config::UpConfig;
 use super::container::ContainerSpec;
 
-/// A valid manifest and what its predictor runs.
+/// A valid manifest and what its components run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     /// The file it came from.
@@ -21,6 +23,21 @@ pub struct Manifest {
     pub isvc: InferenceService,
     /// What the predictor runs.
     pub predictor: Predictor,
+    /// The transformer's container, when it has one.
+    pub transformer: Option<ContainerSpec>,
+    /// The explainer's container, when it has one.
+    pub explainer: Option<ContainerSpec>,
+}
+
+impl Manifest {
+    /// What `component` runs; `None` when the manifest does not have it.
+    pub fn runs(&self, component: Component) -> Option<Predictor> {
+        match component {
+            Component::Predictor => Some(self.predictor.clone()),
+            Component::Transformer => self.transformer.clone().map(Predictor::Container),
+            Component::Explainer => self.explainer.clone().map(Predictor::Container),
+        }
+    }
 }
 
 /// What a predictor runs.
@@ -82,7 +99,15 @@ pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, Str
         }
         _ => Predictor::Model(model_dir(&isvc, base)?),
     };
-    Ok(Manifest { path: path.to_owned(), isvc, predictor })
+    let container = |component: Component| match component.spec(&isvc).and_then(|spec| spec.containers.as_ref()) {
+        Some(containers) => {
+            let field = format!("spec.{}.containers", component.name());
+            ContainerSpec::parse(&field, containers, &config.images, base).map(Some)
+        }
+        None => Ok(None),
+    };
+    let (transformer, explainer) = (container(Component::Transformer)?, container(Component::Explainer)?);
+    Ok(Manifest { path: path.to_owned(), isvc, predictor, transformer, explainer })
 }
 
 /// The folder of a `model` predictor's ONNX model.

@@ -212,7 +212,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let autoscaler_task = tokio::spawn(autoscaler.clone().run());
     let report_task = tokio::spawn(report_held(activator.clone(), autoscaler));
 
-    let plane = DataPlane { plane, backend: backend.clone(), activator, router };
+    let router_addr = match listen.ip() {
+        ip if ip.is_unspecified() => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port()),
+        _ => listen,
+    };
+    let plane = DataPlane { plane, backend: backend.clone(), activator, router, router_addr };
     let mut controller = Controller::new(args.dir.clone(), config.clone(), plane);
     println!(
         "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; models web app \

@@ -40,6 +40,10 @@ pub struct ContainerReplica {
     pub container_concurrency: usize,
     /// Bound on one request, in seconds.
     pub timeout_secs: u64,
+    /// The queue-proxy's flags as KServe's agent (batcher, request logger:
+    /// [`skiff_api::serving::batcher_args`], [`skiff_api::serving::logger_args`]), as the operator
+    /// gives the cluster's queue-proxy.
+    pub agent_args: Vec<String>,
 }
 
 /// The programs replicas run.
@@ -94,6 +98,7 @@ impl ReplicaSpec {
                 queue_proxy.arg(format!("127.0.0.1:{port}"));
                 queue_proxy.args(["--container-concurrency", &replica.container_concurrency.to_string()]);
                 queue_proxy.args(["--timeout-secs", &replica.timeout_secs.to_string()]);
+                queue_proxy.args(&replica.agent_args);
                 if let Some(path) = &replica.container.readiness_path {
                     queue_proxy.args(["--readiness-path", path]);
                 }
