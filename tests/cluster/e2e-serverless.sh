@@ -20,6 +20,15 @@
 #      promotion collects the previous revision, as the operator collects revisions without traffic.)
 #   e. custom container: predictor `containers: [{image: python-http, ...}]` at minReplicas 0 gets the
 #      queue-proxy sidecar, and its first request through the router answers 200 from zero
+#   h. transformer: pipe (iris at minReplicas 0, and a transformer: image python-http running a
+#      forwarder, minReplicas 0) gets revisions of its own per component (pipe-predictor-00001,
+#      pipe-transformer-00001, label component=transformer), TransformerReady and Ready with no pod;
+#      the first V2 infer to the service's host goes router -> transformer (from zero) -> its
+#      --predictor_host, the router's /serving/e2e/pipe-predictor path -> predictor (from zero) and
+#      answers label 1 with the transformer's mark; the predictor's own path answers without it; idle,
+#      both revisions go back to zero; deleting pipe removes both components' children. The
+#      test cluster has no DNS, so inferenceservice-config skiff.routerAddress names a router pod
+#      (IP:8080) in place of skiff-router.skiff-system.svc.cluster.local: the path is the real one.
 #   f. no loss: load.py soak (8 workers over both router pods, retrying only refused connections)
 #      while iris scales out from zero, rolls a new revision, loses an activator pod's process to
 #      SIGKILL and a router pod's process to SIGKILL; every failed request is listed with its reason
@@ -339,6 +348,94 @@ EOF
   pass "e. custom container: web (python-http, minReplicas 0) answered 200 from zero in $(ms_of "$t") ms; its pod runs $(grep -c . <<<"$images") containers: $(awk '{print $1}' <<<"$images" | tr '\n' ' ')"
 }
 
+# --- h. transformer: a component with revisions of its own, reaching its predictor through the router ---
+# The transformer: KServe's contract (--model_name, --predictor_host, --http_port, PREDICTOR_HOST);
+# it forwards each POST to http://<predictor_host><path> and marks the answer.
+transformer_py='
+import http.server, json, os, sys, urllib.request
+args = sys.argv[1:]
+flag = lambda name: args[args.index(name) + 1]
+model, host, port = flag("--model_name"), flag("--predictor_host"), int(flag("--http_port"))
+class Handler(http.server.BaseHTTPRequestHandler):
+    def answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.answer(b"{}")
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        request = urllib.request.Request("http://" + host + self.path, data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=100) as r:
+            answer = json.loads(r.read())
+        answer["transformer"] = {"model_name": model, "predictor_host": host, "env": os.environ.get("PREDICTOR_HOST")}
+        self.answer(json.dumps(answer).encode())
+http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
+'
+part_transformer() {
+  local pipe_host out code t skiff predictor_host mark
+  # No DNS here: the router's address is a router pod's; everything after it is the real path.
+  skiff="$(k -n skiff-system get configmap inferenceservice-config -o jsonpath='{.data.skiff}')"
+  skiff="$(python3 -c 'import json,sys; s=json.loads(sys.argv[1] or "{}"); s["routerAddress"]=sys.argv[2]; print(json.dumps(s))' "$skiff" "$router")"
+  k -n skiff-system patch configmap inferenceservice-config --type merge \
+    -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"skiff": sys.argv[1]}}))' "$skiff")" >/dev/null
+  sleep 2 # the controller's ConfigMap watch
+  python3 - "$ns" "$model" "$transformer_py" <<'PY' | k apply -f - >/dev/null
+import json, sys
+ns, model, script = sys.argv[1:4]
+print(json.dumps({
+    "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+    "metadata": {"name": "pipe", "namespace": ns},
+    "spec": {
+        "predictor": {"minReplicas": 0, "model": {"modelFormat": {"name": "onnx"}, "protocolVersion": "v2",
+                                                  "storageUri": "file://" + model}},
+        "transformer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": "python-http",
+                                                         "args": ["-c", script]}]},
+    },
+}))
+PY
+  wait_until "pipe Ready" isvc_ready pipe
+  [[ "$(isvc_get pipe '{.status.conditions[?(@.type=="TransformerReady")].status}')" == True ]] ||
+    fail "h. pipe is Ready without TransformerReady True"
+  [[ "$(isvc_get pipe '{.status.components.transformer.traffic[0].revisionName}')" == pipe-transformer-00001 ]] ||
+    fail "h. status.components.transformer: $(isvc_get pipe '{.status.components.transformer}')"
+  [[ "$(k -n "$ns" get deployment pipe-transformer-00001 -o jsonpath='{.metadata.labels.component}')" == transformer ]] ||
+    fail "h. pipe-transformer-00001 has no component=transformer label"
+  [[ "$(pod_count serving.kserve.io/inferenceservice=pipe)" == 0 ]] || fail "h. pipe has pods before any request"
+  pass "h. pipe Ready (TransformerReady True) with revisions pipe-predictor-00001 and pipe-transformer-00001 and no pod"
+
+  pipe_host="$(url_host pipe)"
+  out="$(through "$router" "$pipe_host" /v2/models/pipe/infer "$body")" || fail "h. the first request to pipe failed: $out"
+  read -r code t <<<"$out"
+  [[ "$code" == 200 ]] || fail "h. the first request to pipe answered $code: $(head -c 300 "$work/answer")"
+  [[ "$(label_of <"$work/answer")" == 1 ]] || fail "h. pipe answered $(head -c 300 "$work/answer"), not label 1"
+  predictor_host="$router/serving/$ns/pipe-predictor"
+  mark="$(python3 -c 'import json,sys; t=json.load(sys.stdin)["transformer"]; print(t["model_name"], t["predictor_host"], t["env"])' <"$work/answer")" ||
+    fail "h. the answer has no transformer mark: $(head -c 300 "$work/answer")"
+  [[ "$mark" == "pipe $predictor_host $predictor_host" ]] || fail "h. the transformer got '$mark', not 'pipe $predictor_host $predictor_host'"
+  (($(spec_replicas pipe-transformer-00001) >= 1 && $(spec_replicas pipe-predictor-00001) >= 1)) ||
+    fail "h. after the request: transformer $(spec_replicas pipe-transformer-00001), predictor $(spec_replicas pipe-predictor-00001) replicas"
+  pass "h. transformer: the first V2 infer went router -> pipe-transformer-00001 -> $predictor_host -> pipe-predictor-00001, both from zero, label 1 in $(ms_of "$t") ms (--model_name pipe, --predictor_host and PREDICTOR_HOST $predictor_host)"
+
+  out="$(through "$router" "$router" "/serving/$ns/pipe-predictor/v2/models/pipe/infer" "$body")" || fail "h. the predictor's path failed: $out"
+  [[ "${out%% *}" == 200 && "$(label_of <"$work/answer")" == 1 ]] || fail "h. the predictor's path answered $out: $(head -c 300 "$work/answer")"
+  ! grep -q '"transformer"' "$work/answer" || fail "h. the predictor's own path went through the transformer"
+  pass "h. /serving/$ns/pipe-predictor reaches the predictor alone"
+
+  local bound=$((stable_window_s + grace_s + 40)) start_ms
+  start_ms="$(now_ms)"
+  both_at_zero() { at_zero pipe-transformer-00001 && at_zero pipe-predictor-00001; }
+  wait_for "pipe's transformer and predictor revisions to scale to zero within ${bound}s" "$bound" both_at_zero
+  pass "h. idle: pipe-transformer-00001 and pipe-predictor-00001 each back at 0 replicas and 0 pods in $(secs $(($(now_ms) - start_ms))) s"
+
+  k -n "$ns" delete isvc pipe --wait=true --timeout="${timeout}s" >/dev/null
+  pipe_gone() { [[ -z "$(k -n "$ns" get deployments,services,pods -l serving.kserve.io/inferenceservice=pipe -o name)" ]]; }
+  wait_until "every child of pipe to go" pipe_gone
+  pass "h. kubectl delete isvc pipe: both components' Deployments, Services and pods gone"
+}
+
 # --- f. no loss under scale-out, rollout, SIGKILLed activator and router -------------------------------------
 # The pids of a pod's processes: the node agent runs each pod in network namespace <bridge>-<uid>.
 pod_pids() { # namespace pod
@@ -458,6 +555,7 @@ part_scale_to_zero "$rev1"
 part_scale_out "$rev1"
 part_canary
 part_custom_container
+part_transformer
 part_no_loss
 part_deletion
 
