@@ -373,8 +373,17 @@ async fn probe_all(targets: Vec<Target>, elements: usize, notes: &mut Vec<String
     kept
 }
 
-fn kib(bytes: f64) -> String {
-    if bytes >= 10_240.0 { format!("{:.0} KiB", bytes / 1024.0) } else { format!("{bytes:.0} B") }
+/// Bytes with thin groups of three digits: `1 048 629`.
+fn grouped(bytes: f64) -> String {
+    let digits = format!("{:.0}", bytes.round());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn bytes_table(probes: &[(Target, Probe)]) -> String {
@@ -386,10 +395,10 @@ fn bytes_table(probes: &[(Target, Probe)]) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} |\n",
             target.name,
-            kib(probe.request_body as f64),
-            kib(probe.response_body as f64),
-            kib(probe.sent_per_call),
-            kib(probe.received_per_call)
+            grouped(probe.request_body as f64),
+            grouped(probe.response_body as f64),
+            grouped(probe.sent_per_call),
+            grouped(probe.received_per_call)
         ));
     }
     out
@@ -508,7 +517,7 @@ async fn main() -> anyhow::Result<()> {
         peer.stop();
     }
 
-    if !small_rows.is_empty() {
+    if !small_probes.is_empty() {
         println!("## One iris row (V2 infer), {} rounds\n", args.rounds);
         let medians = report::medians(&small_rows);
         println!("{}", report::median_table(&medians, &["kserve-rest", "kserve-grpc"]));
@@ -528,7 +537,7 @@ async fn main() -> anyhow::Result<()> {
         println!("Bytes per call (one connection, after its first call):\n");
         println!("{}", bytes_table(&small_probes));
     }
-    if !large_rows.is_empty() {
+    if !large_probes.is_empty() {
         println!(
             "## FP32 [1, {}] ({} bytes) through the identity model on skiff-server, {} rounds\n",
             args.large_elements,
@@ -570,5 +579,9 @@ mod tests {
             assert!(large_target(variant, "127.0.0.1:1", &values).is_some(), "{variant}");
         }
         assert!(small_target("skiff-grpc-raw", "a:1", "b:2", "c:3").is_some());
+        assert_eq!(
+            (grouped(1_048_629.0), grouped(86.0), grouped(123_456.4)),
+            ("1 048 629".into(), "86".into(), "123 456".into())
+        );
     }
 }
