@@ -3,7 +3,8 @@
 //! with a single bucket), and the activator finds it through that Lease. See
 //! `docs/architecture.md` for how it would shard on a large cluster.
 //!
-//! Per revision Deployment (label `skiff.dev/revision`) one KPA decider runs in the data plane's
+//! Per revision Deployment (label `skiff.dev/revision`), of any component (predictor, transformer,
+//! explainer: each scales on its own, to zero too), one KPA decider runs in the data plane's
 //! [`Runner`], with the settings recorded on the Deployment (`skiff.dev/scaling`) resolved against
 //! the live `autoscaler` key of `inferenceservice-config` (a change applies without a restart).
 //! Inputs: the pods' in-flight gauge or request counters ([`pods`]), and the activator's held
@@ -25,7 +26,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use skiff_api::labels::{REVISION, SCALING};
+use skiff_api::labels::{COMPONENT, REVISION, SCALING};
+use skiff_api::revision::Component;
 use skiff_api::scaling::ScalingInputs;
 use skiff_autoscaler::AutoscalerConfig;
 use skiff_dataplane::discovery::sync_revisions;
@@ -131,7 +133,9 @@ fn track(runner: &Scaler, deployment: &Deployment, config: &AutoscalerConfig) {
     let Some(key) = key_of(deployment) else { return };
     let inputs: ScalingInputs =
         deployment.annotations().get(SCALING).and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
-    let spec = match inputs.resolve(config) {
+    // Errors name the field of the revision's component (`spec.transformer.minReplicas`).
+    let component = deployment.labels().get(COMPONENT).and_then(|c| Component::ALL.into_iter().find(|k| k.name() == c));
+    let spec = match inputs.resolve_for(config, component.unwrap_or(Component::Predictor)) {
         Ok(spec) => spec,
         Err(e) => {
             tracing::warn!(revision = %key, error = %e, "cannot autoscale the revision");
