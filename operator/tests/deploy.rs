@@ -29,6 +29,12 @@ fn the_config_map_parses() {
     let platform = Platform::from_data(maps[0].data.as_ref()).unwrap();
     assert_eq!(platform.domain, "example.com");
     assert!(platform.server_image.contains("skiff-server"));
+    // Transformers and explainers reach their predictor through the router's Service, as deployed.
+    let services: Vec<k8s_openapi::api::core::v1::Service> = documents("base/router.yaml", "Service");
+    let router = &services[0].metadata;
+    let service = format!("{}/{}", router.namespace.as_deref().unwrap(), router.name.as_deref().unwrap());
+    assert_eq!(platform.router_service, service);
+    assert_eq!(platform.router_host(), "skiff-router.skiff-system.svc.cluster.local");
 }
 
 #[test]
