@@ -25,6 +25,14 @@ pub enum Error {
     /// The manifest is not a YAML InferenceService.
     #[error("not a valid InferenceService manifest: {0}")]
     Parse(String),
+    /// A manifest of another kind (a ServingRuntime, a ClusterServingRuntime) is not valid YAML of that kind.
+    #[error("not a valid {kind} manifest: {message}")]
+    ParseManifest {
+        /// The kind that was expected.
+        kind: &'static str,
+        /// What the parser said.
+        message: String,
+    },
     /// An image map file cannot be read or parsed ([`crate::image`]).
     #[error("image map {path}: {message}")]
     ImageMap {
@@ -36,6 +44,62 @@ pub enum Error {
     /// A value could not be written as YAML (the generated CRD).
     #[error("cannot write YAML: {0}")]
     Yaml(String),
+    /// `spec.predictor.model.runtime` names a runtime that is neither a ServingRuntime in the
+    /// InferenceService's namespace nor a ClusterServingRuntime ([`crate::runtime::select_runtime`]).
+    #[error(
+        "spec.predictor.model.runtime: no ServingRuntime in the namespace and no ClusterServingRuntime is named {name:?}"
+    )]
+    RuntimeNotFound {
+        /// The name the InferenceService gave.
+        name: String,
+    },
+    /// The runtime named by `spec.predictor.model.runtime` has `spec.disabled: true`.
+    #[error("spec.predictor.model.runtime: {kind} {name:?} is disabled")]
+    RuntimeDisabled {
+        /// The runtime's name.
+        name: String,
+        /// Which of the two kinds it is.
+        kind: crate::runtime::RuntimeKind,
+    },
+    /// The runtime named by `spec.predictor.model.runtime` does not list the protocol that
+    /// `spec.predictor.model.protocolVersion` asks for.
+    #[error(
+        "spec.predictor.model.protocolVersion: {kind} {name:?} does not support protocol {protocol} (it supports {})",
+        supported.join(", ")
+    )]
+    RuntimeProtocolUnsupported {
+        /// The runtime's name.
+        name: String,
+        /// Which of the two kinds it is.
+        kind: crate::runtime::RuntimeKind,
+        /// The protocol the model asks for.
+        protocol: String,
+        /// The runtime's `protocolVersions`.
+        supported: Vec<String>,
+    },
+    /// The runtime named by `spec.predictor.model.runtime` lists no `supportedModelFormats` entry
+    /// for the model's format (and version, when the model gives one).
+    #[error("spec.predictor.model.modelFormat: {kind} {name:?} does not support model format {format}")]
+    RuntimeFormatUnsupported {
+        /// The runtime's name.
+        name: String,
+        /// Which of the two kinds it is.
+        kind: crate::runtime::RuntimeKind,
+        /// The model's format.
+        format: crate::isvc::ModelFormat,
+    },
+    /// No `runtime:` is named and no enabled, single-model ServingRuntime or ClusterServingRuntime
+    /// supports the model's format with `autoSelect: true` and the model's protocol.
+    #[error(
+        "spec.predictor.model.modelFormat: no ServingRuntime or ClusterServingRuntime supports model format {format} \
+         with autoSelect and protocol {protocol}; create one, or name one with spec.predictor.model.runtime"
+    )]
+    NoSupportingRuntime {
+        /// The model's format.
+        format: crate::isvc::ModelFormat,
+        /// The model's protocol (`v1` when it names none).
+        protocol: String,
+    },
 }
 
 /// The crate's result type.
@@ -45,5 +109,19 @@ impl Error {
     /// Shorthand for [`Error::Invalid`].
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
         Error::Invalid { field: field.into(), message: message.into() }
+    }
+
+    /// KServe's reason for a runtime selection error (its `FailureInfo.reason` in
+    /// `status.modelStatus.lastFailureInfo`): `RuntimeNotRecognized`, `RuntimeDisabled` or
+    /// `NoSupportingRuntime`, for the condition the operator writes; `None` for other errors.
+    pub fn runtime_reason(&self) -> Option<&'static str> {
+        match self {
+            Error::RuntimeNotFound { .. } => Some("RuntimeNotRecognized"),
+            Error::RuntimeDisabled { .. } => Some("RuntimeDisabled"),
+            Error::RuntimeProtocolUnsupported { .. }
+            | Error::RuntimeFormatUnsupported { .. }
+            | Error::NoSupportingRuntime { .. } => Some("NoSupportingRuntime"),
+            _ => None,
+        }
     }
 }

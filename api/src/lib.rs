@@ -2,8 +2,10 @@
 //! field a user wrote, their validation with errors naming the field ([`validate`]), revisions
 //! ([`revision`]) and their rollout and canary traffic split ([`traffic`]), the bridge to the
 //! autoscaler's per-revision settings ([`scaling`]), and what `skiff up` and the operator must
-//! agree on about a revision's pods ([`serving`]), and how a container image runs as a local
-//! program without a container runtime (the node agent and `skiff up`, [`image`]).
+//! agree on about a revision's pods ([`serving`]), how a container image runs as a local
+//! program without a container runtime (the node agent and `skiff up`, [`image`]), and KServe's
+//! ServingRuntimes and ClusterServingRuntimes with the rule that picks one for a model that
+//! `skiff-server` does not serve ([`runtime`]).
 //!
 //! For Kubernetes the same types generate the CustomResourceDefinition ([`resource`], [`schema`],
 //! [`status`]; the `crdgen` binary prints it) and name the labels of the objects the operator
@@ -15,6 +17,7 @@ pub mod isvc;
 pub mod labels;
 pub mod resource;
 pub mod revision;
+pub mod runtime;
 pub mod scaling;
 pub mod schema;
 pub mod serving;
