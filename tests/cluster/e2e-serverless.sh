@@ -29,6 +29,10 @@
 #      both revisions go back to zero; deleting pipe removes both components' children. The
 #      test cluster has no DNS, so inferenceservice-config skiff.routerAddress names a router pod
 #      (IP:8080) in place of skiff-router.skiff-system.svc.cluster.local: the path is the real one.
+#   i. KServe's own clients (the kserve package; tests/conformance/kserve_clients.py) through a router
+#      pod: flower (iris, protocolVersion grpc-v2, minReplicas 0) is Ready with no pod; the first
+#      gRPC call (h2c router -> activator -> replica) scales it from zero; all six gRPC methods, typed
+#      and raw contents, and REST with binary tensors, every output checked against ONNX Runtime
 #   f. no loss: load.py soak (8 workers over both router pods, retrying only refused connections)
 #      while iris scales out from zero, rolls a new revision, loses an activator pod's process to
 #      SIGKILL and a router pod's process to SIGKILL; every failed request is listed with its reason
@@ -436,6 +440,39 @@ PY
   pass "h. kubectl delete isvc pipe: both components' Deployments, Services and pods gone"
 }
 
+# --- i. KServe's gRPC and REST clients through the router, from zero ------------------------------------------
+part_kserve_clients() {
+  local python="$root/.bench/kserve-venv/bin/python" fhost out start_ms
+  [[ -x "$python" ]] || fail "i. $python is missing: run PEERS=kserve bench/peers/setup.sh (scripts/test.sh does)"
+  k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: flower
+  namespace: $ns
+spec:
+  predictor:
+    minReplicas: 0
+    model:
+      modelFormat: {name: onnx}
+      protocolVersion: grpc-v2
+      storageUri: file://$model
+EOF
+  wait_until "flower Ready" isvc_ready flower
+  [[ "$(pod_count serving.kserve.io/inferenceservice=flower)" == 0 ]] || fail "i. flower has pods before any call"
+  fhost="$(url_host flower)"
+  start_ms="$(now_ms)"
+  out="$("$python" "$root/tests/conformance/kserve_clients.py" --rest "http://$router" --grpc "$router" \
+    --host "$fhost" --only iris --served-as iris=flower --models "$(dirname "$model")" 2>&1)" ||
+    fail "i. KServe's clients through $router: $(tail -n 25 <<<"$out")"
+  grep -q "ok   gRPC ModelInfer iris (raw contents): probabilities matches ONNX Runtime" <<<"$out" ||
+    fail "i. no raw-contents gRPC inference in: $(tail -n 25 <<<"$out")"
+  grep -q "ok   REST iris (binary_data=True): answered in binary" <<<"$out" ||
+    fail "i. no binary REST inference in: $(tail -n 25 <<<"$out")"
+  pass "i. KServe's InferenceGRPCClient (six methods, typed and raw) and InferenceRESTClient (binary_data) through the router, from zero, in $(secs $(($(now_ms) - start_ms))) s; $(grep -c '^ok' <<<"$out") checks against ONNX Runtime"
+  k -n "$ns" delete isvc flower --wait=true --timeout="${timeout}s" >/dev/null
+}
+
 # --- f. no loss under scale-out, rollout, SIGKILLed activator and router -------------------------------------
 # The pids of a pod's processes: the node agent runs each pod in network namespace <bridge>-<uid>.
 pod_pids() { # namespace pod
@@ -556,6 +593,7 @@ part_scale_out "$rev1"
 part_canary
 part_custom_container
 part_transformer
+part_kserve_clients
 part_no_loss
 part_deletion
 

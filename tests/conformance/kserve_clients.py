@@ -10,7 +10,9 @@ Runtime's in Python on the same model file. Errors: an unknown model is NOT_FOUN
     python kserve_clients.py --rest http://127.0.0.1:8080 --grpc 127.0.0.1:8080 \
         --models examples/models [--host iris.default.example.com]
 
-`--host` sends that Host (REST) and :authority (gRPC), for a router that routes by host.
+`--host` sends that Host (REST) and :authority (gRPC), for a router that routes by host;
+`--served-as iris=flower` checks the iris model served under the name `flower` (an
+InferenceService's model is named after it).
 Prints one line per check and exits non-zero at the first failure.
 """
 
@@ -27,8 +29,10 @@ def parse_args():
     parser.add_argument("--models", required=True, help="folder holding <model>/model.onnx")
     parser.add_argument("--host", help="Host / :authority to send (routing through the router)")
     parser.add_argument("--only", default="iris,mlp,adder", help="comma-separated models to check")
+    parser.add_argument("--served-as", default="", help="MODEL=NAME,...: the name a model is served under")
     args = parser.parse_args()
     args.only = args.only.split(",")
+    args.served = dict(pair.split("=", 1) for pair in args.served_as.split(",") if pair)
     return args
 
 
@@ -103,13 +107,14 @@ async def grpc_checks(args, metadata):
     for name, inputs in MODELS.items():
         if name not in args.only:
             continue
-        check(await client.is_model_ready(name, headers=metadata), f"gRPC ModelReady {name}")
-        meta = await stub.ModelMetadata(pb.ModelMetadataRequest(name=name), metadata=metadata)
-        check(meta.name == name and sorted(i.name for i in meta.inputs) == sorted(inputs),
+        served = args.served.get(name, name)
+        check(await client.is_model_ready(served, headers=metadata), f"gRPC ModelReady {name}")
+        meta = await stub.ModelMetadata(pb.ModelMetadataRequest(name=served), metadata=metadata)
+        check(meta.name == served and sorted(i.name for i in meta.inputs) == sorted(inputs),
               f"gRPC ModelMetadata {name}: inputs {[i.name for i in meta.inputs]}")
         expected = reference(args.models, name, inputs)
         for binary, kind in [(False, "typed contents"), (True, "raw contents")]:
-            request = InferRequest(model_name=name, infer_inputs=request_inputs(inputs, binary), request_id=f"{name}-{kind}")
+            request = InferRequest(model_name=served, infer_inputs=request_inputs(inputs, binary), request_id=f"{name}-{kind}")
             message = request.to_grpc()
             check(bool(message.raw_input_contents) == binary, f"gRPC {name}: the client sent {kind}")
             response = await client.infer(request, headers=metadata)
@@ -118,11 +123,11 @@ async def grpc_checks(args, metadata):
     server = await stub.ServerMetadata(pb.ServerMetadataRequest(), metadata=metadata)
     check(server.name == "skiff-server" and "binary_tensor_data" in server.extensions,
           f"gRPC ServerMetadata: {server.name} {list(server.extensions)}")
-    await grpc_errors(client, stub, metadata)
+    await grpc_errors(client, stub, metadata, args.served.get("iris", "iris"))
     await client.close()
 
 
-async def grpc_errors(client, stub, metadata):
+async def grpc_errors(client, stub, metadata, iris):
     def code_of(error):
         return error.code() if isinstance(error, grpc.aio.AioRpcError) else None
 
@@ -131,7 +136,7 @@ async def grpc_errors(client, stub, metadata):
         check(False, "gRPC unknown model is refused")
     except grpc.aio.AioRpcError as e:
         check(code_of(e) == grpc.StatusCode.NOT_FOUND, f"gRPC unknown model: {e.code()} {e.details()}")
-    bad = pb.ModelInferRequest(model_name="iris", inputs=[
+    bad = pb.ModelInferRequest(model_name=iris, inputs=[
         pb.ModelInferRequest.InferInputTensor(name="input", datatype="FP32", shape=[1, 4],
                                               contents=pb.InferTensorContents(fp32_contents=[1.0]))])
     try:
@@ -151,24 +156,26 @@ async def rest_checks(args):
         if name not in args.only:
             continue
         expected = reference(args.models, name, inputs)
-        check(await client.is_model_ready(args.rest, name, headers=headers), f"REST model ready {name}")
+        served = args.served.get(name, name)
+        check(await client.is_model_ready(args.rest, served, headers=headers), f"REST model ready {name}")
         for binary in (True, False):
             kind = "binary_data=True" if binary else "JSON"
             outputs = [RequestedOutput(o, parameters={"binary_data": binary}) for o in expected]
-            request = InferRequest(model_name=name, infer_inputs=request_inputs(inputs, binary),
+            request = InferRequest(model_name=served, infer_inputs=request_inputs(inputs, binary),
                                    request_outputs=outputs, request_id=f"{name}-rest")
             response_headers = {}
-            response = await client.infer(args.rest, request, model_name=name, headers=dict(headers),
+            response = await client.infer(args.rest, request, model_name=served, headers=dict(headers),
                                           response_headers=response_headers)
             check(("inference-header-content-length" in response_headers) == binary,
                   f"REST {name} ({kind}): answered {'in binary' if binary else 'in JSON'}")
             same(as_arrays(response), expected, f"REST {name} ({kind})")
     await client.close()
+    iris = args.served.get("iris", "iris")
     async with httpx.AsyncClient(base_url=args.rest, headers=headers, timeout=30) as http:
-        wrong = await http.post("/v2/models/iris/versions/7/infer", json={"inputs": []})
+        wrong = await http.post(f"/v2/models/{iris}/versions/7/infer", json={"inputs": []})
         check(wrong.status_code == 404 and "version '7'" in wrong.json()["error"],
               f"REST unknown version: {wrong.status_code} {wrong.text}")
-        right = await http.get("/v2/models/iris/versions/1")
+        right = await http.get(f"/v2/models/{iris}/versions/1")
         check(right.status_code == 200 and right.json()["versions"] == ["1"], f"REST version 1: {right.status_code}")
 
 
