@@ -33,6 +33,11 @@
 #      pod: flower (iris, protocolVersion grpc-v2, minReplicas 0) is Ready with no pod; the first
 #      gRPC call (h2c router -> activator -> replica) scales it from zero; all six gRPC methods, typed
 #      and raw contents, and REST with binary tensors, every output checked against ONNX Runtime
+#   j. logger: logged (iris, minReplicas 0, predictor.logger to a sink on the host at the pods'
+#      gateway address) answers two requests from zero; the sink gets a request and a response
+#      CloudEvent for each (binary mode: ce-specversion, ce-id paired, ce-type, ce-source,
+#      ce-inferenceservicename, ce-namespace, ce-component, ce-revision, content-type; the bodies
+#      are the request sent and the answer received)
 #   f. no loss: load.py soak (8 workers over both router pods, retrying only refused connections)
 #      while iris scales out from zero, rolls a new revision, loses an activator pod's process to
 #      SIGKILL and a router pod's process to SIGKILL; every failed request is listed with its reason
@@ -473,6 +478,77 @@ EOF
   k -n "$ns" delete isvc flower --wait=true --timeout="${timeout}s" >/dev/null
 }
 
+# --- j. the request logger: CloudEvents to a sink on the host ------------------------------------------------
+part_logger() {
+  local gateway sink_port events="$work/events.jsonl" lhost out code
+  gateway="$(python3 -c 'import ipaddress, sys; print(next(ipaddress.ip_network(sys.argv[1]).hosts()))' "$SKIFF_LOCAL_POD_CIDR")"
+  python3 - "$gateway" "$events" "$work/sink-port" <<'PY' &
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Sink(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with open(sys.argv[2], "a") as out:
+            out.write(json.dumps({"headers": {k.lower(): v for k, v in self.headers.items()},
+                                  "body": body.decode()}) + "\n")
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer((sys.argv[1], 0), Sink)
+open(sys.argv[3], "w").write(str(server.server_address[1]))
+server.serve_forever()
+PY
+  bg_pids+=($!)
+  wait_until "the CloudEvents sink to listen" test -s "$work/sink-port"
+  sink_port="$(cat "$work/sink-port")"
+  iris "file://$model" "    logger: {url: \"http://$gateway:$sink_port/events\", mode: all}" |
+    sed 's/^  name: iris$/  name: logged/' | k apply -f - >/dev/null
+  wait_until "logged Ready" isvc_ready logged
+  lhost="$(url_host logged)"
+  for id in first second; do
+    out="$(through "$router" "$lhost" /v2/models/logged/infer "{\"id\":\"$id\",${body#\{}")" || fail "j. request $id failed: $out"
+    code="${out%% *}"
+    [[ "$code" == 200 ]] || fail "j. request $id answered $code: $(head -c 300 "$work/answer")"
+  done
+  has_four() { [[ -f "$events" && "$(wc -l <"$events")" -ge 4 ]]; }
+  wait_for "four CloudEvents at the sink" 30 has_four
+  sleep 1
+  python3 - "$events" "$ns" <<'PY' || fail "j. the CloudEvents are not what KServe sends: $(cat "$events")"
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1])]
+ns = sys.argv[2]
+assert len(events) == 4, f"{len(events)} events"
+by_id = {}
+for event in events:
+    h, body = event["headers"], json.loads(event["body"])
+    assert h["ce-specversion"] == "1.0", h
+    assert h["ce-source"] == f"http://logged-predictor.{ns}", h
+    assert h["ce-inferenceservicename"] == "logged", h
+    assert h["ce-namespace"] == ns, h
+    assert h["ce-component"] == "predictor", h
+    assert h["ce-revision"] == "logged-predictor-00001", h
+    assert h["content-type"] == "application/json", h
+    kind = h["ce-type"]
+    if kind == "org.kubeflow.serving.inference.request":
+        assert body["inputs"][0]["name"] == "input", body
+    elif kind == "org.kubeflow.serving.inference.response":
+        assert body["model_name"] == "logged" and body["outputs"], body
+    else:
+        raise AssertionError(f"ce-type {kind}")
+    by_id.setdefault(h["ce-id"], []).append(kind)
+assert sorted(by_id) == ["first", "second"], by_id
+assert all(sorted(kinds) == ["org.kubeflow.serving.inference.request", "org.kubeflow.serving.inference.response"]
+           for kinds in by_id.values()), by_id
+PY
+  pass "j. logger: two requests to logged (from zero) gave the sink at $gateway:$sink_port a request and a response CloudEvent each, ce-id = the V2 id, with KServe's attributes and the bodies"
+  k -n "$ns" delete isvc logged --wait=true --timeout="${timeout}s" >/dev/null
+}
+
 # --- f. no loss under scale-out, rollout, SIGKILLed activator and router -------------------------------------
 # The pids of a pod's processes: the node agent runs each pod in network namespace <bridge>-<uid>.
 pod_pids() { # namespace pod
@@ -594,6 +670,7 @@ part_canary
 part_custom_container
 part_transformer
 part_kserve_clients
+part_logger
 part_no_loss
 part_deletion
 
