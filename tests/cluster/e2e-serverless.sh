@@ -20,13 +20,15 @@
 #      promotion collects the previous revision, as the operator collects revisions without traffic.)
 #   e. custom container: predictor `containers: [{image: python-http, ...}]` at minReplicas 0 gets the
 #      queue-proxy sidecar, and its first request through the router answers 200 from zero
-#   h. transformer: pipe (iris at minReplicas 0, and a transformer: image python-http running a
-#      forwarder, minReplicas 0) gets revisions of its own per component (pipe-predictor-00001,
+#   h. transformer and explainer: pipe (iris at minReplicas 0, a transformer and an explainer: image
+#      python-http running a forwarder, minReplicas 0) gets revisions of its own per component (pipe-predictor-00001,
 #      pipe-transformer-00001, label component=transformer), TransformerReady and Ready with no pod;
 #      the first V2 infer to the service's host goes router -> transformer (from zero) -> its
 #      --predictor_host, the router's /serving/e2e/pipe-predictor path -> predictor (from zero) and
-#      answers label 1 with the transformer's mark; the predictor's own path answers without it; idle,
-#      both revisions go back to zero; deleting pipe removes both components' children. The
+#      answers label 1 with the transformer's mark; the predictor's own path answers without it;
+#      /v2/models/pipe/explain goes to the explainer (from zero, ExplainerReady), which asks the
+#      predictor; idle, the three revisions go back to zero; deleting pipe removes every component's
+#      children. The
 #      test cluster has no DNS, so inferenceservice-config skiff.routerAddress names a router pod
 #      (IP:8080) in place of skiff-router.skiff-system.svc.cluster.local: the path is the real one.
 #   i. KServe's own clients (the kserve package; tests/conformance/kserve_clients.py) through a router
@@ -359,12 +361,14 @@ EOF
 
 # --- h. transformer: a component with revisions of its own, reaching its predictor through the router ---
 # The transformer: KServe's contract (--model_name, --predictor_host, --http_port, PREDICTOR_HOST);
-# it forwards each POST to http://<predictor_host><path> and marks the answer.
+# it forwards each POST to http://<predictor_host><path> and marks the answer. With --role=explainer
+# it is the explainer: an explain request asks the predictor's infer.
 transformer_py='
 import http.server, json, os, sys, urllib.request
 args = sys.argv[1:]
 flag = lambda name: args[args.index(name) + 1]
 model, host, port = flag("--model_name"), flag("--predictor_host"), int(flag("--http_port"))
+role = "explainer" if "--role=explainer" in args else "transformer"
 class Handler(http.server.BaseHTTPRequestHandler):
     def answer(self, body):
         self.send_response(200)
@@ -376,10 +380,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.answer(b"{}")
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        request = urllib.request.Request("http://" + host + self.path, data=body, headers={"Content-Type": "application/json"})
+        path = self.path.replace("/explain", "/infer") if role == "explainer" else self.path
+        request = urllib.request.Request("http://" + host + path, data=body, headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=100) as r:
             answer = json.loads(r.read())
-        answer["transformer"] = {"model_name": model, "predictor_host": host, "env": os.environ.get("PREDICTOR_HOST")}
+        answer[role] = {"model_name": model, "predictor_host": host, "env": os.environ.get("PREDICTOR_HOST")}
         self.answer(json.dumps(answer).encode())
 http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
 '
@@ -402,18 +407,22 @@ print(json.dumps({
                                                   "storageUri": "file://" + model}},
         "transformer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": "python-http",
                                                          "args": ["-c", script]}]},
+        "explainer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": "python-http",
+                                                       "args": ["-c", script, "--role=explainer"]}]},
     },
 }))
 PY
   wait_until "pipe Ready" isvc_ready pipe
   [[ "$(isvc_get pipe '{.status.conditions[?(@.type=="TransformerReady")].status}')" == True ]] ||
     fail "h. pipe is Ready without TransformerReady True"
+  [[ "$(isvc_get pipe '{.status.conditions[?(@.type=="ExplainerReady")].status}')" == True ]] ||
+    fail "h. pipe is Ready without ExplainerReady True"
   [[ "$(isvc_get pipe '{.status.components.transformer.traffic[0].revisionName}')" == pipe-transformer-00001 ]] ||
     fail "h. status.components.transformer: $(isvc_get pipe '{.status.components.transformer}')"
   [[ "$(k -n "$ns" get deployment pipe-transformer-00001 -o jsonpath='{.metadata.labels.component}')" == transformer ]] ||
     fail "h. pipe-transformer-00001 has no component=transformer label"
   [[ "$(pod_count serving.kserve.io/inferenceservice=pipe)" == 0 ]] || fail "h. pipe has pods before any request"
-  pass "h. pipe Ready (TransformerReady True) with revisions pipe-predictor-00001 and pipe-transformer-00001 and no pod"
+  pass "h. pipe Ready (TransformerReady, ExplainerReady True) with revisions pipe-predictor-00001, pipe-transformer-00001 and pipe-explainer-00001 and no pod"
 
   pipe_host="$(url_host pipe)"
   out="$(through "$router" "$pipe_host" /v2/models/pipe/infer "$body")" || fail "h. the first request to pipe failed: $out"
@@ -433,16 +442,24 @@ PY
   ! grep -q '"transformer"' "$work/answer" || fail "h. the predictor's own path went through the transformer"
   pass "h. /serving/$ns/pipe-predictor reaches the predictor alone"
 
+  out="$(through "$router" "$pipe_host" /v2/models/pipe/explain "$body")" || fail "h. the first explain to pipe failed: $out"
+  read -r code t <<<"$out"
+  [[ "$code" == 200 && "$(label_of <"$work/answer")" == 1 ]] || fail "h. explain answered $code: $(head -c 300 "$work/answer")"
+  mark="$(python3 -c 'import json,sys; a=json.load(sys.stdin); print(a["explainer"]["predictor_host"], "transformer" in a)' <"$work/answer")" ||
+    fail "h. the explain answer has no explainer mark: $(head -c 300 "$work/answer")"
+  [[ "$mark" == "$predictor_host False" ]] || fail "h. the explainer got '$mark', not '$predictor_host False'"
+  pass "h. explainer: /v2/models/pipe/explain went router -> pipe-explainer-00001 (from zero) -> $predictor_host -> pipe-predictor-00001, not through the transformer, in $(ms_of "$t") ms"
+
   local bound=$((stable_window_s + grace_s + 40)) start_ms
   start_ms="$(now_ms)"
-  both_at_zero() { at_zero pipe-transformer-00001 && at_zero pipe-predictor-00001; }
+  both_at_zero() { at_zero pipe-transformer-00001 && at_zero pipe-explainer-00001 && at_zero pipe-predictor-00001; }
   wait_for "pipe's transformer and predictor revisions to scale to zero within ${bound}s" "$bound" both_at_zero
-  pass "h. idle: pipe-transformer-00001 and pipe-predictor-00001 each back at 0 replicas and 0 pods in $(secs $(($(now_ms) - start_ms))) s"
+  pass "h. idle: pipe-transformer-00001, pipe-explainer-00001 and pipe-predictor-00001 each back at 0 replicas and 0 pods in $(secs $(($(now_ms) - start_ms))) s"
 
   k -n "$ns" delete isvc pipe --wait=true --timeout="${timeout}s" >/dev/null
   pipe_gone() { [[ -z "$(k -n "$ns" get deployments,services,pods -l serving.kserve.io/inferenceservice=pipe -o name)" ]]; }
   wait_until "every child of pipe to go" pipe_gone
-  pass "h. kubectl delete isvc pipe: both components' Deployments, Services and pods gone"
+  pass "h. kubectl delete isvc pipe: every component's Deployments, Services and pods gone"
 }
 
 # --- i. KServe's gRPC and REST clients through the router, from zero ------------------------------------------
