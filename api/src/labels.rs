@@ -31,3 +31,8 @@ pub const INITIAL_SCALE: &str = "skiff.dev/initial-scale";
 pub const APPLIED_HASH: &str = "skiff.dev/applied-hash";
 /// The field manager of every server-side apply by the operator.
 pub const FIELD_MANAGER: &str = "skiff-controller";
+/// Annotation on a revision's Deployment whose model a ServingRuntime serves: which one,
+/// `ServingRuntime/<name>` or `ClusterServingRuntime/<name>` (the runtime's kind, name and spec
+/// are part of the revision's template hash, so another choice, or a changed runtime, rolls a new
+/// revision).
+pub const RUNTIME: &str = "skiff.dev/runtime";

@@ -4,7 +4,11 @@
 //! plan, or by the API server when its children are applied) is written to the status and fails
 //! the reconcile; [`error_policy`] requeues with a per-object back-off ([`crate::backoff`]);
 //! [`run`] wires the watches (InferenceServices, their Deployments and Services, the platform
-//! ConfigMap) and, with leader election, reconciles only while this replica holds the Lease.
+//! ConfigMap, and KServe's ServingRuntimes and ClusterServingRuntimes, whose changes, as the
+//! ConfigMap's, re-check every InferenceService) and, with leader election, reconciles only while this
+//! replica holds the Lease. An InferenceService served by a runtime has the ServingRuntimes of its
+//! namespace and the ClusterServingRuntimes listed at each reconcile (none where the CRDs are not
+//! installed); the others never read them.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -25,6 +29,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use skiff_api::isvc::{API_VERSION, KIND};
 use skiff_api::labels::{FIELD_MANAGER, INFERENCE_SERVICE};
+use skiff_api::runtime::{ClusterServingRuntime, ServingRuntime};
 use skiff_api::{InferenceServiceResource, InferenceServiceStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::freshness::Replaced;
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::plan::{Inputs, Plan, plan, refused};
+use crate::plan::{Inputs, Plan, Runtimes, needs_runtime, plan, refused};
 use crate::platform::{CONFIG_MAP, Platform};
 
 /// Periodic re-check of an InferenceService that nothing changed (writes nothing when all is right).
@@ -118,6 +123,13 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     let children = ListParams::default().labels(&format!("{INFERENCE_SERVICE}={name}"));
     let (observed_deployments, observed_services) =
         futures::try_join!(deployments.list(&children), services.list(&children))?;
+    let (namespaced_runtimes, cluster_runtimes) = if needs_runtime(&isvc) {
+        let namespaced: Api<ServingRuntime> = Api::namespaced(ctx.client.clone(), &namespace);
+        let cluster: Api<ClusterServingRuntime> = Api::all(ctx.client.clone());
+        futures::try_join!(list_or_none(&namespaced), list_or_none(&cluster))?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let platform = ctx.platform()?;
     let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let inputs = Inputs {
@@ -125,6 +137,7 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         deployments: &observed_deployments.items,
         services: &observed_services.items,
         platform: &platform,
+        runtimes: Runtimes { namespaced: &namespaced_runtimes, cluster: &cluster_runtimes },
         now: &now,
     };
     let mut plan = plan(inputs);
@@ -151,6 +164,38 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     let collections = due.iter().map(|revision| collect(&deployments, &services, revision, &ctx.metrics));
     futures::future::try_join_all(collections).await?;
     Ok(Action::requeue(next.map_or(RESYNC, |n| n.min(RESYNC))))
+}
+
+/// Every object of a kind, none when the kind is not installed (404: the runtime CRDs are not).
+async fn list_or_none<K>(api: &Api<K>) -> Result<Vec<K>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sends on `changed` each time an object of a kind changes. Its errors (the kind not installed, no
+/// RBAC for it yet) are logged and retried with the watcher's back-off here, rather than passed to
+/// the controller, whose trigger back-off would hold every other trigger too.
+fn signal_changes<K>(api: Api<K>, changed: futures::channel::mpsc::Sender<()>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    tokio::spawn(watcher(api, watcher::Config::default()).default_backoff().touched_objects().for_each(move |event| {
+        match event {
+            Ok(_) => {
+                let _ = changed.clone().try_send(());
+            }
+            Err(e) => tracing::debug!(%kind, error = %e, "watch failed; retrying"),
+        }
+        std::future::ready(())
+    }));
 }
 
 /// Writes the status by server-side apply on the status subresource, on the condition that the
@@ -307,6 +352,11 @@ async fn reconcile_all(client: Client, settings: &Settings, metrics: Arc<Metrics
         .reflect(writer)
         .touched_objects();
     let (changed, config_changes) = futures::channel::mpsc::channel::<()>(1);
+    // A runtime that appears, changes or goes may concern the InferenceServices served by one
+    // (one waiting for a runtime among them): the same trigger re-checks everything (an
+    // InferenceService on skiff-server reads no runtime and writes nothing unless it must).
+    signal_changes(Api::<ServingRuntime>::all(client.clone()), changed.clone());
+    signal_changes(Api::<ClusterServingRuntime>::all(client.clone()), changed.clone());
     tokio::spawn(config_watch.for_each(move |_| {
         let _ = changed.clone().try_send(());
         std::future::ready(())

@@ -1,7 +1,9 @@
 //! The objects of one revision of a component, as pure functions of the InferenceService and the
-//! platform settings: a Deployment running `skiff-server` on the model (or the user's custom
-//! container, which is what a transformer or an explainer always is) and a Service (port 80 to the
-//! container port) that the router and activator find by its labels.
+//! platform settings: a Deployment running `skiff-server` on an ONNX model, the container of the
+//! KServe ServingRuntime chosen for any other model (behind the queue-proxy, see
+//! [`runtime_server`]), or the user's custom container (which is what a transformer or an
+//! explainer always is), and a Service (port 80 to the container port) that the router and
+//! activator find by its labels.
 
 use std::collections::BTreeMap;
 
@@ -16,9 +18,10 @@ use serde_json::{Map, Value, json};
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::labels::{
     APPLIED_HASH, COMPONENT, CONTAINER_CONCURRENCY, FIELD_MANAGER, INFERENCE_SERVICE, INITIAL_SCALE,
-    QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION, REVISION_NAME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
+    QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION, REVISION_NAME, RUNTIME, SCALING, TEMPLATE_HASH, TIMEOUT_SECONDS,
 };
 use skiff_api::revision::Component;
+use skiff_api::runtime::{SelectedRuntime, uses_embedded_server};
 use skiff_api::scaling::ScalingInputs;
 use skiff_api::serving::{Served, batcher_args, component_contract, logger_args, predictor_host, server_args};
 
@@ -41,6 +44,26 @@ const SHUTDOWN_DELAY_SECS: u32 = 3;
 pub const CONTAINER_NAME: &str = "kserve-container";
 /// KServe's name for the volume the model is provided in.
 const MODEL_VOLUME: &str = "kserve-provision-location";
+/// Where a ServingRuntime's container finds the model (KServe's `DefaultModelLocalMountPath`; its
+/// runtimes pass `--model_dir=/mnt/models`).
+pub const RUNTIME_MODEL_DIR: &str = "/mnt/models";
+/// Container fields of `spec.predictor.model` laid over a ServingRuntime's container (KServe's
+/// `MergeRuntimeContainers`): lists of named things (`env`, `ports`) merged by name, `volumeMounts`
+/// by path, `args` and `envFrom` appended, `resources` merged per key, the rest replaced.
+const RUNTIME_CONTAINER_FIELDS: [&str; 12] = [
+    "resources",
+    "env",
+    "envFrom",
+    "securityContext",
+    "imagePullPolicy",
+    "volumeMounts",
+    "args",
+    "command",
+    "image",
+    "ports",
+    "readinessProbe",
+    "livenessProbe",
+];
 /// PodSpec fields KServe accepts inline in `spec.predictor`, passed to the pod as written.
 const POD_FIELDS: [&str; 18] = [
     "serviceAccountName",
@@ -89,12 +112,18 @@ impl Default for Serving {
 }
 
 impl Serving {
-    /// A component's settings (`spec.predictor`, `spec.transformer`, ...).
+    /// A component's settings (`spec.predictor`, `spec.transformer`, ...). Requests go through the
+    /// queue-proxy for a custom container and for a model a ServingRuntime serves (any model but
+    /// ONNX without `runtime:`).
     pub fn of(predictor: &PredictorSpec) -> Serving {
+        let queue_proxy = match &predictor.model {
+            Some(model) => !uses_embedded_server(model),
+            None => predictor.containers.is_some(),
+        };
         Serving {
             container_concurrency: predictor.container_concurrency.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
             timeout_secs: skiff_api::serving::request_timeout(predictor).as_secs(),
-            queue_proxy: predictor.model.is_none() && predictor.containers.is_some(),
+            queue_proxy,
         }
     }
 
@@ -208,8 +237,10 @@ impl RevisionRef {
 /// (`spec.predictor`, `spec.transformer`, ...). `replicas` is set only while the controller owns
 /// the field (see [`crate::plan::replicas_to_apply`]); the [`Record`] is kept in annotations so
 /// that readiness without pods survives restarts and the autoscaler finds the revision's settings
-/// (each component's revisions scale on their own). The error (for the status) names the field
-/// that cannot be served.
+/// (each component's revisions scale on their own). `runtime` is the ServingRuntime chosen for the
+/// predictor's model (`None` for `skiff-server` and custom containers): its container serves, and
+/// its name is recorded on the Deployment ([`RUNTIME`]). The error (for the status) names the
+/// field that cannot be served.
 pub fn deployment(
     revision: &RevisionRef,
     owner: &OwnerReference,
@@ -217,22 +248,38 @@ pub fn deployment(
     record: &Record,
     replicas: Option<i32>,
     platform: &Platform,
+    runtime: Option<&SelectedRuntime>,
 ) -> Result<Deployment, String> {
-    let pod = pod_spec(revision, predictor, platform)?;
+    let pod = pod_spec(revision, predictor, platform, runtime)?;
     let at = format!("spec.{}", revision.component.name());
     let scaling = serde_json::to_string(&record.scaling).map_err(|e| format!("{at}: {e}"))?;
-    let annotations = [
+    let mut annotations: BTreeMap<String, String> = [
         (TEMPLATE_HASH.to_owned(), record.template_hash.clone()),
         (INITIAL_SCALE.to_owned(), record.initial_scale.to_string()),
         (SCALING.to_owned(), scaling),
-    ];
+    ]
+    .into();
+    // The runtime's pod labels and annotations, under the revision's own labels.
+    let mut pod_labels = revision.pod_labels();
+    let mut pod_annotations = BTreeMap::new();
+    if let Some(runtime) = runtime {
+        annotations.insert(RUNTIME.to_owned(), format!("{}/{}", runtime.kind, runtime.name));
+        for (key, value) in &runtime.spec.labels {
+            pod_labels.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+        pod_annotations.extend(runtime.spec.annotations.clone());
+    }
     let mut deployment = Deployment {
-        metadata: revision.metadata(owner, annotations.into()),
+        metadata: revision.metadata(owner, annotations),
         spec: Some(DeploymentSpec {
             replicas: None,
             selector: LabelSelector { match_labels: Some(revision.selector()), ..LabelSelector::default() },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(revision.pod_labels()), ..ObjectMeta::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    annotations: (!pod_annotations.is_empty()).then_some(pod_annotations),
+                    ..ObjectMeta::default()
+                }),
                 spec: Some(pod),
             },
             ..DeploymentSpec::default()
@@ -278,16 +325,36 @@ fn stamp<S: serde::Serialize>(meta: &mut ObjectMeta, spec: &S) {
     meta.annotations.get_or_insert_with(BTreeMap::new).insert(APPLIED_HASH.into(), hash);
 }
 
-/// The pod: the user's pod-level fields, then the model server, or the custom container behind
-/// the queue-proxy (with KServe's contract for a transformer's or explainer's container, see
-/// [`component_args`]); the restricted profile under every security context ([`security`]).
-fn pod_spec(revision: &RevisionRef, predictor: &PredictorSpec, platform: &Platform) -> Result<PodSpec, String> {
+/// The pod: the user's pod-level fields (over the runtime's, when a runtime serves), then the
+/// model server, the runtime's container behind the queue-proxy ([`runtime_server`]), or the
+/// custom container behind the queue-proxy (with KServe's contract for a transformer's or
+/// explainer's container, see [`component_args`]); the restricted profile under every security
+/// context ([`security`]).
+fn pod_spec(
+    revision: &RevisionRef,
+    predictor: &PredictorSpec,
+    platform: &Platform,
+    runtime: Option<&SelectedRuntime>,
+) -> Result<PodSpec, String> {
     let at = format!("spec.{}", revision.component.name());
-    let mut pod: PodSpec = from_fields(&predictor.other, &POD_FIELDS, &at)?;
+    let mut pod: PodSpec = match (runtime, &predictor.model) {
+        (Some(runtime), Some(_)) => {
+            // KServe's MergePodSpec: the runtime's pod fields, each replaced by the predictor's.
+            let mut fields = runtime.spec.other.clone();
+            fields.extend(predictor.other.clone());
+            let mut pod: PodSpec = from_fields(&fields, &POD_FIELDS, &at)?;
+            pod.volumes.get_or_insert_with(Vec::new).extend(runtime.spec.volumes.iter().cloned());
+            pod
+        }
+        _ => from_fields(&predictor.other, &POD_FIELDS, &at)?,
+    };
     pod.enable_service_links.get_or_insert(false);
     if let Some(model) = &predictor.model {
         pod.automount_service_account_token.get_or_insert(false);
-        model_server(revision, model, predictor, platform, &mut pod)?;
+        match runtime {
+            Some(runtime) => runtime_server(revision, model, predictor, runtime, platform, &mut pod)?,
+            None => model_server(revision, model, predictor, platform, &mut pod)?,
+        }
     } else if let Some(containers) = &predictor.containers {
         custom_containers(containers, &mut pod, &at)?;
         let upstream =
@@ -344,19 +411,11 @@ fn model_server(
     platform: &Platform,
     pod: &mut PodSpec,
 ) -> Result<(), String> {
-    if !model.model_format.name.eq_ignore_ascii_case("onnx") {
+    if !uses_embedded_server(model) {
         return Err(format!(
-            "spec.predictor.model.modelFormat.name: skiff-server serves onnx models, not {:?} (use a custom container)",
+            "spec.predictor.model.modelFormat.name: skiff-server serves onnx models, not {:?} (a ServingRuntime \
+             serves other formats)",
             model.model_format.name
-        ));
-    }
-    let uri = model.storage_uri.as_deref().unwrap_or_default();
-    let source = storage::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
-    if matches!(source, ModelSource::HostPath(_)) && !platform.allow_host_path {
-        return Err(format!(
-            "spec.predictor.model.storageUri: {uri}: file:// (a directory of the node, as a hostPath volume) is \
-             refused on this cluster: inferenceservice-config key skiff sets allowHostPath to false; use pvc:// or \
-             a scheme the storage initializer downloads"
         ));
     }
     let dir = platform.model_dir.clone();
@@ -375,6 +434,34 @@ fn model_server(
     }]);
     container.readiness_probe = Some(probe("/v2/health/ready", 1, 3));
     container.liveness_probe = Some(probe("/v2/health/live", 10, 3));
+    provision_model(model, &dir, platform, pod, &mut container)?;
+    // After the model's mount: a node agent that binds mounts in order resolves the model's host
+    // path before `/tmp` is covered.
+    security::read_only_root(&mut container).map_err(|e| format!("spec.predictor.model.{e}"))?;
+    pod.containers = vec![container];
+    Ok(())
+}
+
+/// Provides the model's `storageUri` to `container` at `dir`, read-only: `file://` as a hostPath
+/// volume (where the platform allows it), `pvc://` as the claim's volume (its sub-path), anything
+/// else downloaded by KServe's storage initializer (an init container) into an emptyDir.
+fn provision_model(
+    model: &ModelSpec,
+    dir: &str,
+    platform: &Platform,
+    pod: &mut PodSpec,
+    container: &mut Container,
+) -> Result<(), String> {
+    let uri = model.storage_uri.as_deref().unwrap_or_default();
+    let source = storage::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
+    if matches!(source, ModelSource::HostPath(_)) && !platform.allow_host_path {
+        return Err(format!(
+            "spec.predictor.model.storageUri: {uri}: file:// (a directory of the node, as a hostPath volume) is \
+             refused on this cluster: inferenceservice-config key skiff sets allowHostPath to false; use pvc:// or \
+             a scheme the storage initializer downloads"
+        ));
+    }
+    let dir = dir.to_owned();
     let mount = |sub_path: Option<String>| VolumeMount {
         name: MODEL_VOLUME.into(),
         mount_path: dir.clone(),
@@ -404,11 +491,121 @@ fn model_server(
     };
     pod.volumes.get_or_insert_with(Vec::new).push(volume);
     container.volume_mounts.get_or_insert_with(Vec::new).push(mount);
-    // After the model's mount: a node agent that binds mounts in order resolves the model's host
-    // path before `/tmp` is covered.
-    security::read_only_root(&mut container).map_err(|e| format!("spec.predictor.model.{e}"))?;
-    pod.containers = vec![container];
     Ok(())
+}
+
+/// The container of the ServingRuntime chosen for the model (KServe's predictor for a runtime):
+/// the runtime's container named `kserve-container` (else its first) serves, with the model's own
+/// container fields laid over it ([`RUNTIME_CONTAINER_FIELDS`]) and KServe's placeholders
+/// (`{{.Name}}`: the InferenceService, `{{.Namespace}}`) replaced in every runtime container; the
+/// model is provided at [`RUNTIME_MODEL_DIR`] as for `skiff-server` ([`provision_model`]); `PORT`
+/// is set to the port it serves on (its first declared port, else 8080) unless given; the runtime's
+/// other containers follow it, and the queue-proxy fronts it (concurrency, the in-flight gauge the
+/// autoscaler reads, the logger and the batcher), as for a custom container. The runtime's image
+/// is not Skiff's, so its root file system stays writable, as a custom container's does.
+fn runtime_server(
+    revision: &RevisionRef,
+    model: &ModelSpec,
+    predictor: &PredictorSpec,
+    runtime: &SelectedRuntime,
+    platform: &Platform,
+    pod: &mut PodSpec,
+) -> Result<(), String> {
+    let at = format!("{} {:?}", runtime.kind, runtime.name);
+    let mut containers = runtime.spec.containers.clone();
+    if containers.is_empty() {
+        return Err(format!("spec.predictor.model.runtime: {at} has no containers"));
+    }
+    let serving = containers.iter().position(|c| c.name == CONTAINER_NAME).unwrap_or(0);
+    let first = containers.remove(serving);
+    containers.insert(0, first);
+    for container in &mut containers {
+        *container = replace_placeholders(container, &revision.service, &revision.namespace)
+            .map_err(|e| format!("spec.predictor.model.runtime: {at}: containers[{:?}]: {e}", container.name))?;
+    }
+    let serving = &mut containers[0];
+    let mut value = serde_json::to_value(&*serving).map_err(|e| format!("{at}: {e}"))?;
+    for field in RUNTIME_CONTAINER_FIELDS {
+        if let Some(given) = model.other.get(field) {
+            merge_container_field(&mut value, field, given);
+        }
+    }
+    *serving = serde_json::from_value(value).map_err(|e| format!("spec.predictor.model: {e}"))?;
+    if serving.ports.as_ref().is_none_or(Vec::is_empty) {
+        serving.ports = Some(vec![ContainerPort {
+            name: Some("http1".into()),
+            container_port: SERVER_PORT,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]);
+    }
+    let upstream = serving.ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
+    let env = serving.env.get_or_insert_with(Vec::new);
+    if !env.iter().any(|v| v.name == "PORT") {
+        env.push(EnvVar { name: "PORT".into(), value: Some(upstream.to_string()), ..EnvVar::default() });
+    }
+    provision_model(model, RUNTIME_MODEL_DIR, platform, pod, serving)?;
+    containers.push(queue_proxy(upstream, revision, predictor, platform));
+    pod.containers = containers;
+    Ok(())
+}
+
+/// KServe's `ReplacePlaceholders`: `{{.Name}}` and `{{.Namespace}}` (spaces inside the braces
+/// allowed) anywhere in the container become the InferenceService's name and namespace.
+fn replace_placeholders(container: &Container, name: &str, namespace: &str) -> Result<Container, String> {
+    let mut text = serde_json::to_string(container).map_err(|e| e.to_string())?;
+    for (key, value) in [("Name", name), ("Namespace", namespace)] {
+        for pattern in [format!("{{{{.{key}}}}}"), format!("{{{{ .{key} }}}}")] {
+            text = text.replace(&pattern, value);
+        }
+    }
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// Lays the model's value of one container field over the runtime container's (as JSON), as
+/// [`RUNTIME_CONTAINER_FIELDS`] says.
+fn merge_container_field(container: &mut Value, field: &str, given: &Value) {
+    let Some(object) = container.as_object_mut() else { return };
+    let current = object.remove(field);
+    let merged = match (field, current, given) {
+        ("env" | "ports", Some(Value::Array(mut own)), Value::Array(theirs)) => {
+            merge_by_key(&mut own, theirs, "name");
+            Value::Array(own)
+        }
+        ("volumeMounts", Some(Value::Array(mut own)), Value::Array(theirs)) => {
+            merge_by_key(&mut own, theirs, "mountPath");
+            Value::Array(own)
+        }
+        ("args" | "envFrom", Some(Value::Array(mut own)), Value::Array(theirs)) => {
+            own.extend(theirs.iter().cloned());
+            Value::Array(own)
+        }
+        ("resources", Some(Value::Object(mut own)), Value::Object(theirs)) => {
+            for (kind, amounts) in theirs {
+                match (own.get_mut(kind), amounts) {
+                    (Some(Value::Object(mine)), Value::Object(amounts)) => {
+                        mine.extend(amounts.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    }
+                    _ => {
+                        own.insert(kind.clone(), amounts.clone());
+                    }
+                }
+            }
+            Value::Object(own)
+        }
+        _ => given.clone(),
+    };
+    object.insert(field.to_owned(), merged);
+}
+
+/// `theirs` over `own`: an entry with the same `key` replaced in place, the others appended.
+fn merge_by_key(own: &mut Vec<Value>, theirs: &[Value], key: &str) {
+    for entry in theirs {
+        match own.iter_mut().find(|e| e.get(key).is_some() && e.get(key) == entry.get(key)) {
+            Some(existing) => *existing = entry.clone(),
+            None => own.push(entry.clone()),
+        }
+    }
 }
 
 /// The queue-proxy sidecar in front of a custom container on `upstream`: it enforces

@@ -9,6 +9,13 @@
 //! rolled-out revisions read back from the status and its own `canaryTrafficPercent` (KServe
 //! applies a canary per component); revisions without a share, and every revision of a component
 //! the InferenceService no longer has, are collected.
+//!
+//! A predictor model that `skiff-server` does not serve (any format but ONNX, or ONNX with
+//! `runtime:`) runs the container of the ServingRuntime or ClusterServingRuntime that
+//! [`skiff_api::runtime::select_runtime`] picks from [`Inputs::runtimes`]; the runtime's kind, name
+//! and spec are hashed with the template, so a different choice or a changed runtime rolls a new
+//! revision (as KServe's runtime container, part of the pod template, makes Knative roll one). No
+//! runtime to be had refuses the spec with KServe's reason ([`skiff_api::Error::runtime_reason`]).
 
 use std::collections::BTreeSet;
 
@@ -18,6 +25,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use skiff_api::labels::FIELD_MANAGER;
 use skiff_api::revision::{Component, RevisionTemplate, next_number, revision_name};
+use skiff_api::runtime::{
+    ClusterServingRuntime, SelectedRuntime, ServingRuntime, select_runtime, uses_embedded_server,
+};
 use skiff_api::scaling::{ScalingInputs, component_scaling_spec};
 use skiff_api::serving::revision_ready;
 use skiff_api::status::Replicas;
@@ -41,8 +51,47 @@ pub struct Inputs<'a> {
     pub services: &'a [Service],
     /// Settings from the `inferenceservice-config` ConfigMap.
     pub platform: &'a Platform,
+    /// The runtimes the InferenceService may use (read only when it needs one, see [`needs_runtime`]).
+    pub runtimes: Runtimes<'a>,
     /// The time to record in changed conditions (RFC 3339).
     pub now: &'a str,
+}
+
+/// The ServingRuntimes of the InferenceService's namespace and the ClusterServingRuntimes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Runtimes<'a> {
+    /// ServingRuntimes in the InferenceService's namespace.
+    pub namespaced: &'a [ServingRuntime],
+    /// Every ClusterServingRuntime.
+    pub cluster: &'a [ClusterServingRuntime],
+}
+
+/// Whether the InferenceService's predictor is served by a runtime rather than `skiff-server` (a
+/// `model` that is not ONNX, or that names a `runtime:`), so that its reconcile reads the runtimes.
+pub fn needs_runtime(isvc: &InferenceServiceResource) -> bool {
+    isvc.spec.predictor.model.as_ref().is_some_and(|m| !uses_embedded_server(m))
+}
+
+/// The reason of the conditions of a spec that cannot be realised, unless a more precise one applies.
+pub const INVALID_SPEC: &str = "InvalidSpec";
+
+/// Why a component cannot be realised: the reason and the message of its condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
+    reason: &'static str,
+    message: String,
+}
+
+impl From<String> for Refusal {
+    fn from(message: String) -> Self {
+        Refusal { reason: INVALID_SPEC, message }
+    }
+}
+
+impl From<skiff_api::Error> for Refusal {
+    fn from(e: skiff_api::Error) -> Self {
+        Refusal { reason: e.runtime_reason().unwrap_or(INVALID_SPEC), message: e.to_string() }
+    }
 }
 
 /// What to do.
@@ -111,7 +160,7 @@ pub fn plan(input: Inputs) -> Plan {
     for component in Component::of(&manifest) {
         match plan_component(&shared, component, &mut plan, &mut keep) {
             Ok(observation) => components.push(observation),
-            Err(message) => return refused(input, message),
+            Err(Refusal { reason, message }) => return refused_because(input, reason, message),
         }
     }
     plan.delete = revisions.iter().filter(|r| !keep.contains(&r.name)).map(|r| r.name.clone()).collect();
@@ -137,7 +186,7 @@ fn plan_component(
     component: Component,
     plan: &mut Plan,
     keep: &mut BTreeSet<String>,
-) -> Result<ComponentObservation, String> {
+) -> Result<ComponentObservation, Refusal> {
     let Shared { input, manifest, owner, name, namespace, old, .. } = *shared;
     let spec = component.spec(manifest).ok_or_else(|| format!("spec.{}: not set", component.name()))?;
     let scaling = component_scaling_spec(manifest, component, &input.platform.autoscaler)
@@ -145,7 +194,16 @@ fn plan_component(
         .map_err(|e| e.to_string())?;
     let template = RevisionTemplate::of_component(manifest, component)
         .ok_or_else(|| format!("spec.{}: not set", component.name()))?;
-    let template_hash = crate::hash::of(&template);
+    let runtime: Option<SelectedRuntime> = match (component, &spec.model) {
+        (Component::Predictor, Some(model)) if !uses_embedded_server(model) => {
+            Some(select_runtime(model, input.runtimes.namespaced, input.runtimes.cluster)?)
+        }
+        _ => None,
+    };
+    let template_hash = match &runtime {
+        None => crate::hash::of(&template),
+        Some(r) => crate::hash::of(&(&template, r.kind.kind(), r.name, r.spec)),
+    };
     let revisions: Vec<ObservedRevision> =
         shared.revisions.iter().filter(|r| r.component == component).cloned().collect();
     let old_component = old.component(component.name()).cloned().unwrap_or_default();
@@ -195,7 +253,7 @@ fn plan_component(
         initial_scale: latest.initial_scale,
         scaling: ScalingInputs::of_component(manifest, component).unwrap_or_default(),
     };
-    let wanted = desired::deployment(&latest_ref, owner, spec, &record, replicas, input.platform)?;
+    let wanted = desired::deployment(&latest_ref, owner, spec, &record, replicas, input.platform, runtime.as_ref())?;
     if existing.is_none_or(|d| desired::applied_hash(&d.metadata) != desired::applied_hash(&wanted.metadata)) {
         plan.deployments.push(wanted.clone());
     }
@@ -258,11 +316,17 @@ fn plan_component(
 /// The plan for a spec that cannot be realised: nothing applied or deleted (the revisions there keep
 /// serving), and the status says why (`Ready` False, reason `InvalidSpec`, `message`).
 pub fn refused(input: Inputs, message: String) -> Plan {
+    refused_because(input, INVALID_SPEC, message)
+}
+
+/// [`refused`] with another reason (KServe's for a runtime that cannot be had, e.g.
+/// `NoSupportingRuntime`).
+pub fn refused_because(input: Inputs, reason: &'static str, message: String) -> Plan {
     let isvc = input.isvc;
     let (name, namespace) = (isvc.name_any(), isvc.namespace().unwrap_or_default());
     let urls = Urls::new(&name, &namespace, input.platform);
     let old = isvc.status.clone().unwrap_or_default();
-    let status = status::refused(&old, isvc.metadata.generation, urls, message.clone(), input.now);
+    let status = status::refused(&old, isvc.metadata.generation, urls, reason, message.clone(), input.now);
     Plan {
         status: (isvc.status.as_ref() != Some(&status)).then_some(status),
         refused: Some(message),

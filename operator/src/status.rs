@@ -125,11 +125,13 @@ pub fn compute(o: &Observation, now: &str) -> InferenceServiceStatus {
     status
 }
 
-/// The status when the spec cannot be served: the old one with the conditions saying why.
+/// The status when the spec cannot be served: the old one with the conditions saying why
+/// (`PredictorReady` and `Ready` False with `reason` and `message`).
 pub fn refused(
     old: &InferenceServiceStatus,
     generation: Option<i64>,
     urls: Urls,
+    reason: &'static str,
     message: String,
     now: &str,
 ) -> InferenceServiceStatus {
@@ -137,7 +139,7 @@ pub fn refused(
     status.observed_generation = generation;
     status.url = Some(urls.url);
     status.address = Some(Addressable { url: urls.address });
-    let verdict: Verdict = Err(("InvalidSpec", message));
+    let verdict: Verdict = Err((reason, message));
     let ingress = match old.condition(INGRESS_READY) {
         Some(c) if c.is_true() => Ok(()),
         _ => Err(("InvalidSpec", "no revision to route to".to_owned())),
@@ -240,7 +242,8 @@ mod tests {
         let empty = InferenceServiceStatus::default();
         let ready = compute(&observation(&empty, Ok(())), "t1");
         let urls = Urls::new("iris", "ml", &Platform::default());
-        let refused = refused(&ready, Some(3), urls, "spec.predictor.model.storageUri: bad".into(), "t2");
+        let refused =
+            refused(&ready, Some(3), urls, "InvalidSpec", "spec.predictor.model.storageUri: bad".into(), "t2");
         assert_eq!(refused.predictor(), ready.predictor());
         let c = refused.condition(READY).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_deref()), ("False", Some("InvalidSpec")));

@@ -51,10 +51,14 @@ fn the_controller_deployment_is_accepted_by_its_binary() {
 }
 
 /// Every (API group, resource, verb) the controller uses, cluster-wide and in its namespace.
-const CLUSTER_CALLS: [(&str, &str, &str); 13] = [
+const CLUSTER_CALLS: [(&str, &str, &str); 17] = [
     ("serving.kserve.io", "inferenceservices", "list"),
     ("serving.kserve.io", "inferenceservices", "watch"),
     ("serving.kserve.io", "inferenceservices/status", "patch"),
+    ("serving.kserve.io", "servingruntimes", "list"),
+    ("serving.kserve.io", "servingruntimes", "watch"),
+    ("serving.kserve.io", "clusterservingruntimes", "list"),
+    ("serving.kserve.io", "clusterservingruntimes", "watch"),
     ("apps", "deployments", "list"),
     ("apps", "deployments", "watch"),
     ("apps", "deployments", "create"),

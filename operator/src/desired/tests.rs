@@ -37,7 +37,7 @@ fn owner() -> OwnerReference {
 }
 
 fn build(yaml: &str) -> Result<Deployment, String> {
-    deployment(&revision(), &owner(), &predictor(yaml), &record(), Some(1), &Platform::default())
+    deployment(&revision(), &owner(), &predictor(yaml), &record(), Some(1), &Platform::default(), None)
 }
 
 fn pod_of(d: &Deployment) -> serde_json::Value {
@@ -159,10 +159,11 @@ fn what_cannot_be_served_is_refused_with_the_field_named() {
 #[test]
 fn the_applied_hash_ignores_replicas_and_follows_the_spec() {
     let one = build(MODEL).unwrap();
-    let none = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &Platform::default()).unwrap();
+    let none =
+        deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &Platform::default(), None).unwrap();
     assert_eq!(applied_hash(&one.metadata), applied_hash(&none.metadata));
     let other = Platform { server_image: "skiff-server:2".into(), ..Platform::default() };
-    let moved = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &other).unwrap();
+    let moved = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &other, None).unwrap();
     assert_ne!(applied_hash(&one.metadata), applied_hash(&moved.metadata));
 }
 
@@ -182,7 +183,7 @@ fn a_custom_container_gets_the_queue_proxy_and_its_service_targets_it() {
     let mut revision = revision();
     revision.serving = Serving { container_concurrency: 4, timeout_secs: 60, queue_proxy: true };
     let predictor = predictor("    containers:\n    - image: my/web\n      ports: [{containerPort: 9000}]\n");
-    let d = deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default()).unwrap();
+    let d = deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default(), None).unwrap();
     let pod = pod_of(&d);
     let sidecar = &pod["containers"][1];
     assert_eq!(sidecar["name"], "queue-proxy");
@@ -290,18 +291,21 @@ fn custom_containers_and_init_containers_get_the_restricted_settings_but_keep_a_
 #[test]
 fn host_path_storage_is_refused_when_the_admin_says_so() {
     let closed = Platform { allow_host_path: false, ..Platform::default() };
-    let refused = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &closed).unwrap_err();
+    let refused = deployment(&revision(), &owner(), &predictor(MODEL), &record(), None, &closed, None).unwrap_err();
     assert!(refused.starts_with("spec.predictor.model.storageUri: file:///models/iris: file://"), "{refused}");
     assert!(refused.contains("inferenceservice-config key skiff sets allowHostPath to false"), "{refused}");
     let pvc = predictor(&MODEL.replace("file:///models/iris", "pvc://models/iris"));
-    assert!(deployment(&revision(), &owner(), &pvc, &record(), None, &closed).is_ok(), "other schemes still serve");
+    assert!(
+        deployment(&revision(), &owner(), &pvc, &record(), None, &closed, None).is_ok(),
+        "other schemes still serve"
+    );
 }
 
 #[test]
 fn the_deployment_records_the_scaling_inputs() {
     let scaling = skiff_api::scaling::ScalingInputs { min_replicas: Some(0), ..Default::default() };
     let record = Record { scaling, ..record() };
-    let d = deployment(&revision(), &owner(), &predictor(MODEL), &record, None, &Platform::default()).unwrap();
+    let d = deployment(&revision(), &owner(), &predictor(MODEL), &record, None, &Platform::default(), None).unwrap();
     let text = &d.metadata.annotations.as_ref().unwrap()["skiff.dev/scaling"];
     let back: skiff_api::scaling::ScalingInputs = serde_json::from_str(text).unwrap();
     assert_eq!(back.min_replicas, Some(0));
@@ -315,7 +319,7 @@ fn the_queue_proxy_gets_the_logger_and_the_batcher_of_a_custom_container() {
         "    logger: {url: 'http://sink.ml/events', mode: response}\n    batcher: {maxBatchSize: 8, maxLatency: 50}\n    \
          containers:\n    - image: my/web\n",
     );
-    let d = deployment(&revision, &owner(), &logged, &record(), Some(0), &Platform::default()).unwrap();
+    let d = deployment(&revision, &owner(), &logged, &record(), Some(0), &Platform::default(), None).unwrap();
     let pod = pod_of(&d);
     let args = |i: usize| -> Vec<String> {
         pod["containers"][i]["args"]
@@ -348,7 +352,7 @@ fn the_queue_proxy_gets_the_logger_and_the_batcher_of_a_custom_container() {
     assert!(args(0).is_empty(), "the user's container is left as written");
 
     let plain = predictor("    containers:\n    - image: my/web\n");
-    let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &Platform::default()).unwrap();
+    let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &Platform::default(), None).unwrap();
     let sidecar = pod_of(&d)["containers"][1]["args"].clone();
     assert!(!sidecar.to_string().contains("--logger") && !sidecar.to_string().contains("batching"), "{sidecar}");
 }
@@ -370,7 +374,8 @@ fn strings(value: &serde_json::Value) -> Vec<String> {
 #[test]
 fn a_transformer_runs_its_container_behind_the_queue_proxy_with_kserves_arguments() {
     let spec = predictor("    containers:\n    - image: my/transformer\n      args: [--verbose]\n");
-    let d = deployment(&transformer_revision(), &owner(), &spec, &record(), Some(0), &Platform::default()).unwrap();
+    let d =
+        deployment(&transformer_revision(), &owner(), &spec, &record(), Some(0), &Platform::default(), None).unwrap();
     let labels = d.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["component"], "transformer");
     assert_eq!(labels["skiff.dev/revision-name"], "iris-transformer-00001");
@@ -421,7 +426,7 @@ fn what_the_container_sets_itself_is_kept_and_the_router_address_can_be_given() 
     let revision =
         RevisionRef { component: Component::Explainer, name: "iris-explainer-00003".into(), ..transformer_revision() };
     let platform = Platform { router_address: Some("10.244.0.9:8080".into()), ..Platform::default() };
-    let d = deployment(&revision, &owner(), &spec, &record(), Some(0), &platform).unwrap();
+    let d = deployment(&revision, &owner(), &spec, &record(), Some(0), &platform, None).unwrap();
     let pod = pod_of(&d);
     let c = &pod["containers"][0];
     assert_eq!(strings(&c["args"]), ["--predictor_host=elsewhere:80", "--http_port", "9000", "--model_name", "iris"]);
@@ -429,7 +434,7 @@ fn what_the_container_sets_itself_is_kept_and_the_router_address_can_be_given() 
     assert_eq!(d.metadata.labels.as_ref().unwrap()["component"], "explainer");
 
     let plain = predictor("    containers:\n    - image: my/explainer\n");
-    let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &platform).unwrap();
+    let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &platform, None).unwrap();
     let args = strings(&pod_of(&d)["containers"][0]["args"]);
     assert_eq!(args[3], "10.244.0.9:8080/serving/ml/iris-predictor", "{args:?}");
 }
@@ -439,7 +444,7 @@ fn a_predictors_custom_container_gets_no_component_arguments() {
     let mut revision = revision();
     revision.serving.queue_proxy = true;
     let spec = predictor("    containers:\n    - image: my/web\n");
-    let d = deployment(&revision, &owner(), &spec, &record(), Some(0), &Platform::default()).unwrap();
+    let d = deployment(&revision, &owner(), &spec, &record(), Some(0), &Platform::default(), None).unwrap();
     let pod = pod_of(&d);
     assert!(pod["containers"][0]["args"].is_null() && pod["containers"][0]["env"].is_null(), "{pod}");
     let pod_labels = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
@@ -449,7 +454,155 @@ fn a_predictors_custom_container_gets_no_component_arguments() {
 #[test]
 fn errors_name_the_components_field() {
     let spec = predictor("    containers:\n    - image: my/transformer\n      ports: oops\n");
-    let err =
-        deployment(&transformer_revision(), &owner(), &spec, &record(), Some(0), &Platform::default()).unwrap_err();
+    let err = deployment(&transformer_revision(), &owner(), &spec, &record(), Some(0), &Platform::default(), None)
+        .unwrap_err();
     assert!(err.starts_with("spec.transformer.containers[0]:"), "{err}");
+}
+
+fn cluster_runtime(spec: serde_json::Value) -> skiff_api::runtime::ClusterServingRuntime {
+    serde_json::from_value(json!({
+        "apiVersion": "serving.kserve.io/v1alpha1",
+        "kind": "ClusterServingRuntime",
+        "metadata": {"name": "sk"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn sk_runtime() -> skiff_api::runtime::ClusterServingRuntime {
+    cluster_runtime(json!({
+        "supportedModelFormats": [{"name": "sklearn", "autoSelect": true}],
+        "protocolVersions": ["v2"],
+        "labels": {"runtime-label": "yes", "component": "not-ours"},
+        "annotations": {"prometheus.io/scrape": "true"},
+        "nodeSelector": {"pool": "cpu"},
+        "volumes": [{"name": "cache", "emptyDir": {}}],
+        "containers": [
+            {"name": "sidecar", "image": "helper:1", "args": ["--for={{.Name}}"]},
+            {
+                "name": "kserve-container",
+                "image": "kserve/sklearnserver:v0.14",
+                "args": ["--model_name={{.Name}}", "--model_dir=/mnt/models", "--namespace={{ .Namespace }}"],
+                "env": [{"name": "A", "value": "runtime"}, {"name": "B", "value": "runtime"}],
+                "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+            },
+        ],
+    }))
+}
+
+const SKLEARN: &str = "    containerConcurrency: 2\n    nodeSelector: {pool: gpu}\n    model:\n      modelFormat: {name: sklearn}\n      storageUri: file:///models/sum\n      args: [--workers=2]\n      env: [{name: B, value: model}, {name: C, value: model}]\n      resources: {limits: {memory: 4Gi}}\n";
+
+fn build_on_runtime(yaml: &str, runtime: &skiff_api::runtime::ClusterServingRuntime) -> Result<Deployment, String> {
+    let selected = skiff_api::runtime::SelectedRuntime {
+        name: "sk",
+        kind: skiff_api::runtime::RuntimeKind::Cluster,
+        spec: &runtime.spec.spec,
+    };
+    let predictor = predictor(yaml);
+    let mut revision = revision();
+    revision.serving = Serving::of(&predictor);
+    deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default(), Some(&selected))
+}
+
+#[test]
+fn a_runtime_serves_a_model_skiff_server_does_not_behind_the_queue_proxy() {
+    let runtime = sk_runtime();
+    let d = build_on_runtime(SKLEARN, &runtime).unwrap();
+    let pod = pod_of(&d);
+    let names: Vec<&str> = pod["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["kserve-container", "sidecar", "queue-proxy"],
+        "the serving container first, the queue-proxy last"
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "kserve/sklearnserver:v0.14");
+    assert_eq!(
+        strings(&c["args"]),
+        ["--model_name=iris", "--model_dir=/mnt/models", "--namespace=ml", "--workers=2"],
+        "placeholders replaced; the model's args appended"
+    );
+    assert_eq!(strings(&pod["containers"][1]["args"]), ["--for=iris"]);
+    let env: Vec<(String, String)> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().into(), e["value"].as_str().unwrap().into()))
+        .collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    assert_eq!(env, [("A", "runtime"), ("B", "model"), ("C", "model"), ("PORT", "8080")], "merged by name");
+    assert_eq!(c["resources"]["limits"], json!({"cpu": "1", "memory": "4Gi"}), "merged per key");
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    assert_eq!(c["volumeMounts"][0], json!({"name": MODEL_VOLUME, "mountPath": "/mnt/models", "readOnly": true}));
+    assert!(c["securityContext"].get("readOnlyRootFilesystem").is_none(), "not Skiff's image: a writable root");
+    assert_eq!(pod["volumes"][0], json!({"name": "cache", "emptyDir": {}}), "the runtime's volumes");
+    assert_eq!(pod["volumes"][1]["hostPath"], json!({"path": "/models/sum", "type": "Directory"}));
+    assert_eq!(pod["nodeSelector"], json!({"pool": "gpu"}), "the predictor's pod fields win over the runtime's");
+
+    let sidecar = &pod["containers"][2];
+    let args = strings(&sidecar["args"]);
+    assert!(args.windows(2).any(|w| w == ["--upstream", "127.0.0.1:8080"]), "{args:?}");
+    assert!(args.windows(2).any(|w| w == ["--container-concurrency", "2"]), "{args:?}");
+    let observed = crate::revisions::observe(std::slice::from_ref(&d), "uid-1");
+    assert_eq!(observed[0].port, QUEUE_PROXY_PORT, "the Service targets the queue-proxy");
+    assert!(observed[0].serving.queue_proxy);
+
+    let meta = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap();
+    let labels = meta.labels.as_ref().unwrap();
+    assert_eq!(labels["runtime-label"], "yes");
+    assert_eq!(labels["component"], "predictor", "the runtime's labels never replace the revision's");
+    assert_eq!(meta.annotations.as_ref().unwrap()["prometheus.io/scrape"], "true");
+    assert_eq!(d.metadata.annotations.as_ref().unwrap()["skiff.dev/runtime"], "ClusterServingRuntime/sk");
+}
+
+#[test]
+fn a_runtime_gets_the_model_through_the_storage_initializer_or_a_claim() {
+    let runtime = sk_runtime();
+    let d = build_on_runtime(&SKLEARN.replace("file:///models/sum", "gs://bucket/sum"), &runtime).unwrap();
+    let pod = pod_of(&d);
+    let init = &pod["initContainers"][0];
+    assert_eq!(init["name"], "storage-initializer");
+    assert_eq!(init["args"], json!(["gs://bucket/sum", "/mnt/models"]));
+    assert_eq!(pod["volumes"][1], json!({"name": MODEL_VOLUME, "emptyDir": {}}));
+    assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/mnt/models");
+
+    let d = build_on_runtime(&SKLEARN.replace("file:///models/sum", "pvc://models/sum"), &runtime).unwrap();
+    assert_eq!(pod_of(&d)["containers"][0]["volumeMounts"][0]["subPath"], "sum");
+}
+
+#[test]
+fn a_runtime_container_without_the_kserve_name_serves_from_the_first_and_keeps_its_port() {
+    let runtime = cluster_runtime(json!({
+        "supportedModelFormats": [{"name": "sklearn"}],
+        "containers": [{"name": "server", "image": "s:1", "ports": [{"containerPort": 9000}], "env": [{"name": "PORT", "value": "9000"}]}],
+    }));
+    let d = build_on_runtime(SKLEARN, &runtime).unwrap();
+    let pod = pod_of(&d);
+    assert_eq!(pod["containers"][0]["name"], "server");
+    let ports: Vec<&str> = pod["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "PORT")
+        .map(|e| e["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(ports, ["9000"], "its own PORT kept");
+    assert!(strings(&pod["containers"][1]["args"]).windows(2).any(|w| w == ["--upstream", "127.0.0.1:9000"]));
+
+    let closed = Platform { allow_host_path: false, ..Platform::default() };
+    let selected = skiff_api::runtime::SelectedRuntime {
+        name: "sk",
+        kind: skiff_api::runtime::RuntimeKind::Cluster,
+        spec: &runtime.spec.spec,
+    };
+    let refused = deployment(&revision(), &owner(), &predictor(SKLEARN), &record(), None, &closed, Some(&selected));
+    assert!(refused.unwrap_err().starts_with("spec.predictor.model.storageUri:"), "the platform's storage rules hold");
+}
+
+#[test]
+fn only_onnx_without_a_runtime_stays_on_skiff_server_and_uses_no_queue_proxy() {
+    assert!(!Serving::of(&predictor(MODEL)).queue_proxy);
+    assert!(Serving::of(&predictor(SKLEARN)).queue_proxy);
+    let named = MODEL.replace("modelFormat: {name: onnx}", "modelFormat: {name: onnx}\n      runtime: triton");
+    assert!(Serving::of(&predictor(&named)).queue_proxy, "ONNX with runtime: goes to that runtime");
 }

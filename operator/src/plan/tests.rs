@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use serde_json::json;
 use skiff_api::InferenceService;
-use skiff_api::status::READY;
+use skiff_api::status::{PREDICTOR_READY, READY};
 
 use super::*;
 
@@ -15,6 +15,8 @@ struct Cluster {
     deployments: Vec<Deployment>,
     services: Vec<Service>,
     platform: Platform,
+    runtimes: Vec<ServingRuntime>,
+    cluster_runtimes: Vec<ClusterServingRuntime>,
     writes: usize,
 }
 
@@ -23,7 +25,15 @@ impl Cluster {
         let mut isvc = InferenceServiceResource::from(&InferenceService::from_yaml(yaml).unwrap());
         isvc.metadata.uid = Some("uid-1".into());
         isvc.metadata.generation = Some(1);
-        Cluster { isvc, deployments: vec![], services: vec![], platform: Platform::default(), writes: 0 }
+        Cluster {
+            isvc,
+            deployments: vec![],
+            services: vec![],
+            platform: Platform::default(),
+            runtimes: vec![],
+            cluster_runtimes: vec![],
+            writes: 0,
+        }
     }
 
     fn plan(&self) -> Plan {
@@ -32,6 +42,7 @@ impl Cluster {
             deployments: &self.deployments,
             services: &self.services,
             platform: &self.platform,
+            runtimes: Runtimes { namespaced: &self.runtimes, cluster: &self.cluster_runtimes },
             now: "2026-11-21T00:00:00Z",
         })
     }
@@ -258,12 +269,12 @@ fn an_unservable_spec_changes_nothing_and_says_why() {
     c.settle();
     c.set_available("iris-predictor-00001", 1);
     c.settle();
-    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().model_format.name = "sklearn".into());
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file://./iris".into()));
     let plan = c.step();
     assert!(plan.deployments.is_empty() && plan.services.is_empty() && plan.delete.is_empty());
     assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
     let message = c.isvc.status.as_ref().unwrap().condition(READY).unwrap().message.clone().unwrap();
-    assert!(message.starts_with("spec.predictor.model.modelFormat.name"), "{message}");
+    assert!(message.starts_with("spec.predictor.model.storageUri"), "{message}");
     assert_eq!(plan.refused.as_ref(), Some(&message), "the reconcile fails with the same reason, for the back-off");
     assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)], "traffic as it was");
     assert_eq!(c.settle(), 0);
@@ -501,4 +512,129 @@ fn a_transformer_the_platform_cannot_run_refuses_the_whole_spec() {
     assert_eq!(c.ready(), ("False".into(), Some("InvalidSpec".into())));
     assert!(ready_message(&c).starts_with("spec.transformer.containers[0]:"), "{}", ready_message(&c));
     assert_eq!(split_of(&c.component("transformer")), [t("iris-transformer-00001", 100, "latest", true)]);
+}
+
+const SUM: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: sum\n  namespace: ml\nspec:\n  predictor:\n    model:\n      modelFormat: {name: sklearn}\n      protocolVersion: v2\n      storageUri: file:///models/sum\n";
+
+fn runtime_spec(formats: serde_json::Value, image: &str) -> serde_json::Value {
+    json!({
+        "supportedModelFormats": formats,
+        "protocolVersions": ["v2"],
+        "containers": [{"name": "kserve-container", "image": image, "args": ["--model_name={{.Name}}"]}],
+    })
+}
+
+fn cluster_runtime(name: &str, spec: serde_json::Value) -> ClusterServingRuntime {
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
+fn namespaced_runtime(name: &str, spec: serde_json::Value) -> ServingRuntime {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ml"}, "spec": spec})).unwrap()
+}
+
+fn auto(format: &str) -> serde_json::Value {
+    json!([{"name": format, "autoSelect": true}])
+}
+
+/// The images of the containers of a revision's pod.
+fn images(c: &Cluster, revision: &str) -> Vec<String> {
+    let d = c.deployments.iter().find(|d| d.metadata.name.as_deref() == Some(revision)).unwrap();
+    let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    pod.containers.iter().map(|c| c.image.clone().unwrap_or_default()).collect()
+}
+
+fn runtime_of(c: &Cluster, revision: &str) -> Option<String> {
+    let d = c.deployments.iter().find(|d| d.metadata.name.as_deref() == Some(revision)).unwrap();
+    d.metadata.annotations.as_ref().unwrap().get("skiff.dev/runtime").cloned()
+}
+
+fn predictor_ready(c: &Cluster) -> (String, Option<String>, String) {
+    let cond = c.isvc.status.as_ref().unwrap().condition(PREDICTOR_READY).unwrap();
+    (cond.status.clone(), cond.reason.clone(), cond.message.clone().unwrap_or_default())
+}
+
+#[test]
+fn a_sklearn_model_runs_the_auto_selected_runtime_behind_the_queue_proxy() {
+    let mut c = Cluster::new(SUM);
+    c.cluster_runtimes.push(cluster_runtime("sk", runtime_spec(auto("sklearn"), "sk:1")));
+    c.cluster_runtimes.push(cluster_runtime("onnx-too", runtime_spec(auto("onnx"), "other:1")));
+    c.settle();
+    let rev = "sum-predictor-00001";
+    assert_eq!(images(&c, rev), ["sk:1", crate::platform::DEFAULT_QUEUE_PROXY_IMAGE]);
+    assert_eq!(runtime_of(&c, rev).as_deref(), Some("ClusterServingRuntime/sk"));
+    let service = c.services.iter().find(|s| s.metadata.name.as_deref() == Some(rev)).unwrap();
+    let port = &service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0];
+    assert_eq!(port.target_port, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8012)));
+    assert_eq!(service.metadata.labels.as_ref().unwrap()["skiff.dev/queue-proxy"], "true");
+    c.set_available(rev, 1);
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None));
+
+    // A namespace's runtime comes before the cluster's: a new revision on it, the old one kept
+    // until the new one is ready.
+    c.runtimes.push(namespaced_runtime("mine", runtime_spec(auto("sklearn"), "mine:1")));
+    c.settle();
+    let rev2 = "sum-predictor-00002";
+    assert_eq!(images(&c, rev2)[0], "mine:1");
+    assert_eq!(runtime_of(&c, rev2).as_deref(), Some("ServingRuntime/mine"));
+    assert!(
+        c.traffic().iter().any(|x| x.0 == rev && x.1 == 100),
+        "{:?}: the old revision serves meanwhile",
+        c.traffic()
+    );
+    c.set_available(rev2, 1);
+    c.settle();
+    assert_eq!(c.traffic(), [t(rev2, 100, "latest", true)]);
+
+    // A changed runtime rolls a revision too (its container is part of the pod).
+    c.runtimes[0] = namespaced_runtime("mine", runtime_spec(auto("sklearn"), "mine:2"));
+    c.settle();
+    assert_eq!(images(&c, "sum-predictor-00003")[0], "mine:2");
+}
+
+#[test]
+fn runtime_names_the_runtime_even_for_onnx_and_onnx_without_one_stays_on_skiff_server() {
+    let mut c = Cluster::new(IRIS);
+    c.cluster_runtimes.push(cluster_runtime("onnx-auto", runtime_spec(auto("onnx"), "auto:1")));
+    c.cluster_runtimes.push(cluster_runtime("triton", runtime_spec(json!([{"name": "onnx"}]), "triton:1")));
+    c.settle();
+    assert_eq!(images(&c, "iris-predictor-00001"), [crate::platform::DEFAULT_SERVER_IMAGE], "no runtime is consulted");
+    assert_eq!(runtime_of(&c, "iris-predictor-00001"), None);
+
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().runtime = Some("triton".into()));
+    c.settle();
+    assert_eq!(images(&c, "iris-predictor-00002"), ["triton:1", crate::platform::DEFAULT_QUEUE_PROXY_IMAGE]);
+    assert_eq!(runtime_of(&c, "iris-predictor-00002").as_deref(), Some("ClusterServingRuntime/triton"));
+
+    let mut c = Cluster::new(SUM);
+    c.cluster_runtimes.push(cluster_runtime("sk", runtime_spec(auto("sklearn"), "sk:1")));
+    c.cluster_runtimes.push(cluster_runtime("sk-manual", runtime_spec(json!([{"name": "sklearn"}]), "manual:1")));
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().runtime = Some("sk-manual".into()));
+    c.settle();
+    assert_eq!(images(&c, "sum-predictor-00001")[0], "manual:1", "named: autoSelect not needed");
+}
+
+#[test]
+fn no_runtime_for_the_format_is_a_condition_naming_it_and_no_children_until_one_appears() {
+    let mut c = Cluster::new(&SUM.replace("name: sklearn", "name: nosuchformat"));
+    c.cluster_runtimes.push(cluster_runtime("sk", runtime_spec(auto("sklearn"), "sk:1")));
+    let plan = c.step();
+    assert!(plan.deployments.is_empty() && plan.services.is_empty());
+    let (status, reason, message) = predictor_ready(&c);
+    assert_eq!((status.as_str(), reason.as_deref()), ("False", Some("NoSupportingRuntime")));
+    assert!(message.contains("nosuchformat"), "{message}");
+    assert_eq!(c.ready(), ("False".into(), Some("NoSupportingRuntime".into())));
+    assert_eq!(plan.refused.as_deref(), Some(message.as_str()));
+    assert_eq!(c.settle(), 0, "nothing more to write");
+
+    c.cluster_runtimes.push(cluster_runtime("any", runtime_spec(auto("nosuchformat"), "any:1")));
+    c.settle();
+    assert_eq!(images(&c, "sum-predictor-00001")[0], "any:1", "a runtime that appears is used");
+
+    let mut c = Cluster::new(SUM);
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().runtime = Some("missing".into()));
+    c.step();
+    let (_, reason, message) = predictor_ready(&c);
+    assert_eq!(reason.as_deref(), Some("RuntimeNotRecognized"));
+    assert!(message.contains("\"missing\""), "{message}");
 }
