@@ -38,6 +38,10 @@ impl HeldSlot {
     fn take(&self) -> Reservation {
         self.0.lock().expect("never poisoned").take().unwrap_or_default()
     }
+
+    fn put(&self, held: Reservation) {
+        *self.0.lock().expect("never poisoned") = Some(held);
+    }
 }
 
 /// Answers one gRPC call; never fails (errors become gRPC statuses).

@@ -38,19 +38,16 @@ impl Service {
         drop(message);
         let mut held = slot.take();
         let predicted = predict(app, model, decoded.inputs, &decoded.wanted, &mut held, body_len).await;
-        let outputs = match predicted {
-            Ok(outputs) => outputs,
-            Err(e) => {
-                *slot.0.lock().expect("never poisoned") = Some(held);
-                return Err(e);
-            }
-        };
-        let output_bytes = outputs.iter().map(crate::tensor::Tensor::byte_size).sum();
-        let response = codec::encode(&model.spec.name, MODEL_VERSION, id, outputs, decoded.raw);
-        held.force(response.encoded_len());
-        held.release(output_bytes);
-        *slot.0.lock().expect("never poisoned") = Some(held);
-        Ok(response)
+        let response = predicted.map(|outputs| {
+            let output_bytes = outputs.iter().map(crate::tensor::Tensor::byte_size).sum();
+            let response = codec::encode(&model.spec.name, MODEL_VERSION, id, outputs, decoded.raw);
+            held.force(response.encoded_len());
+            held.release(output_bytes);
+            response
+        });
+        // The reservation goes back to travel with the answer, which holds the memory until sent.
+        slot.put(held);
+        response
     }
 }
 
