@@ -34,6 +34,7 @@ if [[ "$(id -u)" == 0 ]]; then
   tests/node-agent/e2e.sh
   tests/cluster/e2e-operator.sh
   tests/cluster/e2e-serverless.sh
+  tests/cluster/e2e-runtimes.sh
   tests/cluster/e2e-web.sh
 else
   # Pods need network namespaces, so root; without it the operator is tested without a node.

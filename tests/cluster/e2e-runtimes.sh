@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# End-to-end test of KServe's ServingRuntimes on a local cluster (scripts/local-cluster.sh up: the
+# real control plane of tests/cluster, the node agent of tests/node-agent, deploy/base applied as it
+# is, which installs the ServingRuntime and ClusterServingRuntime CRDs).
+#
+#   tests/cluster/e2e-runtimes.sh     # build, local-cluster up, checks, local-cluster down
+#
+# The ClusterServingRuntime tests/fixtures/runtimes/v2-test-runtime.yaml (sklearn, autoSelect, V2)
+# has image ghcr.io/skiff-serving/skiff-v2-test-server:0.1, which the node agent's image map sends
+# to `python3 tests/fixtures/v2_server.py` (KServe's V2 REST protocol, standard library only).
+#   1. sum (modelFormat sklearn, no runtime named, storageUri file://tests/fixtures/models/v2-sum,
+#      minReplicas 0) is Ready with no pod, its revision records the runtime; the first V2 infer
+#      through a router pod (IP:8080, Host of status.url) scales it from zero through the
+#      queue-proxy and answers what v2_server.py computes from model.json (2 * sum(row) + 0.5:
+#      [6.5, 14.5]), so the runtime's container ran with the model where storage put it
+#   2. odd (modelFormat nosuchformat) gets PredictorReady False, reason NoSupportingRuntime, with a
+#      message that names nosuchformat, and no Deployment; then a ServingRuntime for nosuchformat
+#      appears in its namespace (same image): the controller's runtime watch re-checks odd, which
+#      becomes Ready on it (well before the back-off of its failed reconciles would retry) and answers
+#   3. deleting both removes their children
+# Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
+# logs kept on failure, with the tails of the pods' logs printed).
+#
+# Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
+# wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-runtimes,
+# ports to 6943/2879/10757/10759, bridge skrt0, pods 10.244.16.0/22).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-runtimes}"
+export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
+export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
+export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
+export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
+export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skrt0}"
+export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.16.0/22}"
+export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
+dir="$SKIFF_CLUSTER_DIR"
+timeout="${SKIFF_E2E_TIMEOUT:-120}"
+ns=e2e-runtimes
+t0=$SECONDS
+
+log() { printf '[e2e-runtimes %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
+pass() { log "ok   $*"; }
+fail() {
+  log "FAIL $*"
+  exit 1
+}
+wait_until() { # description command...
+  local what="$1" deadline=$((SECONDS + timeout))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out waiting for $what (${timeout}s)"
+    sleep 0.25
+  done
+}
+
+if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
+  log "building the workspace (debug)"
+  (cd "$root" && cargo build --workspace --quiet)
+fi
+[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+
+cluster_started=0
+passed=0
+cleanup() {
+  local rc=$?
+  set +e
+  if ((cluster_started)); then
+    if ((passed)); then
+      "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
+    else
+      for f in "$dir"/pods/skiff-system_skiff-controller*.log "$dir"/pods/"$ns"_*.log "$dir/logs/node-agent.log"; do
+        [[ -f "$f" ]] || continue
+        echo "---- $f (tail) ----"
+        tail -n 25 "$f"
+      done
+      KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
+      echo "state and logs kept in $dir"
+    fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log "scripts/local-cluster.sh up"
+cluster_started=1
+"$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+export KUBECONFIG="$dir/admin.kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+  awk '$2 == "True" && $1 != "" {print $1 ":8080"; exit}')"
+[[ -n "$router" ]] || fail "no Ready router pod"
+
+# The test runtime's image -> the Python V2 server (the agent rereads the map at each container start).
+python3 - "$dir/image-map.json" "$root/tests/fixtures/v2_server.py" <<'PY'
+import json, sys
+path, server = sys.argv[1], sys.argv[2]
+entries = json.load(open(path))
+entries["skiff-v2-test-server"] = [sys.executable, server]
+json.dump(entries, open(path, "w"), indent=2)
+PY
+# New revisions start with no pod (the first request brings one).
+k -n skiff-system patch configmap inferenceservice-config --type merge \
+  -p '{"data": {"autoscaler": "{\"allow-zero-initial-scale\": \"true\", \"initial-scale\": \"0\", \"stable-window\": \"6s\"}"}}' >/dev/null
+sleep 3
+k wait --for=condition=Established crd/servingruntimes.serving.kserve.io crd/clusterservingruntimes.serving.kserve.io \
+  --timeout=60s >/dev/null || fail "the runtime CRDs are not Established (deploy/crds through deploy/base)"
+k apply -f "$root/tests/fixtures/runtimes/v2-test-runtime.yaml" >/dev/null
+k create namespace "$ns" >/dev/null
+pass "Skiff is up (router $router); ClusterServingRuntime skiff-v2-test-runtime applied, its image mapped to tests/fixtures/v2_server.py"
+
+isvc() { # name format
+  k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: $1, namespace: $ns}
+spec:
+  predictor:
+    minReplicas: 0
+    model:
+      modelFormat: {name: $2}
+      protocolVersion: v2
+      storageUri: file://$root/tests/fixtures/models/v2-sum
+EOF
+}
+get() { k -n "$ns" get "$1" -o jsonpath="$2"; }
+condition() { get "isvc/$1" "{.status.conditions[?(@.type==\"$2\")].$3}"; }
+ready() { [[ "$(condition "$1" Ready status)" == True ]]; }
+refused() { [[ "$(condition "$1" PredictorReady status)" == False && -n "$(condition "$1" PredictorReady message)" ]]; }
+pods() { k -n "$ns" get pods -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l; }
+deployments() { k -n "$ns" get deployments -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l; }
+none_left() { [[ "$(deployments "$1")" == 0 && "$(k -n "$ns" get services -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l)" == 0 ]]; }
+
+# --- 1. sklearn on the auto-selected runtime, from zero ---------------------------------------------
+isvc sum sklearn
+wait_until "sum Ready" ready sum
+rev=sum-predictor-00001
+[[ "$(pods sum)" == 0 ]] || fail "1. sum has pods before any request"
+chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
+[[ "$chosen" == ClusterServingRuntime/skiff-v2-test-runtime ]] || fail "1. $rev records runtime '$chosen'"
+containers="$(get "deployment/$rev" '{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
+[[ "$containers" == *"kserve-container=ghcr.io/skiff-serving/skiff-v2-test-server:0.1"*"queue-proxy="* ]] ||
+  fail "1. $rev runs $containers"
+pass "1. sum (sklearn) Ready with 0 pods on $chosen: $containers"
+
+host="$(get isvc/sum '{.status.url}')"
+host="${host#*://}"
+body='{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4]}]}'
+start=$SECONDS
+code="$(curl -sS -m 120 -o "$dir/answer.json" -w '%{http_code}' -H "Host: $host" -H 'Content-Type: application/json' \
+  "http://$router/v2/models/sum/infer" -d "$body")" || fail "1. the infer through $router failed"
+answer="$(cat "$dir/answer.json")"
+[[ "$code" == 200 ]] || fail "1. the infer answered $code: $answer"
+outputs="$(python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["model_name"], r["outputs"][0]["data"])' <<<"$answer")"
+[[ "$outputs" == "sum [6.5, 14.5]" ]] || fail "1. the infer answered $answer, not sum [6.5, 14.5]"
+((${#answer} > 0 && $(pods sum) >= 1)) || fail "1. no pod of sum after the request"
+pass "1. the first V2 infer through the router (Host $host) scaled sum from zero in $((SECONDS - start)) s and answered $outputs (model.json read from the storageUri)"
+
+# --- 2. a format no runtime serves -------------------------------------------------------------------
+isvc odd nosuchformat
+wait_until "odd PredictorReady False" refused odd
+reason="$(condition odd PredictorReady reason)"
+message="$(condition odd PredictorReady message)"
+[[ "$reason" == NoSupportingRuntime && "$message" == *nosuchformat* ]] ||
+  fail "2. odd's PredictorReady: reason '$reason', message '$message'"
+[[ "$(condition odd Ready status)" == False && "$(deployments odd)" == 0 ]] || fail "2. odd is Ready or has a Deployment"
+pass "2. odd (nosuchformat): PredictorReady False, $reason: $message; no Deployment"
+
+k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1alpha1
+kind: ServingRuntime
+metadata: {name: nosuch-runtime, namespace: $ns}
+spec:
+  supportedModelFormats: [{name: nosuchformat, autoSelect: true}]
+  protocolVersions: [v2]
+  containers:
+    - name: kserve-container
+      image: ghcr.io/skiff-serving/skiff-v2-test-server:0.1
+      args: ["--model_name={{.Name}}"]
+EOF
+start=$SECONDS
+wait_until "odd Ready once its runtime exists" ready odd
+chosen="$(get deployment/odd-predictor-00001 '{.metadata.annotations.skiff\.dev/runtime}')"
+[[ "$chosen" == ServingRuntime/nosuch-runtime ]] || fail "2. odd-predictor-00001 records runtime '$chosen'"
+host="$(get isvc/odd '{.status.url}')"
+code="$(curl -sS -m 120 -o "$dir/answer.json" -w '%{http_code}' -H "Host: ${host#*://}" -H 'Content-Type: application/json' \
+  "http://$router/v2/models/odd/infer" -d "$body")" || fail "2. the infer of odd failed"
+[[ "$code" == 200 && "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["outputs"][0]["data"])' <"$dir/answer.json")" == "[6.5, 14.5]" ]] ||
+  fail "2. odd answered $code: $(cat "$dir/answer.json")"
+pass "2. a ServingRuntime for nosuchformat appeared: odd Ready on $chosen in $((SECONDS - start)) s, and its infer from zero answered [6.5, 14.5]"
+
+# --- 3. deletion ---------------------------------------------------------------------------------------
+k -n "$ns" delete isvc sum odd --wait=true >/dev/null
+wait_until "sum's children gone" none_left sum
+wait_until "odd's children gone" none_left odd
+pass "3. deleting sum and odd removed their children"
+
+passed=1
+log "PASS: every check passed in $((SECONDS - t0)) s"
