@@ -244,7 +244,7 @@ infer() { # pod-ip -> label
 }
 revision_pod_ip() { # revision number
   k -n "$ns" get pods -l "serving.kserve.io/inferenceservice=iris,skiff.dev/revision=$1" \
-    -o jsonpath='{range .items[?(@.status.phase=="Running")]}{.status.podIP}{"\n"}{end}' | head -n 1
+    -o jsonpath='{range .items[?(@.status.phase=="Running")]}{.status.podIP}{"\n"}{end}' | sed -n 1p
 }
 check_pod_serves() { # revision number
   local ip pod pid answer
@@ -301,7 +301,7 @@ wait_until "the 70/30 canary split" traffic_is "iris-predictor-00003=30/latest i
 columns="$(k -n "$ns" get isvc iris --no-headers | awk '{print $2, $3, $4, $5}')"
 [[ "$columns" == "http://iris.$ns.example.com True 70 30" ]] || fail "kubectl get isvc columns: '$columns'"
 k -n "$ns" get isvc iris | sed 's/^/    /'
-header="$(k -n "$ns" get isvc iris | head -n 1 | tr -s ' ')"
+header="$(k -n "$ns" get isvc iris | sed -n 1p | tr -s ' ')"
 [[ "$header" == "NAME URL READY PREV LATEST AGE" ]] || fail "kubectl get isvc header: '$header'"
 pass "canaryTrafficPercent 30: revision 3 30% (latest), revision 2 70% (prev); columns URL READY PREV LATEST AGE"
 ((pods)) && check_pod_serves 3
