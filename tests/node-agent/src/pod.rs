@@ -24,7 +24,6 @@ use crate::config::Config;
 use crate::container::{self, Kind};
 use crate::env::{PodFacts, RefData};
 use crate::error::Error;
-use skiff_api::image::{ImageMap, image_id};
 use crate::ipam::{Ipam, netns_name, veth_name};
 use crate::logfiles::PodLogs;
 use crate::net::Network;
@@ -32,6 +31,7 @@ use crate::process::Programs;
 use crate::restart::RestartPolicy;
 use crate::status::{self, ContainerRun, PodRun};
 use crate::volumes::{self, Tokens, VolumePlan};
+use skiff_api::image::{ImageMap, image_id};
 
 /// What the agent shares with every pod worker.
 pub struct Ctx {
