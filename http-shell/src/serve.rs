@@ -76,6 +76,13 @@ where
     drained
 }
 
+/// HTTP/2 flow-control window per stream.
+const H2_STREAM_WINDOW: u32 = 2 << 20;
+/// HTTP/2 flow-control window per connection.
+const H2_CONNECTION_WINDOW: u32 = 4 << 20;
+/// Largest HTTP/2 frame the server takes.
+const H2_MAX_FRAME: u32 = 256 << 10;
+
 /// hyper's builder with the HTTP/2 bounds. HTTP/1.1 gets no timer of hyper's: the connection's
 /// own head deadline ([`Connection`]) already covers what hyper's header timeout would, from
 /// accept rather than from version detection, without a second timer per request.
@@ -85,6 +92,13 @@ fn builder(limits: &ServeLimits) -> auto::Builder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.max_h2_streams)
+        // A 1 MiB tensor (gRPC raw contents) fits the windows whole, so its sender never waits a
+        // round trip for a WINDOW_UPDATE, and arrives in few frames. The connection window also
+        // bounds what one connection can make the server buffer before the body is read (and
+        // counted in the memory budget): 4 MiB.
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_frame_size(H2_MAX_FRAME)
         .keep_alive_interval(limits.header_timeout)
         .keep_alive_timeout(limits.header_timeout);
     builder
