@@ -1,7 +1,8 @@
 //! Settings from the environment, named and defaulted as KServe's models web app names them
 //! (`APP_PREFIX`, `APP_DISABLE_AUTH`, `APP_SECURE_COOKIES`, `CSRF_SAMESITE`, `USERID_HEADER`,
-//! `USERID_PREFIX`, `ALLOWED_NAMESPACES`) plus `PROMETHEUS_URL` and `APP_PORT`. Every bad value is
-//! reported at once.
+//! `USERID_PREFIX`, `ALLOWED_NAMESPACES`) plus Skiff's own: `APP_ALLOWED_HOSTS` (the `Host` names
+//! the app answers to), `APP_PROXY_SECRET` and `APP_PROXY_SECRET_HEADER` (what the front proxy
+//! proves itself with), `PROMETHEUS_URL` and `APP_PORT`. Every bad value is reported at once.
 
 use std::fmt;
 
@@ -26,6 +27,65 @@ impl fmt::Display for SameSite {
     }
 }
 
+/// The names a request's `Host` may carry (any port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedHosts {
+    /// Any name: on a cluster with auth on and no `APP_ALLOWED_HOSTS` (the front proxy's
+    /// credentials are bound to its own name, so a name rebound to it carries none).
+    Any,
+    /// Only these (lowercase, IPv6 addresses in brackets).
+    Only(Vec<String>),
+}
+
+/// The loopback names: what `skiff up` answers to without `--web-host`.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["127.0.0.1", "localhost", "[::1]"];
+
+impl AllowedHosts {
+    /// The loopback names only.
+    pub fn loopback() -> AllowedHosts {
+        AllowedHosts::Only(LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect())
+    }
+
+    /// The loopback names and `extra` (each checked by [`normalize_host`]).
+    pub fn loopback_and(extra: &[String]) -> Result<AllowedHosts, String> {
+        let mut names: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect();
+        for name in extra {
+            let name = normalize_host(name)?;
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        Ok(AllowedHosts::Only(names))
+    }
+
+    /// Whether `host` (lowercase, from [`crate::security::host::split_authority`]) is allowed.
+    pub fn allows(&self, host: &str) -> bool {
+        match self {
+            AllowedHosts::Any => true,
+            AllowedHosts::Only(names) => names.iter().any(|n| n == host),
+        }
+    }
+}
+
+impl fmt::Display for AllowedHosts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowedHosts::Any => f.write_str("any"),
+            AllowedHosts::Only(names) => f.write_str(&names.join(", ")),
+        }
+    }
+}
+
+/// A secret whose value never shows in `Debug` output or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 /// The app's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -41,6 +101,13 @@ pub struct Settings {
     pub userid_header: String,
     /// Prefix stripped from that header's value (e.g. `accounts.google.com:`).
     pub userid_prefix: String,
+    /// What the front proxy sends in `proxy_secret_header` on every request. With auth on and no
+    /// secret, the app acts on no user header (every request that needs a user is a 401).
+    pub proxy_secret: Option<Secret>,
+    /// The header carrying the proxy's secret.
+    pub proxy_secret_header: String,
+    /// The `Host` names answered; any other gets 421 (DNS rebinding).
+    pub allowed_hosts: AllowedHosts,
     /// Namespaces the app shows; empty means all that the backend lists.
     pub allowed_namespaces: Vec<String>,
     /// Prometheus (`http://`) to query for metrics; without it the app samples Skiff's own `/metrics`.
@@ -58,6 +125,9 @@ impl Default for Settings {
             csrf_samesite: SameSite::Strict,
             userid_header: "kubeflow-userid".into(),
             userid_prefix: String::new(),
+            proxy_secret: None,
+            proxy_secret_header: "skiff-proxy-secret".into(),
+            allowed_hosts: AllowedHosts::Any,
             allowed_namespaces: Vec::new(),
             prometheus_url: None,
             port: 5000,
@@ -66,9 +136,15 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Standalone mode's settings: auth off (it listens on loopback), plain-HTTP cookies.
+    /// Standalone mode's settings: auth off (it listens on loopback), plain-HTTP cookies, only the
+    /// loopback names as `Host`.
     pub fn standalone() -> Settings {
-        Settings { disable_auth: true, secure_cookies: false, ..Settings::default() }
+        Settings {
+            disable_auth: true,
+            secure_cookies: false,
+            allowed_hosts: AllowedHosts::loopback(),
+            ..Settings::default()
+        }
     }
 
     /// Reads the settings through `var` (e.g. `std::env::var`), reporting every bad value.
@@ -109,6 +185,36 @@ impl Settings {
         if let Some(prefix) = var("USERID_PREFIX") {
             settings.userid_prefix = prefix;
         }
+        if let Some(secret) = var("APP_PROXY_SECRET").filter(|s| !s.is_empty()) {
+            if secret.len() < MIN_SECRET_LEN {
+                errors.push(format!("APP_PROXY_SECRET: {} bytes, at least {MIN_SECRET_LEN} needed", secret.len()));
+            } else {
+                settings.proxy_secret = Some(Secret(secret));
+            }
+        }
+        if let Some(header) = var("APP_PROXY_SECRET_HEADER") {
+            if http::HeaderName::from_bytes(header.as_bytes()).is_ok() {
+                settings.proxy_secret_header = header.to_ascii_lowercase();
+            } else {
+                errors.push(format!("APP_PROXY_SECRET_HEADER: {header:?} is not a header name"));
+            }
+        }
+        settings.allowed_hosts = match var("APP_ALLOWED_HOSTS").filter(|v| !v.trim().is_empty()) {
+            Some(list) if list.trim() == "*" => AllowedHosts::Any,
+            Some(list) => {
+                let names: Result<Vec<String>, String> =
+                    list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(normalize_host).collect();
+                match names {
+                    Ok(names) => AllowedHosts::Only(names),
+                    Err(e) => {
+                        errors.push(format!("APP_ALLOWED_HOSTS: {e}"));
+                        AllowedHosts::Any
+                    }
+                }
+            }
+            None if settings.disable_auth => AllowedHosts::loopback(),
+            None => AllowedHosts::Any,
+        };
         if let Some(list) = var("ALLOWED_NAMESPACES") {
             settings.allowed_namespaces =
                 list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
@@ -131,6 +237,47 @@ impl Settings {
         if errors.is_empty() { Ok(settings) } else { Err(errors.join("; ")) }
     }
 
+    /// What the binary says at start-up about how it trusts requests: the `Host` names it answers
+    /// to and why, and, with auth on, whether it acts on the user header at all.
+    pub fn trust_notes(&self) -> Vec<(bool, String)> {
+        let mut notes = Vec::new();
+        let hosts = match &self.allowed_hosts {
+            AllowedHosts::Any if self.disable_auth => {
+                "APP_ALLOWED_HOSTS is *: any Host is answered with auth off, so a page whose name \
+                 resolves to this app (DNS rebinding) can use it"
+                    .to_owned()
+            }
+            AllowedHosts::Any => "any Host is answered (APP_ALLOWED_HOSTS unset or *): auth is on, and the front \
+                                  proxy's credentials are bound to its own name, so a name rebound to it carries \
+                                  none; set APP_ALLOWED_HOSTS to the names users reach the app by to refuse the \
+                                  others with 421"
+                .to_owned(),
+            AllowedHosts::Only(names) => format!("only Host {} is answered (any other: 421)", names.join(", ")),
+        };
+        notes.push((self.disable_auth && self.allowed_hosts == AllowedHosts::Any, hosts));
+        if !self.disable_auth {
+            notes.push(match &self.proxy_secret {
+                Some(_) => (
+                    false,
+                    format!(
+                        "the {} header is trusted only on requests carrying the proxy's secret in {}",
+                        self.userid_header, self.proxy_secret_header
+                    ),
+                ),
+                None => (
+                    true,
+                    format!(
+                        "auth is on but APP_PROXY_SECRET is not set: the app does not act on the {} header \
+                         (any client could send one), so every request that needs a user is a 401; give the \
+                         front proxy a secret to send in {} and the app the same secret",
+                        self.userid_header, self.proxy_secret_header
+                    ),
+                ),
+            });
+        }
+        notes
+    }
+
     /// Whether the app may show `namespace`.
     pub fn namespace_allowed(&self, namespace: &str) -> bool {
         self.allowed_namespaces.is_empty() || self.allowed_namespaces.iter().any(|n| n == namespace)
@@ -143,6 +290,26 @@ impl Settings {
             _ => None,
         }
     }
+}
+
+/// Shortest proxy secret accepted (16 bytes: guessing it is out of reach).
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// A host name as the `Host` check compares it: lowercase, no trailing dot, an IPv6 address in
+/// brackets; no port, no path.
+pub fn normalize_host(name: &str) -> Result<String, String> {
+    let trimmed = name.trim().trim_end_matches('.').to_ascii_lowercase();
+    let bare = trimmed.trim_start_matches('[').trim_end_matches(']');
+    if bare.contains(':') {
+        return match bare.parse::<std::net::Ipv6Addr>() {
+            Ok(_) => Ok(format!("[{bare}]")),
+            Err(_) => Err(format!("{name:?} is not a host name (give it without a port)")),
+        };
+    }
+    let valid = !trimmed.is_empty()
+        && trimmed.len() <= 253
+        && trimmed.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if valid { Ok(trimmed) } else { Err(format!("{name:?} is not a host name (letters, digits, - and .)")) }
 }
 
 /// `True`/`False` as Flask apps read them, and the usual spellings.
@@ -213,5 +380,36 @@ mod tests {
         assert!(settings.namespace_allowed("team-a") && !settings.namespace_allowed("team-b"));
         assert_eq!(settings.prefix, "/apps/models");
         assert!(settings.disable_auth);
+    }
+
+    #[test]
+    fn hosts_default_by_auth_and_are_checked() {
+        assert_eq!(Settings::from_env(env(&[])).unwrap().allowed_hosts, AllowedHosts::Any, "auth on: the proxy");
+        let off = Settings::from_env(env(&[("APP_DISABLE_AUTH", "true")])).unwrap();
+        assert_eq!(off.allowed_hosts, AllowedHosts::loopback(), "auth off: loopback only");
+        let listed = Settings::from_env(env(&[("APP_ALLOWED_HOSTS", "Models.Example.com, ::1")])).unwrap();
+        assert_eq!(listed.allowed_hosts, AllowedHosts::Only(vec!["models.example.com".into(), "[::1]".into()]));
+        let any = Settings::from_env(env(&[("APP_ALLOWED_HOSTS", "*"), ("APP_DISABLE_AUTH", "true")])).unwrap();
+        assert_eq!(any.allowed_hosts, AllowedHosts::Any);
+        assert!(any.trust_notes()[0].0, "auth off and any Host: a warning");
+        let error = Settings::from_env(env(&[("APP_ALLOWED_HOSTS", "a.example:8080")])).unwrap_err();
+        assert!(error.contains("APP_ALLOWED_HOSTS") && error.contains("without a port"), "{error}");
+        assert!(AllowedHosts::loopback_and(&["evil/".into()]).is_err());
+    }
+
+    #[test]
+    fn the_proxy_secret_is_read_kept_out_of_logs_and_its_absence_warned() {
+        let unset = Settings::from_env(env(&[])).unwrap();
+        let (warn, note) = unset.trust_notes().pop().unwrap();
+        assert!(warn && note.contains("APP_PROXY_SECRET is not set"), "{note}");
+        let secret = "s3cret-s3cret-s3cret";
+        let set =
+            Settings::from_env(env(&[("APP_PROXY_SECRET", secret), ("APP_PROXY_SECRET_HEADER", "X-Hop")])).unwrap();
+        assert_eq!(set.proxy_secret, Some(Secret(secret.into())));
+        assert_eq!(set.proxy_secret_header, "x-hop");
+        assert!(!format!("{set:?}").contains(secret), "Debug hides the secret");
+        assert!(!set.trust_notes().iter().any(|(warn, _)| *warn));
+        let short = Settings::from_env(env(&[("APP_PROXY_SECRET", "short")])).unwrap_err();
+        assert!(short.contains("at least 16"), "{short}");
     }
 }

@@ -11,10 +11,20 @@ pub enum Error {
     /// Auth is on and the request carries no user.
     #[error("no user: the {0} header is missing")]
     Unauthenticated(String),
+    /// Auth is on and the request did not come through the configured front proxy (or none is
+    /// configured): its user header is not believed.
+    #[error("untrusted request: {0}")]
+    UntrustedProxy(String),
+    /// The request's `Host` is not one the app answers to (DNS rebinding).
+    #[error("misdirected request: {0}")]
+    MisdirectedHost(String),
+    /// A mutating request from a page of another origin.
+    #[error("cross-origin request refused: {0}")]
+    CrossSite(String),
     /// The user may not do this, or the namespace is not allowed.
     #[error("{0}")]
     Forbidden(String),
-    /// A mutating request without the CSRF cookie and a matching header.
+    /// A mutating request without the session cookie and the CSRF token issued for it.
     #[error("CSRF check failed: {0}")]
     Csrf(&'static str),
     /// The request is malformed: names the field.
@@ -43,8 +53,9 @@ impl Error {
     /// The HTTP status this error answers with.
     pub fn status(&self) -> StatusCode {
         match self {
-            Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) | Error::Csrf(_) => StatusCode::FORBIDDEN,
+            Error::Unauthenticated(_) | Error::UntrustedProxy(_) => StatusCode::UNAUTHORIZED,
+            Error::MisdirectedHost(_) => StatusCode::MISDIRECTED_REQUEST,
+            Error::Forbidden(_) | Error::Csrf(_) | Error::CrossSite(_) => StatusCode::FORBIDDEN,
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Refused { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY),

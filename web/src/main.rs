@@ -1,5 +1,7 @@
 //! `skiff-web` on a cluster: the models web app with the Kubernetes API behind it, settings from
-//! the environment (see [`skiff_web::config`]), access reviews per user unless `APP_DISABLE_AUTH`;
+//! the environment (see [`skiff_web::config`]), access reviews per user unless `APP_DISABLE_AUTH`
+//! (the user header believed only with the front proxy's `APP_PROXY_SECRET`; what it trusts is
+//! logged at start-up);
 //! without `PROMETHEUS_URL` the charts come from the router pods of `SKIFF_ROUTER_SERVICE`
 //! (default `skiff-system/skiff-router`).
 
@@ -24,6 +26,13 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let settings = Settings::from_env(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
+    for (warn, note) in settings.trust_notes() {
+        if warn {
+            tracing::warn!("{note}");
+        } else {
+            tracing::info!("{note}");
+        }
+    }
     let client = kube::Client::try_default().await.context("no Kubernetes API (in-cluster or kubeconfig)")?;
     let backend = Arc::new(KubeBackend::new(client.clone()));
     let access = (!settings.disable_auth).then(|| Arc::new(SubjectAccessReviews::new(client.clone())) as _);

@@ -1,5 +1,6 @@
 //! Manifests the app writes: pasted or uploaded YAML checked for its kind, the create form turned
-//! into YAML, the selected namespace forced into `metadata.namespace`, and the canary patch.
+//! into YAML, the selected namespace forced into `metadata.namespace`, the canary patch, and which
+//! components ask for custom containers (which `skiff up` runs as local commands).
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -25,6 +26,16 @@ pub fn parse(text: &str) -> Result<Value> {
         return Err(Error::BadRequest(format!("kind: must be {KIND}, not {:?}", field("kind"))));
     }
     Ok(value)
+}
+
+/// The fields of `manifest` that ask for custom containers (`spec.<component>.containers`, for the
+/// predictor, transformer and explainer): `skiff up` runs each as a command on its machine.
+pub fn custom_containers(manifest: &Value) -> Vec<String> {
+    ["predictor", "transformer", "explainer"]
+        .into_iter()
+        .filter(|component| !manifest["spec"][component]["containers"].is_null())
+        .map(|component| format!("spec.{component}.containers"))
+        .collect()
 }
 
 /// Sets `metadata.namespace` to the namespace the user selected, whatever the manifest said.
@@ -129,6 +140,19 @@ pub fn to_yaml(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn custom_containers_are_found_in_every_component() {
+        let model = json!({"spec": {"predictor": {"model": {"modelFormat": {"name": "onnx"}}}}});
+        assert!(custom_containers(&model).is_empty());
+        let custom = json!({"spec": {
+            "predictor": {"containers": [{"name": "c", "command": ["sh", "-c", "touch /tmp/pwned"]}]},
+            "explainer": {"containers": []},
+        }});
+        assert_eq!(custom_containers(&custom), ["spec.predictor.containers", "spec.explainer.containers"]);
+        let transformer = json!({"spec": {"predictor": {}, "transformer": {"containers": [{"image": "x"}]}}});
+        assert_eq!(custom_containers(&transformer), ["spec.transformer.containers"]);
+    }
 
     #[test]
     fn the_selected_namespace_wins_over_the_manifests() {
