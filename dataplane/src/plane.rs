@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use skiff_autoscaler::ScalingSpec;
+use skiff_autoscaler::{Decision, ScalingSpec};
 
 use crate::endpoints::{Endpoints, RevisionEndpoints};
 use crate::key::RevisionKey;
@@ -38,6 +38,8 @@ pub trait Scaler: Send + Sync {
     fn track(&self, revision: &RevisionKey, scaling: ScalingSpec);
     /// Stops autoscaling `revision`.
     fn untrack(&self, revision: &RevisionKey);
+    /// The latest decision for `revision`, if it is autoscaled here.
+    fn decision(&self, revision: &RevisionKey) -> Option<Decision>;
 }
 
 impl<B: ReplicaBackend, S: MetricSource> Scaler for Runner<B, S> {
@@ -47,6 +49,10 @@ impl<B: ReplicaBackend, S: MetricSource> Scaler for Runner<B, S> {
 
     fn untrack(&self, revision: &RevisionKey) {
         self.remove(revision);
+    }
+
+    fn decision(&self, revision: &RevisionKey) -> Option<Decision> {
+        Runner::decision(self, revision)
     }
 }
 
@@ -78,6 +84,11 @@ impl Plane {
     /// The endpoint registry.
     pub fn endpoints(&self) -> &Arc<Endpoints> {
         &self.endpoints
+    }
+
+    /// The autoscaler's latest decision for `revision`, where this process runs the autoscaler.
+    pub fn decision(&self, revision: &RevisionKey) -> Option<Decision> {
+        self.scaler.as_ref().and_then(|scaler| scaler.decision(revision))
     }
 
     /// Sets `revision` up in every part: its endpoints (kept when it has some already), its
@@ -129,6 +140,9 @@ mod tests {
         }
         fn untrack(&self, revision: &RevisionKey) {
             self.0.lock().unwrap().push(format!("untrack {revision}"));
+        }
+        fn decision(&self, _: &RevisionKey) -> Option<Decision> {
+            None
         }
     }
 

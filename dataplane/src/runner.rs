@@ -3,7 +3,9 @@
 //! (concurrency or requests per second) from a [`MetricSource`], adds the requests the activator
 //! reported holding ([`Runner::report_held`]) and records it; every tick it asks each decider for
 //! a decision and hands the desired count to a [`ReplicaBackend`]. A poke (a request waiting at
-//! zero replicas, carrying the activator's held count) gets a decision at once.
+//! zero replicas) carries the activator's held count as its stat, as Knative's multiscaler `Poke`
+//! does: the count is recorded in the decider's windows, then the decider decides at once, so a
+//! burst at zero enters panic mode in the decider itself and is held for a stable window.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -48,6 +50,23 @@ struct Tracked {
     decider: Decider,
     last: Option<Decision>,
     held: Held,
+    /// How much of the held total pokes have recorded since the last sample, so that the sample
+    /// adds only what is new and a held request counts once a second.
+    held_recorded: usize,
+}
+
+impl Tracked {
+    fn new(decider: Decider, last: Option<Decision>) -> Tracked {
+        Tracked { decider, last, held: Held::default(), held_recorded: 0 }
+    }
+
+    /// The held requests not recorded since the last sample; counts them as recorded.
+    fn unrecorded_held(&mut self) -> usize {
+        let total = self.held.total();
+        let new = total.saturating_sub(self.held_recorded);
+        self.held_recorded = self.held_recorded.max(total);
+        new
+    }
 }
 
 /// The requests each activator last reported holding for one revision (several activators hold
@@ -91,14 +110,14 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         let mut decider = Decider::new(spec, now());
         let decision = decider.decide(now(), self.backend.ready_replicas(revision));
         self.backend.scale(revision, decision.desired_pods);
-        self.lock().insert(revision.clone(), Tracked { decider, last: Some(decision), held: Held::default() });
+        self.lock().insert(revision.clone(), Tracked::new(decider, Some(decision)));
     }
 
     /// Takes over a `revision` that already runs (after this autoscaler restarted) from the
     /// replicas ready now, without scaling it: a live revision keeps its replicas.
     pub fn resume(&self, revision: &RevisionKey, spec: ScalingSpec) {
         let decider = Decider::resume(spec, now(), self.backend.ready_replicas(revision));
-        self.lock().insert(revision.clone(), Tracked { decider, last: None, held: Held::default() });
+        self.lock().insert(revision.clone(), Tracked::new(decider, None));
     }
 
     /// The revisions autoscaled now.
@@ -138,9 +157,9 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
     }
 
     /// The activator `source` holds `held` requests for `revision`: when it has no ready replica,
-    /// decide now, and size the step for the requests every activator holds (as Knative's activator
-    /// reports them). While nothing is ready, a later poke never asks for fewer pods than an
-    /// earlier one.
+    /// record what the activators hold that is not recorded yet (Knative's poke carries its stat)
+    /// and decide now. The decider sizes the step from the held requests and, for a burst, enters
+    /// panic mode, so it never asks for fewer pods until the burst has left its stable window.
     pub fn poke(&self, revision: &RevisionKey, source: &str, held: usize) {
         let ready = self.backend.ready_replicas(revision);
         if ready > 0 {
@@ -150,18 +169,21 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             let mut revisions = self.lock();
             let Some(tracked) = revisions.get_mut(revision) else { return };
             tracked.held.set(source, held);
-            let total = tracked.held.total();
-            let asked = tracked.last.as_ref().map_or(0, |d| d.desired_pods);
-            let mut decision = tracked.decider.poke(now(), ready);
-            let spec = tracked.decider.spec();
-            let for_held = (total.max(1) as f64 / spec.per_pod_target()).ceil() as u32;
-            let cap = if spec.max_scale > 0 { spec.max_scale } else { u32::MAX };
-            decision.desired_pods = decision.desired_pods.max(for_held.min(cap)).max(asked);
+            let new = tracked.unrecorded_held();
+            if new > 0 {
+                tracked.decider.record(now(), new as f64);
+            }
+            let decision = tracked.decider.poke(now(), ready);
             let desired = decision.desired_pods;
             tracked.last = Some(decision);
             desired
         };
         self.backend.scale(revision, desired);
+    }
+
+    /// The latest decision of every revision that has one.
+    pub fn decisions(&self) -> Vec<(RevisionKey, Decision)> {
+        self.lock().iter().filter_map(|(key, t)| Some((key.clone(), t.last.clone()?))).collect()
     }
 
     /// The latest decision for `revision`.
@@ -192,7 +214,8 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         let mut tracked = self.lock();
         for ((key, metric), value) in revisions.into_iter().zip(observed) {
             if let (Some(tracked), Some(value)) = (tracked.get_mut(&key), value) {
-                let held = if metric == Metric::Concurrency { tracked.held.total() as f64 } else { 0.0 };
+                let held = if metric == Metric::Concurrency { tracked.unrecorded_held() as f64 } else { 0.0 };
+                tracked.held_recorded = 0;
                 tracked.decider.record(now(), value + held);
             }
         }

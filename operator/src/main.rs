@@ -5,6 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use prometheus_client::registry::Registry;
+use skiff_operator::autoscaler::decisions::Decisions;
 use skiff_operator::metrics::Metrics;
 use skiff_operator::{Settings, admin, controller, telemetry};
 use tokio::signal::unix::{SignalKind, signal};
@@ -18,6 +19,7 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = Registry::with_prefix("skiff_controller");
     let metrics = Arc::new(Metrics::new(&mut registry));
     let gate = admin::AutoscalerGate::default();
+    registry.register_collector(Box::new(Decisions(gate.clone())));
     let admin = admin::serve(settings.admin_addr, Arc::new(registry), gate.clone()).await?;
     tracing::info!(%admin, "admin listener (/metrics, /healthz, /readyz)");
     let client = kube::Client::try_default().await.context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;

@@ -93,6 +93,7 @@ mod tests {
                     desired: *ready,
                     ready: *ready,
                     addresses: addresses.map(|a| a.iter().map(|s| (*s).to_owned()).collect()),
+                    panic: None,
                 })
                 .collect(),
         }

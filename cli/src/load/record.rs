@@ -44,6 +44,8 @@ pub struct Sample {
     pub desired: u32,
     /// Replicas that became ready since the previous sample.
     pub starts: u32,
+    /// The autoscaler was in panic mode (false where the source does not tell).
+    pub panic: bool,
 }
 
 /// How far one open-loop cycle kept to its schedule.

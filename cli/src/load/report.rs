@@ -60,7 +60,8 @@ pub fn render(summary: &Summary) -> String {
     let starts: Vec<(f64, u32)> = summary.samples.iter().filter(|s| s.starts > 0).map(|s| (s.t, s.starts)).collect();
     let replicas = chart(
         "Replicas",
-        "Ready and asked-for replicas (shaded: none ready; orange +N: replicas that became ready)",
+        "Ready and asked-for replicas, and the asked-for count while the autoscaler panics (shaded: none ready; \
+         orange +N: replicas that became ready)",
         &[
             series("ready", "#2563eb", Style::Steps, summary.samples.iter().map(|s| (s.t, f64::from(s.ready)))),
             series(
@@ -68,6 +69,12 @@ pub fn render(summary: &Summary) -> String {
                 "#9333ea",
                 Style::DashedSteps,
                 summary.samples.iter().map(|s| (s.t, f64::from(s.desired))),
+            ),
+            series(
+                "panic",
+                "#dc2626",
+                Style::Steps,
+                summary.samples.iter().map(|s| (s.t, if s.panic { f64::from(s.desired) } else { 0.0 })),
             ),
         ],
         x_max,
@@ -339,9 +346,9 @@ mod tests {
         let ms = Duration::from_millis;
         let mut record = Record {
             samples: vec![
-                Sample { at: ms(0), ready: 0, desired: 0, starts: 0 },
-                Sample { at: ms(500), ready: 0, desired: 1, starts: 0 },
-                Sample { at: ms(1000), ready: 2, desired: 2, starts: 2 },
+                Sample { at: ms(0), ready: 0, desired: 0, starts: 0, panic: false },
+                Sample { at: ms(500), ready: 0, desired: 1, starts: 0, panic: true },
+                Sample { at: ms(1000), ready: 2, desired: 2, starts: 2, panic: true },
             ],
             in_flight: vec![(ms(0), 0), (ms(500), 20), (ms(1000), 0)],
             cycles: vec![(ms(10), ms(1200))],
@@ -370,6 +377,7 @@ mod tests {
         assert!(html.contains("Host &lt;iris&gt;"), "text is escaped");
         assert!(html.contains("fill=\"#fee2e2\""), "time at zero is shaded");
         assert!(html.contains("class=\"start\""), "replica starts are marked");
+        assert!(html.contains(">panic</text>"), "the autoscaler's panic is drawn beside the replicas");
     }
 
     #[test]

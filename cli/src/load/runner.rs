@@ -277,7 +277,8 @@ pub async fn sample(
                 let starts = previous.as_ref().map_or(0, |p| phase::starts(p, &snapshot));
                 let (ready, desired) = (snapshot.ready(), snapshot.desired());
                 recorder.set_phase(phase::classify(ready, desired));
-                recorder.with(|r| r.samples.push(Sample { at, ready, desired, starts }));
+                let panic = snapshot.panic().unwrap_or(false);
+                recorder.with(|r| r.samples.push(Sample { at, ready, desired, starts, panic }));
                 previous = Some(snapshot.clone());
                 latest.send_replace(Some((asked, snapshot)));
             }

@@ -35,6 +35,8 @@ pub struct Revision {
     pub ready: u32,
     /// The ready replicas' addresses, where the source knows them.
     pub addresses: Option<Vec<String>>,
+    /// Whether the autoscaler is in panic mode for it, where the source knows.
+    pub panic: Option<bool>,
 }
 
 /// A service's revisions at one moment.
@@ -53,6 +55,11 @@ impl Snapshot {
     /// Replicas asked for over all revisions.
     pub fn desired(&self) -> u32 {
         self.revisions.iter().map(|r| r.desired).sum()
+    }
+
+    /// Whether the autoscaler panics for any revision; `None` when the source does not know.
+    pub fn panic(&self) -> Option<bool> {
+        self.revisions.iter().filter_map(|r| r.panic).reduce(|a, b| a || b)
     }
 }
 
@@ -126,9 +133,10 @@ pub fn from_status(body: &[u8], service: &Service) -> anyhow::Result<Snapshot> {
         .iter()
         .map(|r| Revision {
             name: r.name.clone(),
-            desired: r.desired,
+            desired: r.autoscaler.as_ref().map_or(r.desired, |a| a.desired_pods),
             ready: r.ready,
             addresses: Some(r.replicas.clone()),
+            panic: r.autoscaler.as_ref().map(|a| a.panic),
         })
         .collect();
     Ok(Snapshot { revisions })
@@ -189,6 +197,7 @@ pub fn from_deployments(deployments: &[Deployment]) -> Snapshot {
             desired: d.spec.as_ref().and_then(|s| s.replicas).map_or(1, |r| r.max(0) as u32),
             ready: d.status.as_ref().and_then(|s| s.ready_replicas).map_or(0, |r| r.max(0) as u32),
             addresses: None,
+            panic: None,
         })
         .collect();
     Snapshot { revisions }
@@ -270,7 +279,8 @@ mod tests {
                 name: "iris-predictor-00001".into(),
                 desired: 2,
                 ready: 1,
-                addresses: Some(vec!["127.0.0.1:4000".into()])
+                addresses: Some(vec!["127.0.0.1:4000".into()]),
+                panic: None,
             }]
         );
         let other = Service { namespace: "default".into(), name: "mlp".into() };

@@ -184,6 +184,8 @@ pub struct SampleView {
     pub desired: u32,
     /// Replicas that became ready since the previous sample.
     pub starts: u32,
+    /// The autoscaler was in panic mode.
+    pub panic: bool,
 }
 
 /// Requests in flight at one moment.
@@ -255,7 +257,13 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
         samples: record
             .samples
             .iter()
-            .map(|s| SampleView { t: s.at.as_secs_f64(), ready: s.ready, desired: s.desired, starts: s.starts })
+            .map(|s| SampleView {
+                t: s.at.as_secs_f64(),
+                ready: s.ready,
+                desired: s.desired,
+                starts: s.starts,
+                panic: s.panic,
+            })
             .collect(),
         in_flight: record
             .in_flight
@@ -298,7 +306,7 @@ mod tests {
     }
 
     fn sample(at_ms: u64, ready: u32, desired: u32, starts: u32) -> Sample {
-        Sample { at: Duration::from_millis(at_ms), ready, desired, starts }
+        Sample { at: Duration::from_millis(at_ms), ready, desired, starts, panic: false }
     }
 
     #[test]

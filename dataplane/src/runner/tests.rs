@@ -228,3 +228,48 @@ async fn pods_that_do_not_answer_are_not_read_as_idle() {
     assert_eq!(backend.ready_replicas(&r()), 3, "no reading for 30 s: nothing recorded, nothing scaled down");
     task.abort();
 }
+
+/// Issue 26: a burst at zero seen only through pokes, then pods that report little (fast requests
+/// read as a low in-flight gauge). The pokes' stat puts the decider in panic, so it holds its peak
+/// for the stable window instead of halving at every tick.
+#[tokio::test(start_paused = true)]
+async fn a_burst_at_zero_panics_through_the_poke_and_holds_for_the_stable_window() {
+    let (backend, load, runner) = setup_with(spec_with(PredictorScaling {
+        min_replicas: Some(0),
+        max_replicas: Some(8),
+        container_concurrency: Some(2),
+        ..Default::default()
+    }));
+    backend.scale(&r(), 0);
+    for held in 1..=16 {
+        backend.scale(&r(), 0); // nothing ready yet
+        runner.poke(&r(), LOCAL_ACTIVATOR, held);
+    }
+    let decision = runner.decision(&r()).unwrap();
+    assert!(decision.panic, "16 held at zero is over the panic threshold: {decision:?}");
+    assert_eq!(decision.desired_pods, 8, "ceil(16 / (2 × 70%)) = 12, capped at 8");
+    *load.0.lock().unwrap() = 2.0;
+    let task = tokio::spawn(runner.clone().run());
+    for second in 1..=5 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let decision = runner.decision(&r()).unwrap();
+        assert_eq!((decision.desired_pods, decision.panic), (8, true), "second {second}: {decision:?}");
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let decision = runner.decision(&r()).unwrap();
+    assert!(!decision.panic && decision.desired_pods < 8, "a stable window (6 s) later, back to stable: {decision:?}");
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_requests_a_poke_recorded_count_once_at_the_next_sample() {
+    let (backend, _load, runner) = setup(0);
+    backend.scale(&r(), 0);
+    runner.poke(&r(), LOCAL_ACTIVATOR, 14);
+    runner.report_held(&r(), LOCAL_ACTIVATOR, 14);
+    let task = tokio::spawn(runner.clone().run());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    task.abort();
+    let decision = runner.decision(&r()).unwrap();
+    assert_eq!(decision.observed_stable, 14.0, "the poke's 14 and the sample's 14 are the same requests: {decision:?}");
+}

@@ -13,6 +13,8 @@ use http::{HeaderMap, StatusCode, header};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::Api;
 use kube::api::PostParams;
+use skiff_autoscaler::Decision;
+use skiff_dataplane::RevisionKey;
 use skiff_dataplane::report::{Held, HeldReport, POKE_PATH, REPORT_PATH};
 
 use super::Scaler;
@@ -37,6 +39,11 @@ impl AutoscalerApi {
     /// Calls from the ServiceAccount `allowed_user` (`system:serviceaccount:<ns>:<name>`) reach `runner`.
     pub fn new(runner: Arc<Scaler>, reviews: Api<TokenReview>, allowed_user: String) -> AutoscalerApi {
         AutoscalerApi { runner, reviews, allowed_user, passed: Mutex::new(HashMap::new()) }
+    }
+
+    /// The autoscaler's latest decision of every revision.
+    pub fn decisions(&self) -> Vec<(RevisionKey, Decision)> {
+        self.runner.decisions()
     }
 
     /// Whether `path` is one of these endpoints.

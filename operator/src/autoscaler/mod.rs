@@ -12,6 +12,7 @@
 //! resumes a running revision from its ready replicas instead of its initial scale.
 
 pub mod api;
+pub mod decisions;
 pub mod deployments;
 pub mod pods;
 
