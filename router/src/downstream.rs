@@ -13,12 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use pingora::ErrorType;
 use pingora::apps::{HttpPersistentSettings, ReusedHttpStream, ServerApp};
 use pingora::protocols::Stream;
 use pingora::protocols::http::ServerSession;
 use pingora::server::ShutdownWatch;
 use tokio::sync::Semaphore;
 
+use crate::failure;
 use crate::proxy::Proxy;
 
 /// Bounds on the client side of the router.
@@ -63,6 +65,12 @@ impl Guarded {
         match tokio::time::timeout(self.limits.header_timeout, session.read_request()).await {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => return None,
+            Ok(Err(e)) if e.etype() == &ErrorType::InvalidHTTPHeader => {
+                tracing::debug!(error = %e, "answering 400 to a request head that could not be parsed");
+                failure::answer_unparseable(&mut session).await;
+                return None;
+            }
+            // The client closed or reset mid-head: nobody is left to answer.
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "closing a connection whose request head could not be read");
                 return None;

@@ -1,12 +1,12 @@
 //! Every way a request can fail in the router, and the one place each becomes an HTTP answer:
 //! `{"error": message}` with its status, or, to a gRPC call over HTTP/2, HTTP 200 with the gRPC
-//! status and message in trailers (Pingora itself still answers a head it cannot parse with its own
-//! empty 400 before the router sees it).
+//! status and message in trailers. A method the router never forwards gets 405 with `Allow`; an
+//! HTTP/1 head Pingora cannot parse gets 400 before the close ([`answer_unparseable`]).
 
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http::header;
+use http::{Method, header};
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::ServerSession;
 use skiff_http::grpc::{self, Code};
@@ -14,9 +14,21 @@ use skiff_http::response::brief_str;
 
 use crate::upstream::UpstreamError;
 
+/// The methods the router forwards, as its 405 answers list them in `Allow`. `CONNECT` (a tunnel
+/// to anywhere) and `TRACE` (which echoes the request, credentials included) are refused before
+/// routing, as nginx and Knative's ingresses do: never forwarded, never retried.
+pub(crate) const ALLOWED_METHODS: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
+
+/// Whether the router refuses `method` outright (405).
+pub(crate) fn refused_method(method: &Method) -> bool {
+    *method == Method::CONNECT || *method == Method::TRACE
+}
+
 /// Why the router answered a request itself.
 #[derive(Debug)]
 pub(crate) enum Failure {
+    /// A method the router never forwards, `CONNECT` or `TRACE` (405).
+    MethodNotAllowed(Method),
     /// No InferenceService matches (404).
     UnknownService { host: String, path: String },
     /// The service has no revision taking traffic (503).
@@ -46,6 +58,7 @@ impl Failure {
     /// The status answered (499, nginx's "client closed", when nothing can be).
     pub(crate) fn status(&self) -> u16 {
         match self {
+            Failure::MethodNotAllowed(_) => 405,
             Failure::UnknownService { .. } => 404,
             Failure::NoRevision { .. } | Failure::NoActivator { .. } => 503,
             Failure::BadRequest(_) => 400,
@@ -59,7 +72,7 @@ impl Failure {
     /// timeout says so (`DEADLINE_EXCEEDED`).
     pub(crate) fn grpc_code(&self) -> Code {
         match self {
-            Failure::UnknownService { .. } => Code::Unimplemented,
+            Failure::UnknownService { .. } | Failure::MethodNotAllowed(_) => Code::Unimplemented,
             Failure::NoRevision { .. } | Failure::NoActivator { .. } | Failure::Upstream(_) => Code::Unavailable,
             Failure::BadRequest(_) => Code::Internal,
             Failure::Timeout(_) => Code::DeadlineExceeded,
@@ -70,6 +83,9 @@ impl Failure {
     /// The message answered.
     pub(crate) fn message(&self) -> String {
         match self {
+            Failure::MethodNotAllowed(method) => {
+                format!("method {method} is not allowed: the router forwards {ALLOWED_METHODS}")
+            }
             Failure::UnknownService { host, path } => {
                 format!("no InferenceService matches host {} and path {}", brief_str(host), brief_str(path))
             }
@@ -100,8 +116,27 @@ pub(crate) async fn answer(session: &mut ServerSession, failure: &Failure) -> bo
     if session.is_http2() && grpc::is_grpc(&session.req_header().headers) {
         return answer_grpc(session, failure).await;
     }
-    let body = serde_json::json!({ "error": failure.message() }).to_string();
-    respond(session, failure.status(), "application/json", Bytes::from(body)).await
+    let body = Bytes::from(serde_json::json!({ "error": failure.message() }).to_string());
+    if let Failure::MethodNotAllowed(method) = failure {
+        // A CONNECT client may already be sending its tunnel's bytes: they are not a next request.
+        if *method == Method::CONNECT {
+            session.set_keepalive(None);
+        }
+        return respond_with(session, 405, "application/json", &[(header::ALLOW, ALLOWED_METHODS)], body).await;
+    }
+    respond(session, failure.status(), "application/json", body).await
+}
+
+/// Answers an HTTP/1 request head that Pingora could not parse (`read_request` failed with
+/// `InvalidHTTPHeader`: not HTTP, a bad header line, conflicting `Content-Length`s, an ambiguous
+/// authority, a head over Pingora's 1 MiB, ...) with 400 and a short JSON body, then the connection
+/// closes. The head is not echoed back. Pingora's own proxy does the same
+/// (`pingora_proxy::HttpProxy::process_new_http`, `respond_error(400)`); the session can still
+/// write because nothing was answered on it yet. False when the client is already gone.
+pub(crate) async fn answer_unparseable(session: &mut ServerSession) -> bool {
+    session.set_keepalive(None);
+    let body = serde_json::json!({ "error": "bad request: the request head could not be parsed as HTTP/1.1" });
+    respond(session, 400, "application/json", Bytes::from(body.to_string())).await
 }
 
 /// A gRPC answer without messages: 200, then the status in trailers (which end the stream).
@@ -117,9 +152,21 @@ async fn answer_grpc(session: &mut ServerSession, failure: &Failure) -> bool {
 
 /// Answers with a whole body; false when the connection cannot be used any more.
 pub(crate) async fn respond(session: &mut ServerSession, status: u16, content_type: &str, body: Bytes) -> bool {
-    let Ok(mut header) = ResponseHeader::build(status, Some(2)) else { return false };
+    respond_with(session, status, content_type, &[], body).await
+}
+
+/// Answers with a whole body and `extra` headers; false when the connection cannot be used any more.
+async fn respond_with(
+    session: &mut ServerSession,
+    status: u16,
+    content_type: &str,
+    extra: &[(header::HeaderName, &str)],
+    body: Bytes,
+) -> bool {
+    let Ok(mut header) = ResponseHeader::build(status, Some(2 + extra.len())) else { return false };
     if header.insert_header(header::CONTENT_TYPE, content_type).is_err()
         || header.insert_header(header::CONTENT_LENGTH, body.len()).is_err()
+        || extra.iter().any(|(name, value)| header.insert_header(name.clone(), *value).is_err())
     {
         return false;
     }
@@ -134,6 +181,7 @@ mod tests {
     #[test]
     fn each_failure_has_its_status_and_a_message_naming_the_cause() {
         let cases = [
+            (Failure::MethodNotAllowed(Method::CONNECT), 405, "method CONNECT is not allowed"),
             (Failure::UnknownService { host: "a.example.com".into(), path: "/x".into() }, 404, "host a.example.com"),
             (Failure::NoRevision { service: "default/iris".into() }, 503, "default/iris"),
             (Failure::NoActivator { revision: "default/iris-predictor-00001".into() }, 503, "no activator"),
@@ -154,5 +202,14 @@ mod tests {
         assert_eq!(Failure::NoActivator { revision: "r".into() }.grpc_code(), Code::Unavailable);
         assert_eq!(Failure::Timeout("after 5 s".into()).grpc_code(), Code::DeadlineExceeded);
         assert_eq!(Failure::UnknownService { host: "h".into(), path: "/p".into() }.grpc_code(), Code::Unimplemented);
+    }
+
+    #[test]
+    fn connect_and_trace_are_refused_and_every_other_method_is_forwarded() {
+        assert!(refused_method(&Method::CONNECT) && refused_method(&Method::TRACE));
+        for method in ALLOWED_METHODS.split(", ") {
+            assert!(!refused_method(&method.parse().unwrap()), "{method}");
+        }
+        assert!(!refused_method(&"PROPFIND".parse().unwrap()), "extension methods are the upstream's to judge");
     }
 }

@@ -113,12 +113,20 @@ impl Proxy {
             cold_start: None,
             responded: false,
         };
-        let outcome = match self.route(session.req_header(), &mut ctx) {
-            Ok(()) => self.forward(session, &mut ctx).await,
-            Err(failure) => Err(failure),
+        let outcome = if failure::refused_method(&session.req_header().method) {
+            Err(Failure::MethodNotAllowed(session.req_header().method.clone()))
+        } else {
+            match self.route(session.req_header(), &mut ctx) {
+                Ok(()) => self.forward(session, &mut ctx).await,
+                Err(failure) => Err(failure),
+            }
         };
         let (status, reusable) = match &outcome {
             Ok(status) => (*status, true),
+            // The tunnel's bytes may follow a CONNECT: the connection ends after the answer.
+            Err(failure @ Failure::MethodNotAllowed(method)) => {
+                (failure.status(), failure::answer(session, failure).await && *method != http::Method::CONNECT)
+            }
             Err(failure) if ctx.responded => (failure.status(), false),
             Err(failure) => (failure.status(), failure::answer(session, failure).await),
         };
