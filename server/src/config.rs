@@ -91,6 +91,10 @@ pub struct ServerConfig {
     /// `scripts/setup.sh` installs it in the checkout this binary was built in.
     #[arg(long, env = "ORT_DYLIB_PATH")]
     pub ort_dylib: Option<PathBuf>,
+    /// File the reason is written to when the server stops on an error (a model that cannot be
+    /// loaded): Kubernetes' `terminationMessagePath`, read by `skiff up` as well.
+    #[arg(long, env = "SKIFF_TERMINATION_MESSAGE_PATH")]
+    pub termination_message_path: Option<PathBuf>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

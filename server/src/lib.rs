@@ -18,6 +18,7 @@ pub mod model;
 pub mod onnxruntime;
 pub mod telemetry;
 pub mod tensor;
+pub mod termination;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

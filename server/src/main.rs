@@ -1,7 +1,7 @@
 //! `skiff-server --model-dir DIR [--model-name NAME] [--http-port PORT]`: see `--help`.
 
 use clap::Parser;
-use skiff_server::{ServerConfig, telemetry};
+use skiff_server::{ServerConfig, telemetry, termination};
 
 #[derive(Parser)]
 #[command(name = "skiff-server", version, about = "Serve ONNX models over KServe's V1 and V2 inference protocols")]
@@ -18,6 +18,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     telemetry::init(cli.config.log_format);
-    skiff_server::run(cli.config).await?;
-    Ok(())
+    let termination = cli.config.termination_message_path.clone();
+    let result = skiff_server::run(cli.config).await;
+    if let (Err(error), Some(path)) = (&result, termination) {
+        tracing::error!(%error, "stopping");
+        if let Err(e) = termination::write(&path, error) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the termination message");
+        }
+    }
+    Ok(result?)
 }

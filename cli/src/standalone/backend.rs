@@ -2,23 +2,36 @@
 //! container behind a queue-proxy). One supervisor task per revision converges the replicas to the
 //! desired count, publishes the ready ones to the endpoint registry (readiness =
 //! `/v2/health/ready`, i.e. every model loaded, or the queue-proxy's `/healthz`, i.e. the
-//! container is ready), drains on scale-down with SIGTERM, and replaces (and counts) replicas that
-//! exit on their own, except once `skiff up` is shutting down: then a replica that exits (Ctrl-C
-//! reaches the whole process group) was asked to.
+//! container is ready) and keeps probing them every second ([`skiff_dataplane::readiness`]: one
+//! that fails 3 probes in a row, frozen or wedged, gets no new request until it passes again),
+//! drains on scale-down with SIGTERM, and replaces (and counts) replicas that exit on their own,
+//! except once `skiff up` is shutting down: then a replica that exits (Ctrl-C reaches the whole
+//! process group) was asked to.
+//!
+//! A model server's models are checked before each start ([`ReplicaSpec::preflight`]); a refused
+//! model, or a replica that exits on its own, is a failure: its reason ([`super::failure`]:
+//! `ModelLoadFailed` with the server's termination message or the end of its log) goes to the
+//! status and the log at warn, and the next start waits as the kubelet's CrashLoopBackOff does
+//! ([`super::restart`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use skiff_dataplane::endpoints::{Replica, RevisionEndpoints};
+use skiff_dataplane::readiness::{self, ReadinessProbe};
 use skiff_dataplane::{ReplicaBackend, RevisionKey};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
+use super::failure::{self, Exit, LOG_TAIL_BYTES};
 use super::logs::ReplicaLogs;
 use super::replica::{Launched, Programs, ReplicaSpec, terminate, wait};
+use super::restart::{BackOff, CrashLoop};
+use super::status::{FailureInfo, ReplicaHealth};
 
 /// A revision's replica counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,6 +46,8 @@ pub struct ReplicaCounts {
     pub last_start_ms: Option<u64>,
     /// Of that: spawn until the process listened (process start), in milliseconds.
     pub last_spawn_ms: Option<u64>,
+    /// Starts, the latest failure and the back-off.
+    pub health: ReplicaHealth,
 }
 
 struct Handle {
@@ -47,11 +62,17 @@ struct Counts {
     restarts: AtomicU32,
     last_start_ms: AtomicU32,
     last_spawn_ms: AtomicU32,
+    spawns: AtomicU32,
+    /// The latest failure, and the wait before the next start while backing off.
+    failing: Mutex<(Option<FailureInfo>, Option<Duration>)>,
 }
 
 /// The standalone [`ReplicaBackend`].
 pub struct LocalProcesses {
     programs: Programs,
+    backoff: BackOff,
+    /// Where the replicas write their termination messages.
+    messages: PathBuf,
     revisions: Mutex<HashMap<RevisionKey, Handle>>,
     draining: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Set when `skiff up` shuts down: no replica is started or replaced any more.
@@ -61,10 +82,12 @@ pub struct LocalProcesses {
 }
 
 impl LocalProcesses {
-    /// Replicas run `programs`.
-    pub fn new(programs: Programs) -> Arc<LocalProcesses> {
+    /// Replicas run `programs`, and restart after failures backing off as `backoff` says.
+    pub fn new(programs: Programs, backoff: BackOff) -> Arc<LocalProcesses> {
         Arc::new(LocalProcesses {
             programs,
+            backoff,
+            messages: std::env::temp_dir().join(format!("skiff-up-{}", std::process::id())),
             revisions: Mutex::new(HashMap::new()),
             draining: Mutex::new(Vec::new()),
             shutting_down: Arc::new(AtomicBool::new(false)),
@@ -91,6 +114,8 @@ impl LocalProcesses {
             endpoints,
             counts: counts.clone(),
             shutting_down: self.shutting_down.clone(),
+            backoff: self.backoff,
+            messages: self.messages.clone(),
         };
         let supervisor = tokio::spawn(supervisor.run(wanted));
         self.lock().insert(revision.clone(), Handle { desired, counts, supervisor });
@@ -103,12 +128,14 @@ impl LocalProcesses {
         }
     }
 
-    /// Waits until every removed revision's replicas have exited.
+    /// Waits until every removed revision's replicas have exited, then removes their
+    /// termination messages' folder.
     pub async fn drained(&self) {
         let supervisors = std::mem::take(&mut *self.draining.lock().expect("replica backend lock"));
         for supervisor in supervisors {
             let _ = supervisor.await;
         }
+        let _ = std::fs::remove_dir_all(&self.messages);
     }
 
     /// The counts of `revision`.
@@ -119,11 +146,31 @@ impl LocalProcesses {
             restarts: h.counts.restarts.load(Ordering::Acquire),
             last_start_ms: millis(&h.counts.last_start_ms),
             last_spawn_ms: millis(&h.counts.last_spawn_ms),
+            health: h.counts.health(),
         })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RevisionKey, Handle>> {
         self.revisions.lock().expect("replica backend lock")
+    }
+}
+
+impl Counts {
+    fn health(&self) -> ReplicaHealth {
+        let (failure, back_off) = self.failing.lock().expect("replica counts lock").clone();
+        ReplicaHealth {
+            spawns: self.spawns.load(Ordering::Acquire),
+            last_failure_info: failure,
+            back_off_ms: back_off.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    fn set_failing(&self, failure: Option<FailureInfo>, back_off: Option<Duration>) {
+        *self.failing.lock().expect("replica counts lock") = (failure, back_off);
+    }
+
+    fn set_back_off(&self, back_off: Option<Duration>) {
+        self.failing.lock().expect("replica counts lock").1 = back_off;
     }
 }
 
@@ -153,20 +200,16 @@ impl ReplicaBackend for LocalProcesses {
 }
 
 enum Event {
-    Ready { id: u64, addr: SocketAddr, started: Instant, listening: Instant },
-    Exited { id: u64 },
+    Ready { id: u64, addr: SocketAddr, started: Instant, listening: Instant, path: &'static str },
+    Exited { id: u64, exit: Exit },
 }
 
 /// What an event meant for the restart back-off.
 enum Outcome {
     Ready,
-    Crashed,
+    /// A replica failed after running this long.
+    Crashed(Duration, FailureInfo),
     Other,
-}
-
-/// 100 ms after the first crash in a row, doubling up to 10 s.
-fn restart_backoff(failures: u32) -> Duration {
-    Duration::from_millis(100u64.saturating_mul(1 << failures.saturating_sub(1).min(7))).min(Duration::from_secs(10))
 }
 
 struct Child {
@@ -174,6 +217,9 @@ struct Child {
     pid: Option<u32>,
     replica: Option<Arc<Replica>>,
     stopping: bool,
+    started: Instant,
+    /// It has been ready.
+    ready: bool,
 }
 
 struct Supervisor {
@@ -185,6 +231,8 @@ struct Supervisor {
     endpoints: Arc<RevisionEndpoints>,
     counts: Arc<Counts>,
     shutting_down: Arc<AtomicBool>,
+    backoff: BackOff,
+    messages: PathBuf,
 }
 
 impl Supervisor {
@@ -193,17 +241,27 @@ impl Supervisor {
         let mut children: Vec<Child> = Vec::new();
         let mut next_id = 0;
         let mut removed = false;
-        let mut failures = 0u32;
+        let mut crash_loop = CrashLoop::default();
         let mut hold_until: Option<tokio::time::Instant> = None;
         loop {
             let desired = if removed { 0 } else { *wanted.borrow_and_update() as usize };
             let live = children.iter().filter(|c| !c.stopping).count();
             let shutting_down = self.shutting_down.load(Ordering::Acquire);
-            if !shutting_down && hold_until.is_none_or(|t| t <= tokio::time::Instant::now()) {
+            if !shutting_down && live < desired && hold_until.is_none_or(|t| t <= tokio::time::Instant::now()) {
                 hold_until = None;
-                for _ in live..desired {
-                    next_id += 1;
-                    children.push(self.spawn(next_id, events.clone()));
+                match self.spec.preflight() {
+                    Ok(()) => {
+                        self.counts.set_back_off(None);
+                        for _ in live..desired {
+                            next_id += 1;
+                            children.push(self.spawn(next_id, events.clone()));
+                        }
+                    }
+                    Err(message) => {
+                        let wait = crash_loop.failed(&self.backoff, Duration::ZERO);
+                        self.failed(failure::refused(message), wait);
+                        hold_until = Some(tokio::time::Instant::now() + wait);
+                    }
                 }
             }
             for _ in desired..live {
@@ -216,12 +274,13 @@ impl Supervisor {
             tokio::select! {
                 changed = wanted.changed(), if !removed => removed = changed.is_err(),
                 Some(event) = inbox.recv() => match self.handle(event, &mut children) {
-                    Outcome::Crashed => {
-                        failures += 1;
-                        hold_until = Some(tokio::time::Instant::now() + restart_backoff(failures));
+                    Outcome::Crashed(ran, failure) => {
+                        let wait = crash_loop.failed(&self.backoff, ran);
+                        self.failed(failure, wait);
+                        self.counts.restarts.fetch_add(1, Ordering::AcqRel);
+                        hold_until = Some(tokio::time::Instant::now() + wait);
                     }
-                    Outcome::Ready => failures = 0,
-                    Outcome::Other => {}
+                    Outcome::Ready | Outcome::Other => {}
                 },
                 () = tokio::time::sleep_until(hold), if hold_until.is_some() => {}
             }
@@ -230,11 +289,15 @@ impl Supervisor {
 
     fn handle(&self, event: Event, children: &mut Vec<Child>) -> Outcome {
         match event {
-            Event::Ready { id, addr, started, listening } => {
+            Event::Ready { id, addr, started, listening, path } => {
                 let Some(child) = children.iter_mut().find(|c| c.id == id && !c.stopping) else {
                     return Outcome::Other;
                 };
-                child.replica = Some(self.endpoints.replica(addr));
+                let replica = self.endpoints.replica(addr);
+                tokio::spawn(readiness::watch(Arc::downgrade(&replica), path, ReadinessProbe::default()));
+                child.replica = Some(replica);
+                child.ready = true;
+                self.counts.set_failing(None, None);
                 let ms = elapsed_ms(started.elapsed());
                 self.counts.last_start_ms.store(ms, Ordering::Release);
                 let spawn_ms = elapsed_ms(listening.duration_since(started));
@@ -243,7 +306,7 @@ impl Supervisor {
                 self.publish(children);
                 Outcome::Ready
             }
-            Event::Exited { id } => {
+            Event::Exited { id, mut exit } => {
                 let Some(at) = children.iter().position(|c| c.id == id) else { return Outcome::Other };
                 let child = children.remove(at);
                 self.publish(children);
@@ -254,11 +317,23 @@ impl Supervisor {
                     tracing::info!(revision = %self.revision, replica = id, "replica exited during shutdown");
                     return Outcome::Other;
                 }
-                self.counts.restarts.fetch_add(1, Ordering::AcqRel);
-                tracing::warn!(revision = %self.revision, replica = id, "replica exited unexpectedly; replacing it");
-                Outcome::Crashed
+                exit.was_ready = child.ready;
+                Outcome::Crashed(child.started.elapsed(), failure::exited(&exit))
             }
         }
+    }
+
+    /// Records why a replica failed (or was refused) and the wait before the next start; says it
+    /// at warn.
+    fn failed(&self, failure: FailureInfo, wait: Duration) {
+        tracing::warn!(
+            revision = %self.revision,
+            reason = %failure.reason,
+            message = %failure.message,
+            exit_code = ?failure.exit_code,
+            "replica failed"
+        );
+        self.counts.set_failing(Some(failure), Some(wait));
     }
 
     fn publish(&self, children: &[Child]) {
@@ -290,18 +365,25 @@ impl Supervisor {
         let revision = self.revision.clone();
         let (logs, key) = (self.logs.clone(), self.key.clone());
         let log = logs.start(&key, id);
-        let launched = match self.spec.launch(&self.programs, &log) {
+        let message_path = self.messages.join(format!("{}_{}-{id}", key.namespace, key.name));
+        let _ = std::fs::create_dir_all(&self.messages);
+        let _ = std::fs::remove_file(&message_path);
+        self.counts.spawns.fetch_add(1, Ordering::AcqRel);
+        let launched = match self.spec.launch(&self.programs, &log, &message_path) {
             Ok(launched) => launched,
             Err(e) => {
                 tracing::error!(%revision, error = %e, programs = ?self.programs, "cannot start a replica");
                 logs.finish(&key, id);
-                let _ = events.send(Event::Exited { id });
-                return Child { id, pid: None, replica: None, stopping: false };
+                let exit =
+                    Exit { termination_message: Some(format!("cannot start the replica: {e}")), ..Exit::default() };
+                let _ = events.send(Event::Exited { id, exit });
+                return Child { id, pid: None, replica: None, stopping: false, started, ready: false };
             }
         };
         let Launched { mut front, container, ready_path, front_is_log } = launched;
         let pid = front.id();
         let stderr = front.stderr.take().expect("stderr is piped");
+        let output = log.clone();
         tokio::spawn(async move {
             let reader = tokio::spawn(async move {
                 let mut lines = BufReader::new(stderr).lines();
@@ -314,7 +396,7 @@ impl Supervisor {
                         let events = events.clone();
                         tokio::spawn(async move {
                             if wait_ready(addr, ready_path, Duration::from_secs(120)).await {
-                                let _ = events.send(Event::Ready { id, addr, started, listening });
+                                let _ = events.send(Event::Ready { id, addr, started, listening, path: ready_path });
                             }
                         });
                     }
@@ -324,14 +406,18 @@ impl Supervisor {
                 }
                 events
             });
-            wait(front, container).await;
+            let status = wait(front, container).await;
             let events = reader.await;
+            let mut exit = Exit::of(status);
+            exit.termination_message = std::fs::read_to_string(&message_path).ok();
+            let _ = std::fs::remove_file(&message_path);
+            exit.log_tail = output.tail(LOG_TAIL_BYTES);
             logs.finish(&key, id);
             if let Ok(events) = events {
-                let _ = events.send(Event::Exited { id });
+                let _ = events.send(Event::Exited { id, exit });
             }
         });
-        Child { id, pid, replica: None, stopping: false }
+        Child { id, pid, replica: None, stopping: false, started, ready: false }
     }
 }
 
@@ -376,12 +462,6 @@ async fn ready_once(addr: SocketAddr, path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn restart_backoff_doubles_to_a_cap() {
-        let delays: Vec<u64> = (1..=9).map(|n| restart_backoff(n).as_millis() as u64).collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
-    }
 
     #[test]
     fn durations_in_the_counters_saturate() {

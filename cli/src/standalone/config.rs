@@ -8,6 +8,9 @@ use serde::Deserialize;
 use skiff_api::image::ImageMap;
 use skiff_autoscaler::AutoscalerConfig;
 
+use super::restart::BackOff;
+use crate::load::flags::duration;
+
 /// The file's shape. Every section and key is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -20,6 +23,18 @@ struct File {
     /// Activator settings.
     #[serde(default)]
     activator: ActivatorFile,
+    /// Replica settings.
+    #[serde(default)]
+    replicas: ReplicasFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReplicasFile {
+    /// Wait before starting a replica again after the first failure (`10s`, the kubelet's).
+    restart_backoff: Option<String>,
+    /// The longest wait (`5m`).
+    max_restart_backoff: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -39,6 +54,8 @@ pub struct UpConfig {
     pub max_pending: usize,
     /// The programs custom containers' images name (`skiff up --image-map`; empty by default).
     pub images: ImageMap,
+    /// How replicas restart after failures (the kubelet's CrashLoopBackOff by default).
+    pub restart_backoff: BackOff,
 }
 
 impl Default for UpConfig {
@@ -48,6 +65,7 @@ impl Default for UpConfig {
             autoscaler: AutoscalerConfig::default(),
             max_pending: 1000,
             images: ImageMap::default(),
+            restart_backoff: BackOff::default(),
         }
     }
 }
@@ -66,6 +84,8 @@ impl UpConfig {
             autoscaler,
             max_pending: file.activator.max_pending.unwrap_or(defaults.max_pending),
             images: defaults.images,
+            restart_backoff: restart_backoff(&file.replicas)
+                .map_err(|e| format!("{}: replicas.{e}", path.display()))?,
         })
     }
 
@@ -73,6 +93,25 @@ impl UpConfig {
     pub fn reconcile_interval(&self) -> Duration {
         Duration::from_millis(250)
     }
+}
+
+/// The back-off from the file's `replicas` section: each wait at least 1 ms, the first no longer than the longest.
+fn restart_backoff(file: &ReplicasFile) -> Result<BackOff, String> {
+    let defaults = BackOff::default();
+    let read = |key: &str, value: &Option<String>, default: Duration| match value {
+        None => Ok(default),
+        Some(text) => match duration(text) {
+            Ok(d) if d >= Duration::from_millis(1) => Ok(d),
+            Ok(_) => Err(format!("{key}: {text} is less than 1ms")),
+            Err(e) => Err(format!("{key}: {e}")),
+        },
+    };
+    let initial = read("restartBackoff", &file.restart_backoff, defaults.initial)?;
+    let max = read("maxRestartBackoff", &file.max_restart_backoff, defaults.max.max(initial))?;
+    if initial > max {
+        return Err(format!("restartBackoff: {initial:?} is more than maxRestartBackoff {max:?}"));
+    }
+    Ok(BackOff { initial, max, ..defaults })
 }
 
 #[cfg(test)]
@@ -93,5 +132,23 @@ mod tests {
         assert!(err.contains("autoscaler.stable-window"), "{err}");
         std::fs::write(&path, "autoscalr: {}\n").unwrap();
         assert!(UpConfig::load(Some(&path)).unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn the_restart_backoff_is_the_kubelets_unless_set() {
+        assert_eq!(UpConfig::default().restart_backoff, BackOff::default());
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("skiff.yaml");
+        std::fs::write(&path, "replicas:\n  restartBackoff: 500ms\n  maxRestartBackoff: 4s\n").unwrap();
+        let backoff = UpConfig::load(Some(&path)).unwrap().restart_backoff;
+        assert_eq!((backoff.initial, backoff.max), (Duration::from_millis(500), Duration::from_secs(4)));
+        assert_eq!(backoff.reset_after, BackOff::default().reset_after);
+        std::fs::write(&path, "replicas:\n  restartBackoff: 10m\n").unwrap();
+        let alone = UpConfig::load(Some(&path)).unwrap().restart_backoff;
+        assert_eq!((alone.initial, alone.max), (Duration::from_secs(600), Duration::from_secs(600)));
+        std::fs::write(&path, "replicas:\n  restartBackoff: 1m\n  maxRestartBackoff: 1s\n").unwrap();
+        assert!(UpConfig::load(Some(&path)).unwrap_err().contains("replicas.restartBackoff"));
+        std::fs::write(&path, "replicas:\n  restartBackoff: 0s\n").unwrap();
+        assert!(UpConfig::load(Some(&path)).unwrap_err().contains("less than 1ms"));
     }
 }

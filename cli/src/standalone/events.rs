@@ -1,6 +1,7 @@
 //! Events in standalone mode, for the web app's events tab: what changed between two status
 //! snapshots (a revision created, a service ready or not, replicas asked for and ready, a replica
-//! that exited on its own), kept for the last [`KEPT`] changes.
+//! that exited on its own, why it failed — `ModelLoadFailed` — and the back-off before the next
+//! start), kept for the last [`KEPT`] changes.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -64,7 +65,8 @@ pub fn diff(old: &Status, new: &Status, at: &str) -> Vec<Recorded> {
         for revision in &service.revisions {
             let then = before.and_then(|b| b.revisions.iter().find(|r| r.name == revision.name));
             let object = format!("Revision/{}", revision.name);
-            let (desired, ready, restarts) = then.map_or((0, 0, 0), |t| (t.desired, t.ready, t.restarts));
+            let (desired, ready, restarts, spawns) =
+                then.map_or((0, 0, 0, 0), |t| (t.desired, t.ready, t.restarts, t.health.spawns));
             if desired != revision.desired {
                 let message = format!("replicas asked for: {desired} → {}", revision.desired);
                 events.push(event(service, "Normal", "Scaled", object.clone(), message, at));
@@ -75,7 +77,19 @@ pub fn diff(old: &Status, new: &Status, at: &str) -> Vec<Recorded> {
             }
             if revision.restarts > restarts {
                 let message = format!("a replica exited on its own and was replaced ({} so far)", revision.restarts);
-                events.push(event(service, "Warning", "ReplicaRestarted", object, message, at));
+                events.push(event(service, "Warning", "ReplicaRestarted", object.clone(), message, at));
+            }
+            let (failure, back_off) = (&revision.health.last_failure_info, revision.health.back_off_ms);
+            if let Some(failure) = failure
+                && then.and_then(|t| t.health.last_failure_info.as_ref()) != Some(failure)
+            {
+                events.push(event(service, "Warning", &failure.reason, object.clone(), failure.message.clone(), at));
+            }
+            if let Some(ms) = back_off
+                && (then.and_then(|t| t.health.back_off_ms) != Some(ms) || revision.health.spawns > spawns)
+            {
+                let message = format!("back-off {ms}ms restarting failed replica");
+                events.push(event(service, "Warning", "BackOff", object, message, at));
             }
         }
     }
@@ -114,7 +128,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::standalone::status::RevisionStatus;
+    use crate::standalone::status::{FailureInfo, ReplicaHealth, RevisionStatus};
 
     fn service(ready: bool, desired: u32, ready_replicas: u32, restarts: u32) -> ServiceStatus {
         ServiceStatus {
@@ -140,6 +154,8 @@ mod tests {
                 queued: 0,
                 cold_start_last_ms: None,
                 cold_start_p50_ms: None,
+                autoscaler: None,
+                health: ReplicaHealth::default(),
             }],
         }
     }
@@ -164,5 +180,34 @@ mod tests {
         let events = log.of("default", "iris");
         assert_eq!(events[0].reason, "ReplicasReady", "newest first");
         assert!(log.of("default", "other").is_empty());
+    }
+
+    #[test]
+    fn a_failure_and_each_back_off_are_events() {
+        let starting = Status { services: vec![service(false, 1, 0, 0)], errors: Vec::new() };
+        let failing = |spawns, message: &str, back_off_ms| {
+            let mut s = service(false, 1, 0, 0);
+            s.revisions[0].health = ReplicaHealth {
+                spawns,
+                last_failure_info: Some(FailureInfo {
+                    reason: "ModelLoadFailed".into(),
+                    message: message.into(),
+                    exit_code: Some(1),
+                }),
+                back_off_ms: Some(back_off_ms),
+            };
+            Status { services: vec![s], errors: Vec::new() }
+        };
+        let first = failing(1, "cannot load model 'iris'", 1000);
+        let events = diff(&starting, &first, "t1");
+        let kinds: Vec<(&str, &str)> =
+            events.iter().map(|e| (e.event.kind.as_str(), e.event.reason.as_str())).collect();
+        assert_eq!(kinds, [("Warning", "ModelLoadFailed"), ("Warning", "BackOff")]);
+        assert_eq!(events[0].event.message, "cannot load model 'iris'");
+        assert_eq!(events[1].event.message, "back-off 1000ms restarting failed replica");
+        assert!(reasons(&first, &first).is_empty(), "nothing new");
+        assert_eq!(reasons(&first, &failing(2, "cannot load model 'iris'", 2000)), ["BackOff"]);
+        assert_eq!(reasons(&first, &failing(2, "cannot load model 'iris'", 1000)), ["BackOff"], "capped: same wait");
+        assert_eq!(reasons(&first, &failing(1, "another error", 1000)), ["ModelLoadFailed"]);
     }
 }

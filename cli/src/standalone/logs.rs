@@ -30,6 +30,24 @@ impl Log {
         let _ = self.live.send(line.clone());
         lines.push_back(line);
     }
+
+    /// The last lines, at most `bytes` of them in all (whole lines; the newest always).
+    pub fn tail(&self, bytes: usize) -> Vec<String> {
+        let lines = self.lines.lock().expect("log lock");
+        let mut total = 0;
+        let mut tail: Vec<String> = lines
+            .iter()
+            .rev()
+            .take_while(|line| {
+                let first = total == 0;
+                total += line.len() + 1;
+                first || total <= bytes
+            })
+            .cloned()
+            .collect();
+        tail.reverse();
+        tail
+    }
 }
 
 /// A replica as the log tab lists it.
@@ -110,6 +128,8 @@ mod tests {
         }
         let (tail, mut feed) = logs.follow("default", "iris-predictor-00001-3", 2).unwrap();
         assert_eq!(tail, ["line 3", "line 4"]);
+        assert_eq!(log.tail(14), ["line 3", "line 4"], "two lines of 6 bytes and their newlines");
+        assert_eq!(log.tail(1), ["line 4"], "the newest line at least");
         log.push("line 5".into());
         assert_eq!(feed.try_recv().unwrap(), "line 5");
         assert_eq!(

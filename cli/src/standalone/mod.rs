@@ -9,10 +9,12 @@ mod config;
 mod container;
 mod controller;
 mod events;
+mod failure;
 mod logs;
 mod manifests;
 mod replica;
 mod signal;
+mod restart;
 pub(crate) mod status;
 mod web;
 
@@ -161,7 +163,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
-    let backend = LocalProcesses::new(Programs { server: server_bin, queue_proxy, ort_dylib });
+    let backend = LocalProcesses::new(Programs { server: server_bin, queue_proxy, ort_dylib }, config.restart_backoff);
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
     let limits = Limits { max_pending: config.max_pending, ..Limits::default() };

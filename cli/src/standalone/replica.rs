@@ -5,16 +5,24 @@
 //! Either way the replica's address is the one its front process (server or queue-proxy) logs
 //! in its JSON `listening` line, and the replica ends when any of its processes does.
 
-use std::path::PathBuf;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Parser;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use super::container::ContainerSpec;
 use super::logs::Log;
+
+/// `skiff-server`'s command line, read as the server reads it.
+#[derive(clap::Parser)]
+struct ServerCommand {
+    #[command(flatten)]
+    config: skiff_server::ServerConfig,
+}
 
 /// What every replica of a revision runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,13 +79,26 @@ pub struct Launched {
 }
 
 impl ReplicaSpec {
-    /// Starts a replica's processes; a container's output goes to `log`.
-    pub fn launch(&self, programs: &Programs, log: &Arc<Log>) -> std::io::Result<Launched> {
+    /// What a replica would refuse before it starts, and why: for a model server, its models as
+    /// it finds and checks them ([`skiff_server::model::preflight`]: a missing, empty, truncated,
+    /// text or unreadable `model.onnx`). A container is not checked.
+    pub fn preflight(&self) -> Result<(), String> {
+        let ReplicaSpec::Server { args } = self else { return Ok(()) };
+        let command = std::iter::once("skiff-server").chain(args.iter().map(String::as_str));
+        let server = ServerCommand::try_parse_from(command).map_err(|e| e.to_string())?.config;
+        let dir = server.model_dir().map_err(|e| e.to_string())?;
+        skiff_server::model::preflight(&dir, server.model_name.as_deref()).map(drop).map_err(|e| e.to_string())
+    }
+
+    /// Starts a replica's processes; a container's output goes to `log`; a model server writes
+    /// why it stopped, if it fails, to `termination_message`.
+    pub fn launch(&self, programs: &Programs, log: &Arc<Log>, termination_message: &Path) -> std::io::Result<Launched> {
         let json = ["--log-format", "json"];
         match self {
             ReplicaSpec::Server { args } => {
                 let mut server = Command::new(&programs.server);
                 server.args(args).args(["--bind", "127.0.0.1"]).args(json).env("ORT_DYLIB_PATH", &programs.ort_dylib);
+                server.arg("--termination-message-path").arg(termination_message);
                 let front = spawn(server, Stdio::null())?;
                 Ok(Launched { front, container: None, ready_path: "/v2/health/ready", front_is_log: true })
             }
@@ -136,14 +157,20 @@ const CONTAINER_GRACE: Duration = Duration::from_secs(10);
 
 /// Waits until the replica's front process exits, or its container does; then stops the other
 /// (a queue-proxy drains before it exits, so its container has answered everything it was sent).
-pub async fn wait(mut front: Child, container: Option<Child>) {
+/// Returns how the first of them ended.
+pub async fn wait(mut front: Child, container: Option<Child>) -> Option<ExitStatus> {
     let Some(mut container) = container else {
-        let _ = front.wait().await;
-        return;
+        return front.wait().await.ok();
     };
     tokio::select! {
-        _ = front.wait() => stop(&mut container).await,
-        _ = container.wait() => stop(&mut front).await,
+        status = front.wait() => {
+            stop(&mut container).await;
+            status.ok()
+        }
+        status = container.wait() => {
+            stop(&mut front).await;
+            status.ok()
+        }
     }
 }
 

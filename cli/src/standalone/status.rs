@@ -1,5 +1,6 @@
 //! What `skiff up` reports and `skiff get` prints: each InferenceService with its URL and
-//! readiness, and per revision its replicas and traffic, like `kubectl get isvc` and `kubectl get revisions`.
+//! readiness, and per revision its replicas and traffic, like `kubectl get isvc` and `kubectl get revisions`,
+//! and why its replicas fail (KServe's `lastFailureInfo`: `ModelLoadFailed` with the error).
 
 use std::fmt::Write;
 
@@ -70,13 +71,95 @@ pub struct RevisionStatus {
     /// The median of its recent cold starts.
     #[serde(default)]
     pub cold_start_p50_ms: Option<u64>,
+    /// The autoscaler's latest decision.
+    #[serde(default)]
+    pub autoscaler: Option<AutoscalerStatus>,
+    /// Replicas started, failures and back-off.
+    #[serde(flatten, default)]
+    pub health: ReplicaHealth,
+}
+
+/// A revision's replicas starting and failing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaHealth {
+    /// Replica processes started so far (a model refused before its start is not one).
+    #[serde(default)]
+    pub spawns: u32,
+    /// Why the latest replica failed, until one is ready again.
+    #[serde(default)]
+    pub last_failure_info: Option<FailureInfo>,
+    /// While the revision backs off after a failure (CrashLoopBackOff): the wait before the next
+    /// start, in milliseconds.
+    #[serde(default)]
+    pub back_off_ms: Option<u64>,
+}
+
+/// Why a replica failed, as KServe's `status.modelStatus.lastFailureInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureInfo {
+    /// `ModelLoadFailed` when it never became ready (its model was refused or did not load),
+    /// `Error` when it failed after serving.
+    pub reason: String,
+    /// What went wrong: the server's termination message, else the end of the replica's log.
+    pub message: String,
+    /// The exit code, when it exited with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+impl ServiceStatus {
+    /// The failure of its first revision that has one.
+    pub fn failure(&self) -> Option<&FailureInfo> {
+        self.revisions.iter().find_map(|r| r.health.last_failure_info.as_ref())
+    }
+}
+
+/// What the autoscaler decided for a revision at its latest tick or poke.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerStatus {
+    /// Pods it wants, before the backend converges.
+    pub desired_pods: u32,
+    /// Whether it is in panic mode (it never scales down while panicking).
+    pub panic: bool,
+    /// The metric's average over the stable window.
+    pub observed_stable: f64,
+    /// The metric's average over the panic window.
+    pub observed_panic: f64,
+    /// Spare capacity beyond the target burst capacity (negative: the activator stays in the path).
+    pub excess_burst_capacity: i64,
+}
+
+impl From<skiff_autoscaler::Decision> for AutoscalerStatus {
+    fn from(decision: skiff_autoscaler::Decision) -> Self {
+        AutoscalerStatus {
+            desired_pods: decision.desired_pods,
+            panic: decision.panic,
+            observed_stable: decision.observed_stable,
+            observed_panic: decision.observed_panic,
+            excess_burst_capacity: decision.excess_burst_capacity,
+        }
+    }
 }
 
 /// A `kubectl get`-style table.
 pub fn table(status: &Status) -> String {
     let mut out = String::new();
-    let header =
-        ["NAME", "URL", "READY", "REVISION", "DESIRED", "READY", "TRAFFIC", "TAG", "RESTARTS", "COLD START LAST/P50"];
+    let header = [
+        "NAME",
+        "URL",
+        "READY",
+        "REVISION",
+        "DESIRED",
+        "READY",
+        "TRAFFIC",
+        "TAG",
+        "RESTARTS",
+        "COLD START LAST/P50",
+        "REASON",
+    ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
     for service in &status.services {
         let ready = if service.ready { "True" } else { "False" };
@@ -103,6 +186,7 @@ pub fn table(status: &Status) -> String {
                     (Some(last), Some(p50)) => format!("{last}ms/{p50}ms"),
                     _ => "-".to_owned(),
                 },
+                revision.health.last_failure_info.as_ref().map(|f| f.reason.clone()).unwrap_or_default(),
             ]);
         }
     }
@@ -111,6 +195,21 @@ pub fn table(status: &Status) -> String {
     for row in rows {
         let line: Vec<String> = row.iter().enumerate().map(|(c, cell)| format!("{cell:<w$}", w = widths[c])).collect();
         let _ = writeln!(out, "{}", line.join("   ").trim_end());
+    }
+    for service in &status.services {
+        for revision in &service.revisions {
+            if let Some(failure) = &revision.health.last_failure_info {
+                let back_off = revision.health.back_off_ms.map(|ms| format!(" (next start in {ms}ms)"));
+                let _ = writeln!(
+                    out,
+                    "{}: {}: {}{}",
+                    revision.name,
+                    failure.reason,
+                    failure.message,
+                    back_off.unwrap_or_default()
+                );
+            }
+        }
     }
     for error in &status.errors {
         let _ = writeln!(out, "refused: {error}");
@@ -137,6 +236,8 @@ mod tests {
             queued: 0,
             cold_start_last_ms: (tag == "latest").then_some(45),
             cold_start_p50_ms: (tag == "latest").then_some(40),
+            autoscaler: None,
+            health: ReplicaHealth { spawns: 1, ..ReplicaHealth::default() },
         };
         let status = Status {
             services: vec![ServiceStatus {
@@ -167,5 +268,58 @@ mod tests {
         assert!(lines[2].trim_start().starts_with("iris-predictor-00001") && lines[2].contains("80%"), "{text}");
         assert!(lines[2].ends_with('-'), "{text}");
         assert_eq!(lines[3], "refused: bad.yaml: spec.predictor.timeout: 0 is less than 1");
+    }
+
+    #[test]
+    fn a_failing_revision_says_why_in_the_table_and_the_document() {
+        let failure = FailureInfo {
+            reason: "ModelLoadFailed".into(),
+            message: "cannot load model 'iris' from /m/model.onnx: not an ONNX model: the file is empty".into(),
+            exit_code: None,
+        };
+        let revision = RevisionStatus {
+            name: "iris-predictor-00001".into(),
+            percent: 100,
+            tag: None,
+            desired: 1,
+            ready: 0,
+            restarts: 0,
+            last_start_ms: None,
+            last_spawn_ms: None,
+            replicas: Vec::new(),
+            queued: 0,
+            cold_start_last_ms: None,
+            cold_start_p50_ms: None,
+            autoscaler: None,
+            health: ReplicaHealth { spawns: 0, last_failure_info: Some(failure.clone()), back_off_ms: Some(20_000) },
+        };
+        let service = ServiceStatus {
+            name: "iris".into(),
+            namespace: "default".into(),
+            url: "http://iris.default.example.com".into(),
+            ready: false,
+            file: "iris.yaml".into(),
+            latest_created_revision: Some("iris-predictor-00001".into()),
+            latest_ready_revision: None,
+            latest_rolledout_revision: None,
+            previous_rolledout_revision: None,
+            revisions: vec![revision],
+        };
+        assert_eq!(service.failure(), Some(&failure));
+        let status = Status { services: vec![service], errors: Vec::new() };
+        let text = table(&status);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("REASON") && lines[1].ends_with("ModelLoadFailed"), "{text}");
+        assert_eq!(
+            lines[2],
+            "iris-predictor-00001: ModelLoadFailed: cannot load model 'iris' from /m/model.onnx: not an ONNX model: \
+             the file is empty (next start in 20000ms)"
+        );
+        let json = serde_json::to_value(&status).unwrap();
+        let revision = &json["services"][0]["revisions"][0];
+        assert_eq!(revision["lastFailureInfo"]["reason"], "ModelLoadFailed");
+        assert_eq!(revision["backOffMs"], 20_000);
+        assert_eq!(revision["spawns"], 0);
+        assert_eq!(serde_json::from_value::<Status>(json).unwrap(), status);
     }
 }

@@ -56,6 +56,12 @@ fn view(manifest: &Manifest, status: Option<&ServiceStatus>) -> ServiceView {
     let ready = status.is_some_and(|s| s.ready);
     let (reason, message) = match status {
         None => ("Pending", "skiff up has not read this manifest yet"),
+        Some(s)
+            if !s.ready
+                && let Some(failure) = s.failure() =>
+        {
+            (failure.reason.as_str(), failure.message.as_str())
+        }
         Some(s) if !s.ready => ("RevisionNotReady", "no revision can serve yet"),
         Some(_) => ("", ""),
     };

@@ -1,6 +1,7 @@
 //! Models: discovery on disk, loading into ONNX Runtime, and the registry handlers read from.
 
 mod batch;
+pub mod check;
 mod executor;
 mod inline;
 mod onnx;
@@ -20,6 +21,20 @@ use crate::metrics::Metrics;
 /// The one version each model has. KServe's paths and gRPC messages may name a version; this
 /// one, or none, is accepted, and any other is a 404.
 pub const MODEL_VERSION: &str = "1";
+
+/// The models under `dir` ([`discover`]), each file checked ([`check::check_file`]): what a
+/// server started on `dir` would refuse before ONNX Runtime reads anything.
+pub fn preflight(dir: &std::path::Path, name: Option<&str>) -> Result<Vec<ModelSource>> {
+    let sources = discover(dir, name)?;
+    for source in &sources {
+        check::check_file(&source.path).map_err(|reason| Error::ModelLoad {
+            name: source.name.clone(),
+            path: source.path.display().to_string(),
+            reason,
+        })?;
+    }
+    Ok(sources)
+}
 
 /// How models are loaded and run.
 #[derive(Debug, Clone)]
@@ -117,6 +132,7 @@ fn load(
         path: source.path.display().to_string(),
         reason,
     };
+    check::check_file(&source.path).map_err(fail)?;
     let sessions = (0..options.workers.max(1))
         .map(|_| onnx::load_session(env, &source.path, options.intra_threads))
         .collect::<ort::Result<Vec<_>>>()

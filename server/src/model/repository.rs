@@ -17,11 +17,13 @@ pub struct ModelSource {
 }
 
 /// Lists the models under `dir`: one named `name` (default: the folder's name) when `dir` holds
-/// `model.onnx`, otherwise one per sub-folder that holds it, named after the sub-folder.
+/// `model.onnx`, otherwise one per sub-folder that holds it, named after the sub-folder. A
+/// `model.onnx` counts when its name is there, even as a dangling symlink or a folder: loading it
+/// then says what is wrong with it ([`super::check`]) rather than that there is none.
 pub fn discover(dir: &Path, name: Option<&str>) -> Result<Vec<ModelSource>> {
     let dir = dir.canonicalize().map_err(|e| Error::Config(format!("model directory {}: {e}", dir.display())))?;
     let single = dir.join(MODEL_FILE);
-    if single.is_file() {
+    if single.symlink_metadata().is_ok() {
         let name = match name {
             Some(n) => n.to_owned(),
             None => folder_name(&dir)?,
@@ -37,7 +39,7 @@ pub fn discover(dir: &Path, name: Option<&str>) -> Result<Vec<ModelSource>> {
     let mut models = Vec::new();
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path().join(MODEL_FILE);
-        if path.is_file() {
+        if path.symlink_metadata().is_ok() {
             let folder = path.parent().expect("joined path has a parent");
             models.push(ModelSource { name: folder_name(folder)?, path });
         }
