@@ -4,7 +4,8 @@
 # tests on a real local Kubernetes control plane (tests/cluster; its Go build is cached in
 # ~/.cache/skiff-cluster, about 15 minutes the first time): the node agent's, the operator's, then
 # the serverless one (scripts/local-cluster.sh: Skiff installed from deploy/ as pods; scale from
-# and to zero, scale out, canary, custom container, no loss through kills, deletion), then the web
+# and to zero, scale out, canary, custom container, no loss through kills, deletion), the burst at
+# zero that must hold its peak in panic mode for a stable window (e2e-burst), then the web
 # app's (headless Chromium as a non-admin user: listing, 403s, CSRF, create, logs).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
@@ -34,6 +35,7 @@ if [[ "$(id -u)" == 0 ]]; then
   tests/node-agent/e2e.sh
   tests/cluster/e2e-operator.sh
   tests/cluster/e2e-serverless.sh
+  tests/cluster/e2e-burst.sh
   tests/cluster/e2e-runtimes.sh
   tests/cluster/e2e-web.sh
 else

@@ -1,15 +1,24 @@
 //! The models web app in `skiff up`, in a real headless Chromium: create a service with the form
 //! (a refused one first), see it become Ready on the live index, send requests and see the
 //! metrics chart move, set a canary and promote it with one click each, read a replica's logs,
-//! delete the service. Screenshots of every page: `target/web-screenshots/<test>/`.
+//! delete the service. And what a page of another origin, or of a name rebound to this machine
+//! (DNS rebinding), can do with it: nothing. Screenshots of every page:
+//! `target/web-screenshots/<test>/`.
 
 mod common;
 
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::browser::{Browser, WAIT};
 use common::{Up, folder};
 use fantoccini::Locator;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\nactivator:\n  maxPending: 1000\n";
 
@@ -176,5 +185,154 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             b.shot("deleted").await;
         })
         .await;
+    up.stop();
+}
+
+/// Serves `html` at every path from a second HTTP server on 127.0.0.1 (the other site's).
+async fn serve_page(html: String) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let html = html.clone();
+            let service = service_fn(move |_| {
+                let page = http::Response::builder()
+                    .header("content-type", "text/html; charset=utf-8")
+                    .body(Full::new(Bytes::from(html.clone())))
+                    .unwrap();
+                async move { Ok::<_, Infallible>(page) }
+            });
+            tokio::spawn(async move {
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    addr
+}
+
+/// A script for a page: from that page's origin, GETs `path`, then POSTs `manifest` to it with
+/// `token` in X-XSRF-TOKEN (the page's own XSRF-TOKEN cookie when `token` is null) after setting
+/// the XSRF-TOKEN cookie to `mint` when it is not null; returns both statuses and the POST's body.
+fn page_script(path: &str, manifest: &str, token: Option<&str>, mint: Option<&str>) -> String {
+    format!(
+        "return (async () => {{\n\
+           const mint = {mint};\n\
+           if (mint !== null) {{ document.cookie = 'XSRF-TOKEN=' + mint + '; path=/models'; }}\n\
+           const own = (document.cookie.split('; ').find(c => c.startsWith('XSRF-TOKEN=')) || '=').split('=')[1];\n\
+           const token = {token} ?? own;\n\
+           const list = await fetch({path});\n\
+           const post = await fetch({path}, {{method: 'POST', credentials: 'same-origin',\n\
+             headers: {{'Content-Type': 'application/yaml', 'X-XSRF-TOKEN': token}}, body: {manifest}}});\n\
+           return {{list: list.status, post: post.status, body: await post.text()}};\n\
+         }})();",
+        path = json!(path),
+        manifest = json!(manifest),
+        token = json!(token),
+        mint = json!(mint),
+    )
+}
+
+/// The POST's error message in a [`page_script`] answer.
+fn refusal(answer: &Value) -> String {
+    let body: Value = serde_json::from_str(answer["body"].as_str().unwrap_or("")).unwrap_or_default();
+    body["error"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_other_sites_and_rebound_names_cannot_use_the_web_app() {
+    let dir = folder(&["iris"]);
+    let up = Up::start_with(dir.path(), CONFIG, &[], &["--web-host", "models.test"]);
+    let port = up.admin.port();
+    let api = "/models/api/namespaces/default/inferenceservices";
+    let marker = dir.path().join("ran");
+    let shell = format!(
+        "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: shell\nspec:\n  \
+         predictor:\n    containers:\n      - name: kserve-container\n        command: [touch, {}]\n",
+        marker.display()
+    );
+    let iris = common::manifest("iris", "iris", "minReplicas: 0");
+
+    // A plain client naming another Host: 421, saying why.
+    let reply = common::send(
+        http::Method::GET,
+        &format!("http://{}/models/", up.admin),
+        Bytes::new(),
+        &[("host", "evil.example")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.status, http::StatusCode::MISDIRECTED_REQUEST);
+    let error = reply.json()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("Host \"evil.example\" is not a name this app answers to"), "{error}");
+
+    // The other site: a page that submits a form into the app as soon as it loads.
+    let form = format!(
+        "<!doctype html><title>another site</title><form id=f method=POST enctype=text/plain \
+         action='http://127.0.0.1:{port}{api}'><input name=kind value=InferenceService></form>\
+         <script>document.getElementById('f').submit()</script>"
+    );
+    let other = serve_page(form).await;
+    // evil.test, attacker.test and models.test all resolve to this machine, as a name an attacker
+    // controls does once it is rebound.
+    let rules = "--host-resolver-rules=MAP evil.test 127.0.0.1, MAP attacker.test 127.0.0.1, MAP models.test 127.0.0.1";
+    let browser = Browser::start_with_args("web-security", &[rules]).await;
+    let (shell_ref, iris_ref) = (&shell, &iris);
+    browser
+        .run(async |b| {
+            let (shell, iris) = (shell_ref, iris_ref);
+            // DNS rebinding: the app at a name that is not its own. Neither the page nor its
+            // script, which may mint its own CSRF cookie and header, gets anything but 421.
+            b.open(&format!("http://evil.test:{port}/models/"), "rebound-page").await;
+            let page = b.text("body").await;
+            assert!(page.contains("misdirected request") && page.contains("evil.test"), "{page}");
+            let answer = b.eval(&page_script(api, shell, Some("minted"), Some("minted"))).await;
+            assert_eq!((answer["list"].as_i64(), answer["post"].as_i64()), (Some(421), Some(421)), "{answer}");
+            eprintln!("ok: at http://evil.test:{port} (rebound): page, GET and POST with a minted pair: 421");
+
+            // A page of another site submits a form into the app: refused for its Sec-Fetch-Site.
+            b.open(&format!("http://attacker.test:{}/", other.port()), "cross-site-form").await;
+            let answer = b.wait_text("body", "the app's answer to the form", |t| t.contains("error")).await;
+            assert!(answer.contains("403") && answer.contains("Sec-Fetch-Site is cross-site"), "{answer}");
+            eprintln!("ok: a form on http://attacker.test submitting into the app: {answer}");
+            // The same from another port of 127.0.0.1 (the same site, another origin).
+            b.open(&format!("http://127.0.0.1:{}/", other.port()), "same-site-form").await;
+            let answer = b.wait_text("body", "the app's answer to the form", |t| t.contains("error")).await;
+            assert!(answer.contains("403") && answer.contains("Sec-Fetch-Site is same-site"), "{answer}");
+            eprintln!("ok: a form on http://127.0.0.1:{} submitting into the app: {answer}", other.port());
+
+            // The app's own page: a CSRF cookie the page minted for itself does not pass.
+            b.open(&format!("http://127.0.0.1:{port}/models/"), "own-page").await;
+            let answer = b.eval(&page_script(api, iris, Some("minted"), Some("minted"))).await;
+            assert_eq!(answer["post"], 403, "{answer}");
+            assert!(refusal(&answer).contains("not the token this app issued for this session"), "{answer}");
+            eprintln!(
+                "ok: a self-minted XSRF-TOKEN cookie and header pair on the app's page: 403 {}",
+                refusal(&answer)
+            );
+
+            // With the token the app issued (restored by that answer): a custom container is refused.
+            let answer = b.eval(&page_script(api, shell, None, None)).await;
+            assert_eq!(answer["post"], 403, "{answer}");
+            assert!(
+                refusal(&answer).contains("spec.predictor.containers")
+                    && refusal(&answer).contains("--web-allow-containers"),
+                "{answer}"
+            );
+            eprintln!("ok: containers: from the web app without --web-allow-containers: 403 {}", refusal(&answer));
+
+            // A name given with --web-host is the app's own: its page creates a service.
+            b.open(&format!("http://models.test:{port}/models/"), "web-host-page").await;
+            let answer = b.eval(&page_script(api, iris, None, None)).await;
+            assert_eq!((answer["list"].as_i64(), answer["post"].as_i64()), (Some(200), Some(201)), "{answer}");
+            eprintln!("ok: at http://models.test:{port} (--web-host): POST with the issued token: 201");
+        })
+        .await;
+    assert!(dir.path().join("iris.yaml").is_file(), "the allowed create wrote its file");
+    let files: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!files.iter().any(|f| f.contains("shell")), "no manifest with containers was written: {files:?}");
+    assert!(!marker.exists(), "the container's command ran");
     up.stop();
 }

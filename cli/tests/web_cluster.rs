@@ -1,9 +1,11 @@
 //! The models web app on a real cluster, as a non-admin user, in a real headless Chromium.
 //!
 //! Run by `tests/cluster/e2e-web.sh`, which brings up the local cluster with Skiff (skiff-web
-//! included, auth on), gives user `alice` rights in namespace team-a only, creates an
-//! InferenceService there and tells this test where things are:
+//! included, auth on, the front proxy's secret in Secret skiff-web-proxy), gives user `alice`
+//! rights in namespace team-a only, creates an InferenceService there and tells this test where
+//! things are:
 //!   SKIFF_WEB_URL        the app, e.g. http://10.244.16.7:5000 (a pod IP: no kube-proxy)
+//!   SKIFF_WEB_PROXY_SECRET  the secret the front proxy sends in `skiff-proxy-secret`
 //!   SKIFF_WEB_USER       the user the proxy names (alice)
 //!   SKIFF_WEB_NAMESPACE  where alice may work (team-a); SKIFF_WEB_FORBIDDEN_NAMESPACE where not (team-b)
 //!   SKIFF_WEB_SERVICE    the InferenceService in team-a (iris)
@@ -12,8 +14,9 @@
 //!                        there must show on the metrics charts (sampled from the router pods)
 //!
 //! In front of the app the test runs what Kubeflow puts there: a small reverse proxy on 127.0.0.1
-//! that adds `kubeflow-userid: <user>` to every request (and drops one sent by the client). The
-//! browser and the plain HTTP client both go through it.
+//! that adds `kubeflow-userid: <user>` and the proxy's secret to every request (and drops those
+//! sent by the client). The browser and the plain HTTP client both go through it; a client that
+//! goes around it with a user header of its own is refused.
 
 mod common;
 
@@ -36,6 +39,8 @@ use serde_json::{Value, json};
 
 /// The header the app reads the user from (its default `USERID_HEADER`).
 const USER_HEADER: &str = "kubeflow-userid";
+/// The header the proxy's secret travels in (its default `APP_PROXY_SECRET_HEADER`).
+const SECRET_HEADER: &str = "skiff-proxy-secret";
 
 fn env(name: &str, default: Option<&str>) -> String {
     std::env::var(name)
@@ -45,24 +50,27 @@ fn env(name: &str, default: Option<&str>) -> String {
         .unwrap_or_else(|| panic!("{name} is not set (tests/cluster/e2e-web.sh sets it)"))
 }
 
-/// A reverse proxy on 127.0.0.1 that names `user` in [`USER_HEADER`] and forwards to `upstream`
-/// (`http://host:port`), streaming both ways (the log and live-index endpoints are event streams).
-async fn start_proxy(upstream: String, user: String) -> SocketAddr {
+/// A reverse proxy on 127.0.0.1 that names `user` in [`USER_HEADER`], proves itself with `secret`
+/// in [`SECRET_HEADER`] and forwards to `upstream` (`http://host:port`), streaming both ways (the
+/// log and live-index endpoints are event streams).
+async fn start_proxy(upstream: String, user: String, secret: String) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new()).build_http();
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { continue };
-            let (client, upstream, user) = (client.clone(), upstream.clone(), user.clone());
+            let (client, upstream, user, secret) = (client.clone(), upstream.clone(), user.clone(), secret.clone());
             let service = service_fn(move |mut request: Request<Incoming>| {
-                let (client, upstream, user) = (client.clone(), upstream.clone(), user.clone());
+                let (client, upstream, user, secret) = (client.clone(), upstream.clone(), user.clone(), secret.clone());
                 async move {
                     let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
                     *request.uri_mut() = format!("{upstream}{path}").parse::<Uri>().unwrap();
                     let headers = request.headers_mut();
                     headers.remove(USER_HEADER);
                     headers.insert(USER_HEADER, user.parse().unwrap());
+                    headers.remove(SECRET_HEADER);
+                    headers.insert(SECRET_HEADER, secret.parse().unwrap());
                     headers.remove(http::header::CONNECTION);
                     let answer: Response<BoxBody<Bytes, hyper::Error>> = match client.request(request).await {
                         Ok(response) => response.map(BodyExt::boxed),
@@ -152,12 +160,29 @@ async fn a_non_admin_user_on_the_cluster() {
     let default_uri = format!("file://{}", common::repo().join("examples/models/iris").display());
     let model_uri = env("SKIFF_WEB_MODEL_URI", Some(&default_uri));
 
+    let secret = env("SKIFF_WEB_PROXY_SECRET", None);
+
     // Straight to the app, no proxy: auth is on, so no user header is a 401.
-    let direct = common::send(Method::GET, &format!("{app_url}/models/?ns={ns}"), Bytes::new(), &[]).await.unwrap();
+    let index = format!("{app_url}/models/?ns={ns}");
+    let direct = common::send(Method::GET, &index, Bytes::new(), &[]).await.unwrap();
     assert_eq!(direct.status, StatusCode::UNAUTHORIZED, "without {USER_HEADER}: {}", direct.json());
     eprintln!("ok: straight to the app without {USER_HEADER}: 401 {}", direct.json());
 
-    let proxy = start_proxy(app_url.clone(), user.clone()).await;
+    // Around the proxy, claiming to be the user: without the proxy's secret, or with a wrong one,
+    // the header is not believed.
+    let claimed = common::send(Method::GET, &index, Bytes::new(), &[(USER_HEADER, &user)]).await.unwrap();
+    assert_eq!(claimed.status, StatusCode::UNAUTHORIZED, "{USER_HEADER} without the secret: {}", claimed.json());
+    let error = claimed.json()["error"].as_str().unwrap_or("").to_owned();
+    assert!(error.contains(&format!("no {SECRET_HEADER} header")), "{}", claimed.json());
+    eprintln!("ok: {USER_HEADER}: {user} straight to the app, without the proxy's secret: 401 {error}");
+    let wrong = format!("{secret}x");
+    let guessed = common::send(Method::GET, &index, Bytes::new(), &[(USER_HEADER, &user), (SECRET_HEADER, &wrong)])
+        .await
+        .unwrap();
+    assert_eq!(guessed.status, StatusCode::UNAUTHORIZED, "a wrong secret: {}", guessed.json());
+    eprintln!("ok: with a wrong {SECRET_HEADER}: 401 {}", guessed.json()["error"]);
+
+    let proxy = start_proxy(app_url.clone(), user.clone(), secret).await;
     let base = format!("http://{proxy}/models");
     let create_url = format!("{base}/api/namespaces/{ns}/inferenceservices");
     eprintln!("proxy http://{proxy} -> {app_url} as {user}");

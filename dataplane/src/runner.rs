@@ -17,6 +17,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::key::RevisionKey;
 
+pub mod journal;
+
+use journal::{Journal, Step};
+
 /// Where replicas come from: Deployments' scale in Kubernetes, child processes in standalone mode.
 pub trait ReplicaBackend: Send + Sync + 'static {
     /// Asks for `replicas` replicas of `revision`; returns at once, the backend converges in the background.
@@ -53,11 +57,29 @@ struct Tracked {
     /// How much of the held total pokes have recorded since the last sample, so that the sample
     /// adds only what is new and a held request counts once a second.
     held_recorded: usize,
+    journal: Journal,
 }
 
 impl Tracked {
-    fn new(decider: Decider, last: Option<Decision>) -> Tracked {
-        Tracked { decider, last, held: Held::default(), held_recorded: 0 }
+    fn new(decider: Decider, last: Option<Decision>, epoch: std::time::Instant) -> Tracked {
+        Tracked { decider, last, held: Held::default(), held_recorded: 0, journal: Journal::new(epoch) }
+    }
+
+    /// Records `value` in the decider's windows (and the journal).
+    fn record(&mut self, value: f64) {
+        let now = now();
+        self.decider.record(now, value);
+        self.journal.recorded(now, value);
+    }
+
+    /// Decides with `ready` pods (at once for a waiting request when `poke`); keeps the decision.
+    fn decide(&mut self, ready: u32, poke: bool) -> u32 {
+        let now = now();
+        let decision = if poke { self.decider.poke(now, ready) } else { self.decider.decide(now, ready) };
+        self.journal.decided(now, ready, &decision, poke);
+        let desired = decision.desired_pods;
+        self.last = Some(decision);
+        desired
     }
 
     /// The held requests not recorded since the last sample; counts them as recorded.
@@ -107,17 +129,19 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
 
     /// Starts autoscaling a new `revision`; it is scaled to its initial scale at once.
     pub fn add(&self, revision: &RevisionKey, spec: ScalingSpec) {
-        let mut decider = Decider::new(spec, now());
-        let decision = decider.decide(now(), self.backend.ready_replicas(revision));
-        self.backend.scale(revision, decision.desired_pods);
-        self.lock().insert(revision.clone(), Tracked::new(decider, Some(decision)));
+        let epoch = now();
+        let mut tracked = Tracked::new(Decider::new(spec, epoch), None, epoch);
+        let desired = tracked.decide(self.backend.ready_replicas(revision), false);
+        self.backend.scale(revision, desired);
+        self.lock().insert(revision.clone(), tracked);
     }
 
     /// Takes over a `revision` that already runs (after this autoscaler restarted) from the
     /// replicas ready now, without scaling it: a live revision keeps its replicas.
     pub fn resume(&self, revision: &RevisionKey, spec: ScalingSpec) {
-        let decider = Decider::resume(spec, now(), self.backend.ready_replicas(revision));
-        self.lock().insert(revision.clone(), Tracked::new(decider, None));
+        let epoch = now();
+        let decider = Decider::resume(spec, epoch, self.backend.ready_replicas(revision));
+        self.lock().insert(revision.clone(), Tracked::new(decider, None, epoch));
     }
 
     /// The revisions autoscaled now.
@@ -139,7 +163,9 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             && *tracked.decider.spec() != spec
         {
             let asked = tracked.last.as_ref().map_or(0, |d| d.desired_pods);
-            tracked.decider = Decider::resume(spec, now(), ready.max(asked));
+            let epoch = now();
+            tracked.decider = Decider::resume(spec, epoch, ready.max(asked));
+            tracked.journal = Journal::new(epoch);
         }
     }
 
@@ -171,12 +197,9 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             tracked.held.set(source, held);
             let new = tracked.unrecorded_held();
             if new > 0 {
-                tracked.decider.record(now(), new as f64);
+                tracked.record(new as f64);
             }
-            let decision = tracked.decider.poke(now(), ready);
-            let desired = decision.desired_pods;
-            tracked.last = Some(decision);
-            desired
+            tracked.decide(ready, true)
         };
         self.backend.scale(revision, desired);
     }
@@ -184,6 +207,11 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
     /// The latest decision of every revision that has one.
     pub fn decisions(&self) -> Vec<(RevisionKey, Decision)> {
         self.lock().iter().filter_map(|(key, t)| Some((key.clone(), t.last.clone()?))).collect()
+    }
+
+    /// What `revision`'s decider was fed and answered, oldest first (see [`journal`]).
+    pub fn journal(&self, revision: &RevisionKey) -> Option<Vec<Step>> {
+        self.lock().get(revision).map(|t| t.journal.steps())
     }
 
     /// The latest decision for `revision`.
@@ -213,10 +241,15 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             futures::future::join_all(revisions.iter().map(|(key, metric)| self.source.observe(key, *metric))).await;
         let mut tracked = self.lock();
         for ((key, metric), value) in revisions.into_iter().zip(observed) {
-            if let (Some(tracked), Some(value)) = (tracked.get_mut(&key), value) {
-                let held = if metric == Metric::Concurrency { tracked.unrecorded_held() as f64 } else { 0.0 };
-                tracked.held_recorded = 0;
-                tracked.decider.record(now(), value + held);
+            let Some(tracked) = tracked.get_mut(&key) else { continue };
+            let held = if metric == Metric::Concurrency { tracked.unrecorded_held() } else { 0 };
+            tracked.held_recorded = 0;
+            // Without a reading from the pods (none ready, or none answered), the activators'
+            // report is still a stat, as Knative records the activator's stats on their own.
+            match (value, held) {
+                (Some(value), held) => tracked.record(value + held as f64),
+                (None, held) if held > 0 => tracked.record(held as f64),
+                (None, _) => {}
             }
         }
     }
@@ -226,12 +259,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             let mut revisions = self.lock();
             revisions
                 .iter_mut()
-                .map(|(name, tracked)| {
-                    let decision = tracked.decider.decide(now(), self.backend.ready_replicas(name));
-                    let desired = decision.desired_pods;
-                    tracked.last = Some(decision);
-                    (name.clone(), desired)
-                })
+                .map(|(name, tracked)| (name.clone(), tracked.decide(self.backend.ready_replicas(name), false)))
                 .collect()
         };
         for (name, desired) in decisions {

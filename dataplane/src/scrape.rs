@@ -34,7 +34,9 @@ impl Default for Scraper {
 impl Scraper {
     /// The summed in-flight gauge of `replicas`. Replicas that do not answer (in time) count as
     /// the average of those that do, as Knative's scraper extrapolates; `None` when none answers, so
-    /// that an overloaded moment never reads as idle.
+    /// that an overloaded moment never reads as idle, and when there is no replica, as Knative's
+    /// scraper records nothing for a revision without ready pods (its windows then hold only what
+    /// the activators report, so a burst at zero is not averaged with zeros).
     pub async fn in_flight(&self, replicas: &[SocketAddr]) -> Option<f64> {
         let texts = futures::future::join_all(replicas.iter().map(|addr| self.fetch(*addr))).await;
         let read: Vec<f64> = texts.iter().flatten().filter_map(|text| in_flight(text)).collect();
@@ -72,12 +74,10 @@ impl Scraper {
     }
 }
 
-/// The total over `total` replicas from the readings of those that answered.
+/// The total over `total` replicas from the readings of those that answered; `None` without
+/// replicas or readings.
 pub fn extrapolate(read: &[f64], total: usize) -> Option<f64> {
-    if total == 0 {
-        return Some(0.0);
-    }
-    if read.is_empty() {
+    if total == 0 || read.is_empty() {
         return None;
     }
     Some(read.iter().sum::<f64>() / read.len() as f64 * total as f64)
@@ -127,7 +127,7 @@ mod tests {
     fn replicas_that_do_not_answer_count_as_the_average_of_the_others() {
         assert_eq!(extrapolate(&[4.0, 2.0], 4), Some(12.0));
         assert_eq!(extrapolate(&[], 3), None, "no reading is not a reading of 0");
-        assert_eq!(extrapolate(&[], 0), Some(0.0), "no replica: nothing in flight");
+        assert_eq!(extrapolate(&[], 0), None, "no replica: no reading, as Knative records none at zero pods");
     }
 
     #[test]

@@ -9,10 +9,16 @@
 # (InferenceServices, events, pods, pods/log); InferenceService iris in team-a (minReplicas 1),
 # Ready, answering one V2 infer through a router pod; skiff-web exactly as deploy/base has it (auth
 # on, USERID_HEADER kubeflow-userid, Secure CSRF cookie: the browser talks to http://127.0.0.1,
-# which browsers treat as a secure origin). Then `cargo test -p skiff --test web_cluster -- --ignored`
+# which browsers treat as a secure origin). deploy/base's NetworkPolicies are in place (the node agent
+# does not enforce them; the API server validated them), and deploy/model-namespace's is applied in
+# team-a. Without Secret skiff-web-proxy the app says at start-up that it acts on no user header, and
+# refuses `kubeflow-userid: alice` (401 naming APP_PROXY_SECRET); the script then creates the Secret
+# and restarts the app. Then `cargo test -p skiff --test web_cluster -- --ignored`
 # (cli/tests/web_cluster.rs) runs against the skiff-web pod's IP:5000 (no kube-proxy: the host
-# reaches pods through the bridge), through a proxy in the test that adds `kubeflow-userid: alice`:
+# reaches pods through the bridge), through a proxy in the test that adds `kubeflow-userid: alice`
+# and the secret (skiff-proxy-secret):
 #   - straight to the app without the header: 401
+#   - straight to the app with `kubeflow-userid: alice` but without the secret, or a wrong one: 401
 #   - a POST without the CSRF cookie and header (plain client): 403
 #   - the app's log stream of iris's running pod (kserve-container) gives a line
 #   - in Chromium: the index of team-a lists iris; ?ns=team-b is a 403 saying alice may not list
@@ -164,6 +170,31 @@ code="$(curl -sS -m 10 -o /dev/null -w '%{http_code}' "$web/models/healthz")"
 [[ "$code" == 200 ]] || fail "$web/models/healthz answered $code"
 pass "skiff-web at $web as deploy/base has it (auth on, USERID_HEADER kubeflow-userid, Secure CSRF cookie); /models/healthz 200"
 
+# --- NetworkPolicies: deploy/base's are in place, the model namespace's applies --------------------
+for policy in skiff-router skiff-activator skiff-controller skiff-web; do
+  k -n skiff-system get networkpolicy "$policy" -o name >/dev/null || fail "NetworkPolicy $policy is not in skiff-system"
+done
+k apply -n "$ns" -f "$root/deploy/model-namespace/networkpolicy.yaml" >/dev/null || fail "deploy/model-namespace/networkpolicy.yaml did not apply in $ns"
+pass "NetworkPolicies skiff-router, skiff-activator, skiff-controller, skiff-web in skiff-system; skiff-model-pods in $ns"
+
+# --- without the proxy's secret the user header is not believed ------------------------------------
+web_log() { cat "$dir"/pods/skiff-system_skiff-web-*.log 2>/dev/null; }
+warned() { web_log | grep -q 'APP_PROXY_SECRET is not set'; }
+wait_until "skiff-web's start-up warning about APP_PROXY_SECRET" warned
+code="$(curl -sS -m 10 -o "$work/answer" -w '%{http_code}' -H "kubeflow-userid: $user" "$web/models/?ns=$ns")"
+[[ "$code" == 401 ]] && grep -q 'APP_PROXY_SECRET is not set' "$work/answer" ||
+  fail "without Secret skiff-web-proxy, kubeflow-userid: $user answered $code: $(head -c 300 "$work/answer")"
+pass "no Secret skiff-web-proxy: the app warned at start-up and answers kubeflow-userid: $user with 401 ($(head -c 160 "$work/answer"))"
+proxy_secret="$(head -c 32 /dev/urandom | base64 | tr -d '=+/\n')"
+k -n skiff-system create secret generic skiff-web-proxy --from-literal=secret="$proxy_secret" >/dev/null
+k -n skiff-system rollout restart deployment/skiff-web >/dev/null
+k -n skiff-system rollout status deployment/skiff-web --timeout="${timeout}s" >/dev/null || fail "skiff-web did not roll out"
+wait_until "one Ready skiff-web pod after the restart" one_web_pod
+web="http://$(web_ip):5000"
+code="$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "kubeflow-userid: $user" -H "skiff-proxy-secret: $proxy_secret" "$web/models/?ns=$ns")"
+[[ "$code" == 200 ]] || fail "with the proxy's secret, kubeflow-userid: $user answered $code"
+pass "Secret skiff-web-proxy created, skiff-web restarted at $web: with the secret, $user gets 200"
+
 # --- an InferenceService in team-a ---------------------------------------------------------------
 k apply -f - >/dev/null <<EOF
 apiVersion: serving.kserve.io/v1beta1
@@ -208,11 +239,11 @@ fi
   cd "$root"
   SKIFF_WEB_URL="$web" SKIFF_WEB_USER="$user" SKIFF_WEB_NAMESPACE="$ns" SKIFF_WEB_FORBIDDEN_NAMESPACE="$other_ns" \
     SKIFF_WEB_SERVICE=iris SKIFF_WEB_MODEL_URI="file://$root/examples/models/iris" \
-    SKIFF_WEB_ROUTER="$router" SKIFF_WEB_HOST="$host" \
+    SKIFF_WEB_ROUTER="$router" SKIFF_WEB_HOST="$host" SKIFF_WEB_PROXY_SECRET="$proxy_secret" \
     cargo test --quiet -p skiff --test web_cluster -- --ignored --nocapture 2>&1 | sed 's/^/    /'
   exit "${PIPESTATUS[0]}"
 ) || fail "the browser test failed (screenshots and failure.html in $root/target/web-screenshots/web_cluster/)"
-pass "browser test: index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs, metrics from the router pods"
+pass "browser test: user header without the proxy's secret refused, index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs, metrics from the router pods"
 
 # --- what the cluster says -------------------------------------------------------------------------
 managers="$(k -n "$ns" get isvc iris-from-browser -o jsonpath='{range .metadata.managedFields[*]}{.manager}/{.operation}{" "}{end}')" ||

@@ -1,12 +1,14 @@
 //! The admin endpoint of `skiff up` (loopback by default): `/status` for `skiff get`, `/metrics`
-//! for the router's and activator's Prometheus metrics, `/healthz`, and the models web app under
-//! `/models`.
+//! for the router's and activator's Prometheus metrics, `/healthz`, the autoscaler's journal of a
+//! revision at `/autoscaler/journal/<namespace>/<name>` (what its decider was fed and answered),
+//! and the models web app under `/models`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use axum::Router;
+use axum::extract::Path;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use bytes::Bytes;
@@ -17,6 +19,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
 
+use skiff_dataplane::RevisionKey;
+use skiff_dataplane::runner::journal::Step;
+
 use super::status::Status;
 
 /// What the admin endpoint serves.
@@ -25,13 +30,28 @@ pub struct Admin {
     pub status: ArcSwap<Status>,
     /// Produces the metrics text.
     pub metrics: Box<dyn Fn() -> String + Send + Sync>,
+    /// The autoscaler's journal of a revision, if it is autoscaled.
+    pub journal: Box<dyn Fn(&RevisionKey) -> Option<Vec<Step>> + Send + Sync>,
 }
 
 /// The admin routes, with `web` (the models web app) beside them.
 pub fn routes(admin: Arc<Admin>, web: Router) -> Router {
-    let status = admin.clone();
+    let (status, journal) = (admin.clone(), admin.clone());
     Router::new()
         .route("/status", get(move || async move { axum::Json((**status.status.load()).clone()) }))
+        .route(
+            "/autoscaler/journal/{namespace}/{name}",
+            get(move |Path((namespace, name)): Path<(String, String)>| async move {
+                match (journal.journal)(&RevisionKey::new(&namespace, &name)) {
+                    Some(steps) => axum::Json(steps).into_response(),
+                    None => (
+                        StatusCode::NOT_FOUND,
+                        axum::Json(serde_json::json!({ "error": format!("no revision {namespace}/{name} is autoscaled") })),
+                    )
+                        .into_response(),
+                }
+            }),
+        )
         .route(
             "/metrics",
             get(move || async move {

@@ -42,6 +42,11 @@ fn which(names: &[&str]) -> Option<String> {
 impl Browser {
     /// Starts chromedriver and a headless Chromium; screenshots go under `test`'s folder.
     pub async fn start(test: &str) -> Browser {
+        Browser::start_with_args(test, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium flags (e.g. `--host-resolver-rules=...`).
+    pub async fn start_with_args(test: &str, extra: &[&str]) -> Browser {
         let driver_bin = which(&["chromedriver"]).expect("chromedriver is missing: apt-get install chromium-driver");
         let chromium = which(&["chromium", "chromium-browser"]).expect("chromium is missing: apt-get install chromium");
         let port = free_port();
@@ -51,15 +56,16 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
+        let mut args = vec![
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1400,1000",
+        ];
+        args.extend_from_slice(extra);
         let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1400,1000"],
-            }),
-        );
+        capabilities.insert("goog:chromeOptions".into(), json!({ "binary": chromium, "args": args }));
         let deadline = Instant::now() + Duration::from_secs(30);
         let client = loop {
             match ClientBuilder::new(HttpConnector::new())

@@ -70,6 +70,11 @@ impl Up {
 
     /// [`Up::start`] with extra environment variables.
     pub fn start_with_env(dir: &Path, config: &str, env: &[(&str, &str)]) -> Up {
+        Up::start_with(dir, config, env, &[])
+    }
+
+    /// [`Up::start`] with extra environment variables and flags.
+    pub fn start_with(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Up {
         let config_path = dir.join("skiff-config.yml.txt");
         std::fs::write(&config_path, config).unwrap();
         let ort = std::env::var("ORT_DYLIB_PATH")
@@ -83,6 +88,7 @@ impl Up {
             .arg(&config_path)
             .arg("--server-bin")
             .arg(&server)
+            .args(args)
             .env("ORT_DYLIB_PATH", ort)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
