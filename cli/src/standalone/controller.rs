@@ -1,4 +1,4 @@
-//! The standalone controller: rereads the manifest folder and converges the data plane to it. Each
+//! The standalone controller: refreshes the manifest folder and converges the data plane to it. Each
 //! change of a component's spec (the predictor's, a transformer's, an explainer's) makes a new
 //! revision of that component (replicas, endpoints, activator queue and autoscaler); its rollout
 //! decides its traffic split; routes are published to the router; revisions that no longer take
@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +22,8 @@ use skiff_router::{Router, ServiceRoute};
 use super::backend::LocalProcesses;
 use super::config::UpConfig;
 use super::container::knative_env;
-use super::manifests::{Manifest, Predictor, read_folder};
+use super::folder::ManifestFolder;
+use super::manifests::{Manifest, Predictor};
 use super::replica::{ContainerReplica, ReplicaSpec};
 use super::status::{RevisionStatus, ServiceStatus, Status};
 
@@ -66,7 +66,7 @@ impl Service {
 
 /// Converges the data plane to a folder of manifests.
 pub struct Controller {
-    dir: PathBuf,
+    manifests: Arc<ManifestFolder>,
     config: UpConfig,
     plane: DataPlane,
     services: BTreeMap<String, Service>,
@@ -76,10 +76,10 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// A controller with nothing provisioned yet.
-    pub fn new(dir: PathBuf, config: UpConfig, plane: DataPlane) -> Controller {
+    /// A controller over the folder `manifests`, with nothing provisioned yet.
+    pub fn new(manifests: Arc<ManifestFolder>, config: UpConfig, plane: DataPlane) -> Controller {
         Controller {
-            dir,
+            manifests,
             config,
             plane,
             services: BTreeMap::new(),
@@ -91,26 +91,16 @@ impl Controller {
 
     /// One pass: read the folder, roll revisions, split traffic, publish routes, collect.
     pub fn reconcile(&mut self) {
-        let folder = match read_folder(&self.dir, &self.config) {
-            Ok(folder) => folder,
-            Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the manifest folder");
-                return;
-            }
-        };
-        if folder.errors != self.errors {
-            for error in folder.errors.iter().filter(|e| !self.errors.contains(e)) {
-                tracing::warn!("refused {error}");
-            }
-            self.errors = folder.errors;
-        }
+        // Only changed files are read again; refusals are logged there, once per change.
+        let folder = self.manifests.refresh();
+        self.errors.clone_from(&folder.errors);
         self.services.retain(|key, _| folder.manifests.contains_key(key));
-        for (key, manifest) in folder.manifests {
+        for (key, manifest) in &folder.manifests {
             let service = self
                 .services
-                .entry(key)
+                .entry(key.clone())
                 .or_insert_with(|| Service { manifest: manifest.clone(), components: BTreeMap::new() });
-            service.manifest = manifest;
+            service.manifest.clone_from(manifest);
             let present: Vec<Component> = Component::of(&service.manifest.isvc).collect();
             service.components.retain(|c, _| present.contains(c));
             for component in present {
@@ -280,7 +270,7 @@ fn roll(
         revisions.rollout.mark_ready(&revision);
     }
     let spec = component.spec(isvc).expect("the component is in the manifest");
-    // Validation keeps it within 0..=100 (`read_folder`); the clamp makes the conversion total.
+    // Validation keeps it within 0..=100 (`manifests::check`); the clamp makes the conversion total.
     revisions.traffic = revisions.rollout.traffic(spec.canary_traffic_percent.map(percent));
 }
 

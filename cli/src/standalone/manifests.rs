@@ -1,10 +1,15 @@
-//! Reading a folder of InferenceService manifests, with the checks standalone mode adds: it serves
+//! InferenceService manifests as `skiff up` reads them, with the checks standalone mode adds: it serves
 //! ONNX models from `file://` storage (relative paths resolve against the manifest's folder) and
 //! custom containers (a predictor's, a transformer's, an explainer's) as local processes
-//! ([`ContainerSpec`]).
+//! ([`ContainerSpec`]). The folder itself is read by [`super::folder`].
+//!
+//! A refusal names the field, or for text that is not an InferenceService the line and column
+//! with a generic message: never the text itself (a file may be anything, even a secret).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use skiff_api::InferenceService;
 use skiff_api::revision::Component;
@@ -19,6 +24,10 @@ use super::container::ContainerSpec;
 pub struct Manifest {
     /// The file it came from.
     pub path: PathBuf,
+    /// The file's text as it was read (the web app shows and patches this, not the file again).
+    pub text: Arc<str>,
+    /// When the file was created (or last modified, where the file system keeps no birth time).
+    pub created: Option<SystemTime>,
     /// Its content.
     pub isvc: InferenceService,
     /// What the predictor runs.
@@ -54,42 +63,81 @@ pub enum Predictor {
 pub struct Folder {
     /// Valid manifests, by InferenceService `namespace/name`.
     pub manifests: BTreeMap<String, Manifest>,
-    /// `file: field: message` for every file that was refused.
+    /// `file: field: message` (or `file: line L, column C: message`) for every file that was refused.
     pub errors: Vec<String>,
 }
 
-/// Reads every `*.yaml` / `*.yml` file directly in `dir`.
-pub fn read_folder(dir: &Path, config: &UpConfig) -> std::io::Result<Folder> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
-        .collect();
-    paths.sort();
-    let mut folder = Folder::default();
-    for path in paths {
-        let text = std::fs::read_to_string(&path)?;
-        match parse(&path, &text, config) {
-            Ok(manifest) => {
-                let key = format!("{}/{}", manifest.isvc.namespace(), manifest.isvc.name());
-                if let Some(first) = folder.manifests.get(&key) {
-                    folder.errors.push(format!(
-                        "{}: metadata.name: {key} is already defined in {}",
-                        path.display(),
-                        first.path.display()
-                    ));
-                } else {
-                    folder.manifests.insert(key, manifest);
-                }
-            }
-            Err(message) => folder.errors.push(format!("{}: {message}", path.display())),
-        }
-    }
-    Ok(folder)
+/// Parses and checks one manifest; the error names the field, or the line and column.
+pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, String> {
+    check(path, read(text)?, Arc::from(text), None, config)
 }
 
-/// Parses and checks one manifest; the error names the field.
-pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, String> {
-    let isvc = InferenceService::from_yaml(text).map_err(|e| e.to_string())?;
+/// Deserializes an InferenceService; a refusal gives the line and column and says what is wrong in
+/// words of its own, without the text (serde-saphyr's messages may quote the source).
+pub fn read(text: &str) -> Result<InferenceService, String> {
+    serde_saphyr::from_str(text).map_err(|e| located(&e))
+}
+
+/// `line L, column C: <what>` for a YAML error, `<what>` alone where it has no location.
+fn located(error: &serde_saphyr::Error) -> String {
+    use serde_saphyr::Error as E;
+    let mut inner = error;
+    while let E::WithSnippet { error, .. } | E::AliasError { error, .. } = inner {
+        inner = error;
+    }
+    let what = match inner {
+        E::SerdeMissingField { field, .. } => format!("not an InferenceService: missing field `{field}`"),
+        E::SerdeInvalidType { expected, .. } => {
+            format!("not an InferenceService: a value of the wrong type (expected {expected})")
+        }
+        E::SerdeInvalidValue { expected, .. } => {
+            format!("not an InferenceService: an invalid value (expected {expected})")
+        }
+        E::SerdeInvalidLength { expected, .. } => {
+            format!("not an InferenceService: a wrong number of items (expected {expected})")
+        }
+        E::SerdeUnknownVariant { expected, .. } | E::SerdeUnknownField { expected, .. } => {
+            format!("not an InferenceService: an unknown name (expected one of {})", expected.join(", "))
+        }
+        E::InvalidScalar { ty, .. } => format!("not an InferenceService: a value that is not a valid {ty}"),
+        E::NullIntoString { .. } => "not an InferenceService: an empty value where text is expected".to_owned(),
+        E::Unexpected { expected, .. } => format!("not an InferenceService: expected {expected} here"),
+        E::DuplicateMappingKey { .. } => "a key appears twice in one mapping".to_owned(),
+        E::MultipleDocuments { .. } => {
+            "more than one YAML document; skiff up reads one InferenceService a file".to_owned()
+        }
+        E::InvalidUtf8Input => "not UTF-8 text".to_owned(),
+        E::AliasReplayLimitExceeded { .. }
+        | E::AliasExpansionLimitExceeded { .. }
+        | E::AliasReplayStackDepthExceeded { .. }
+        | E::AliasReplayCounterOverflow { .. }
+        | E::Budget { .. } => "more than the YAML reader's limits allow (aliases, depth or size)".to_owned(),
+        E::Eof { .. } => "the document ends too early".to_owned(),
+        E::Message { .. } | E::SerdeVariantId { .. } => "not an InferenceService".to_owned(),
+        _ => "not valid YAML".to_owned(),
+    };
+    match error.location().filter(|l| l.line() > 0) {
+        Some(at) => format!("line {}, column {}: {what}", at.line(), at.column()),
+        None => what,
+    }
+}
+
+/// Where the first byte that is not UTF-8 lies: `valid` bytes before it are; 1-based line and column
+/// (in characters).
+pub fn utf8_position(bytes: &[u8], valid: usize) -> (usize, usize) {
+    let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+}
+
+/// Checks a deserialized manifest read from `path` as standalone mode runs it; the error names the field.
+pub fn check(
+    path: &Path,
+    isvc: InferenceService,
+    text: Arc<str>,
+    created: Option<SystemTime>,
+    config: &UpConfig,
+) -> Result<Manifest, String> {
     validate(&isvc, &config.autoscaler).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
     let spec = &isvc.spec.predictor;
@@ -107,7 +155,7 @@ pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, Str
         None => Ok(None),
     };
     let (transformer, explainer) = (container(Component::Transformer)?, container(Component::Explainer)?);
-    Ok(Manifest { path: path.to_owned(), isvc, predictor, transformer, explainer })
+    Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer })
 }
 
 /// The folder of a `model` predictor's ONNX model.
@@ -138,33 +186,35 @@ fn model_dir(isvc: &InferenceService, base: &Path) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    fn examples() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+    const HEAD: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: x\n";
+
+    #[test]
+    fn yaml_errors_give_the_line_and_column_never_the_text() {
+        let cases = [
+            ("root:$6$TOPSECRET$hash:19000:0:99999:7:::\n", "line 1, column 1: not an InferenceService"),
+            (
+                &format!("{HEAD}spec:\n  predictor:\n    minReplicas: TOPSECRET\n"),
+                "line 7, column 18: not an InferenceService: a value that is not a valid i64",
+            ),
+            (
+                &format!("{HEAD}spec: [TOPSECRET\n"),
+                "line 5, column 7: not an InferenceService: expected mapping start here",
+            ),
+            (&format!("{HEAD}spec:\n  predictor: \"TOPSECRET\n"), "line 7, column 1: not valid YAML"),
+            (&format!("{HEAD}TOPSECRET: 1\nTOPSECRET: 2\n"), "line 6, column 1: a key appears twice"),
+        ];
+        for (text, want) in cases {
+            let refusal = read(text).unwrap_err();
+            assert!(refusal.starts_with(want), "{want:?} in {refusal:?}");
+            assert!(!refusal.contains("TOPSECRET"), "{refusal}");
+        }
     }
 
     #[test]
-    fn the_examples_are_valid() {
-        let folder = read_folder(&examples(), &UpConfig::default()).unwrap();
-        assert_eq!(folder.errors, Vec::<String>::new());
-        assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["default/adder", "default/iris", "default/mlp"]);
-        let Predictor::Model(dir) = &folder.manifests["default/iris"].predictor else { panic!("a model") };
-        assert!(dir.join(MODEL_FILE).is_file());
-    }
-
-    #[test]
-    fn refusals_name_the_file_and_the_field() {
-        let tmp = tempfile::tempdir().unwrap();
-        let iris = std::fs::read_to_string(examples().join("iris.yaml")).unwrap();
-        std::fs::write(tmp.path().join("a-bad.yaml"), iris.replace("minReplicas: 0", "minReplicas: 9")).unwrap();
-        std::fs::write(tmp.path().join("b-sk.yaml"), iris.replace("name: onnx", "name: sklearn")).unwrap();
-        std::fs::write(tmp.path().join("c-missing.yaml"), iris.clone()).unwrap();
-        std::fs::write(tmp.path().join("notes.txt"), "ignored").unwrap();
-        let folder = read_folder(tmp.path(), &UpConfig::default()).unwrap();
-        assert!(folder.manifests.is_empty());
-        let errors = folder.errors.join("\n");
-        assert!(errors.contains("a-bad.yaml: spec.predictor.minReplicas: 9 is more than maxReplicas 4"), "{errors}");
-        assert!(errors.contains("b-sk.yaml: spec.predictor.model.modelFormat.name: skiff up serves onnx"), "{errors}");
-        assert!(errors.contains("c-missing.yaml: spec.predictor.model.storageUri:"), "{errors}");
-        assert_eq!(folder.errors.len(), 3);
+    fn the_first_byte_that_is_not_utf8_has_a_line_and_column() {
+        let bytes = "ab\nçd\u{e9}".as_bytes().iter().copied().chain([0xFF, b'x']).collect::<Vec<u8>>();
+        let valid = std::str::from_utf8(&bytes).unwrap_err().valid_up_to();
+        assert_eq!(utf8_position(&bytes, valid), (2, 4));
+        assert_eq!(utf8_position(&[0xFF], 0), (1, 1));
     }
 }

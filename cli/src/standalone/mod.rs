@@ -9,10 +9,13 @@ mod config;
 mod container;
 mod controller;
 mod events;
+mod failure;
+mod folder;
 mod logs;
 mod manifests;
 mod replica;
 mod signal;
+mod restart;
 pub(crate) mod status;
 mod web;
 
@@ -37,11 +40,12 @@ use backend::LocalProcesses;
 use config::UpConfig;
 use controller::{Controller, DataPlane};
 use events::EventLog;
+use folder::ManifestFolder;
 use logs::ReplicaLogs;
 use replica::Programs;
 use signal::Signal;
 use skiff_web::backend::rfc3339;
-use skiff_web::config::{AllowedHosts, Settings};
+use skiff_web::config::Settings;
 use skiff_web::metrics::prometheus::Prometheus;
 use skiff_web::metrics::sampler::Sampler;
 use skiff_web::{App, Mode};
@@ -79,15 +83,6 @@ pub struct UpArgs {
     /// node agent reads it): `image: /path/to/program` or `image: [program, args...]`.
     #[arg(long, env = "SKIFF_IMAGE_MAP")]
     pub image_map: Option<PathBuf>,
-    /// A name the models web app answers to as `Host`, besides 127.0.0.1, localhost and [::1]
-    /// (repeatable); any other name gets 421, so that a page cannot reach the app by rebinding its
-    /// own name to this machine.
-    #[arg(long = "web-host", value_name = "NAME")]
-    pub web_hosts: Vec<String>,
-    /// Lets the models web app create InferenceServices with custom containers, which run as
-    /// commands on this machine (off: a page that reached the app could run any).
-    #[arg(long)]
-    pub web_allow_containers: bool,
 }
 
 /// `skiff get` flags.
@@ -124,33 +119,20 @@ async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProc
     }
 }
 
-/// The models web app over the folder: auth off (the admin port is on loopback), only the loopback
-/// names and `--web-host` as `Host`, custom containers only with `--web-allow-containers`, metrics
-/// sampled from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes `/metrics`.
-#[allow(clippy::too_many_arguments)]
+/// The models web app over the folder: auth off (the admin port is on loopback), metrics sampled
+/// from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes `/metrics`.
 fn web_app(
-    dir: &std::path::Path,
-    config: &UpConfig,
+    manifests: Arc<ManifestFolder>,
     admin: Arc<Admin>,
     logs: Arc<ReplicaLogs>,
     events: Arc<EventLog>,
     router: SocketAddr,
-    hosts: &[String],
-    allow_containers: bool,
 ) -> anyhow::Result<axum::Router> {
     let mut settings = Settings::standalone();
-    settings.allowed_hosts = AllowedHosts::loopback_and(hosts).map_err(|e| anyhow::anyhow!("--web-host: {e}"))?;
     settings.prometheus_url = Settings::from_env(|name| std::env::var(name).ok())
         .map_err(|e| anyhow::anyhow!("models web app: {e}"))?
         .prometheus_url;
-    let folder = Arc::new(FolderBackend {
-        dir: dir.to_owned(),
-        config: config.clone(),
-        admin: admin.clone(),
-        logs,
-        events,
-        allow_containers,
-    });
+    let folder = Arc::new(FolderBackend { manifests, admin: admin.clone(), logs, events });
     let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
     let sampler = Sampler::new(folder.clone(), Some(Arc::new(AdminMetrics(admin))), prometheus);
     tokio::spawn(sampler.clone().run());
@@ -181,7 +163,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
-    let backend = LocalProcesses::new(Programs { server: server_bin, queue_proxy, ort_dylib });
+    let backend = LocalProcesses::new(Programs { server: server_bin, queue_proxy, ort_dylib }, config.restart_backoff);
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
     let limits = Limits { max_pending: config.max_pending, ..Limits::default() };
@@ -227,17 +209,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("admin port {} is taken (another skiff up?)", args.admin_port))?;
     let admin_addr = admin_listener.local_addr()?;
     let events = Arc::new(EventLog::default());
-    let (hosts, allow_containers) = (&args.web_hosts, args.web_allow_containers);
-    let web = web_app(
-        &args.dir,
-        &config,
-        admin.clone(),
-        backend.logs.clone(),
-        events.clone(),
-        listen,
-        hosts,
-        allow_containers,
-    )?;
+    let manifests = Arc::new(ManifestFolder::new(args.dir.clone(), config.clone()));
+    let web = web_app(manifests.clone(), admin.clone(), backend.logs.clone(), events.clone(), listen)?;
     tokio::spawn(admin::serve(admin_listener, admin::routes(admin.clone(), web)));
     let autoscaler_task = tokio::spawn(autoscaler.clone().run());
     let report_task = tokio::spawn(report_held(activator.clone(), autoscaler));
@@ -247,7 +220,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         _ => listen,
     };
     let plane = DataPlane { plane, backend: backend.clone(), activator, router, router_addr };
-    let mut controller = Controller::new(args.dir.clone(), config.clone(), plane);
+    let mut controller = Controller::new(manifests, config.clone(), plane);
     println!(
         "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; models web app \
          http://{admin_addr}/models/; status: skiff get --admin-port {})",

@@ -1,11 +1,12 @@
 //! The models web app in `skiff up`: the same app as on a cluster, over the folder of manifests.
-//! Namespaces are those of the manifests; create writes a checked YAML file into the folder (a
-//! refusal reads `file: field: message`, as `skiff get` shows it), a canary change rewrites it,
-//! delete removes it; logs are the replicas' output; events are the changes `skiff up` saw;
+//! It reads the state `skiff up` parsed ([`ManifestFolder::current`]), never the folder itself.
+//! Namespaces are those of the manifests; create writes a checked YAML file into the folder (named
+//! by [`manifest_file`]; a refusal reads `file: field: message`, as `skiff get` shows it), a canary
+//! change rewrites it, delete removes it, and each refreshes the state at once; logs are the replicas' output; events are the changes `skiff up` saw;
 //! metrics come from the router's own counters.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,31 +15,27 @@ use serde_json::Value;
 use skiff_api::status::Condition;
 use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use skiff_web::error::{Error, Result};
-use skiff_web::manifest::{custom_containers, to_yaml};
+use skiff_web::manifest::to_yaml;
 use skiff_web::metrics::sampler::Scrape;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::admin::Admin;
-use super::config::UpConfig;
 use super::events::EventLog;
+use super::folder::{ManifestFolder, manifest_file};
 use super::logs::ReplicaLogs;
-use super::manifests::{Manifest, parse, read_folder};
+use super::manifests::{Folder, Manifest, parse};
 use super::status::ServiceStatus;
 
 /// The folder behind the web app.
 pub struct FolderBackend {
-    /// The manifest folder.
-    pub dir: PathBuf,
-    /// Settings manifests are checked against.
-    pub config: UpConfig,
+    /// The manifest folder and what `skiff up` last parsed of it.
+    pub manifests: Arc<ManifestFolder>,
     /// The latest status.
     pub admin: Arc<Admin>,
     /// The replicas' output.
     pub logs: Arc<ReplicaLogs>,
     /// What changed.
     pub events: Arc<EventLog>,
-    /// Whether the web app may create custom containers (`skiff up --web-allow-containers`).
-    pub allow_containers: bool,
 }
 
 fn condition(type_: &str, ready: bool, reason: &str, message: &str) -> Condition {
@@ -58,6 +55,12 @@ fn view(manifest: &Manifest, status: Option<&ServiceStatus>) -> ServiceView {
     let ready = status.is_some_and(|s| s.ready);
     let (reason, message) = match status {
         None => ("Pending", "skiff up has not read this manifest yet"),
+        Some(s)
+            if !s.ready
+                && let Some(failure) = s.failure() =>
+        {
+            (failure.reason.as_str(), failure.message.as_str())
+        }
         Some(s) if !s.ready => ("RevisionNotReady", "no revision can serve yet"),
         Some(_) => ("", ""),
     };
@@ -87,7 +90,7 @@ fn view(manifest: &Manifest, status: Option<&ServiceStatus>) -> ServiceView {
         canary_percent: isvc.spec.predictor.canary_traffic_percent.and_then(|p| u32::try_from(p).ok()),
         model_format: model.map(|m| m.model_format.name.clone()),
         protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
-        created: std::fs::metadata(&manifest.path).and_then(|m| m.created().or_else(|_| m.modified())).ok(),
+        created: manifest.created,
     }
 }
 
@@ -104,14 +107,16 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
 }
 
 impl FolderBackend {
-    fn manifests(&self) -> Result<std::collections::BTreeMap<String, Manifest>> {
-        let folder = read_folder(&self.dir, &self.config).map_err(|e| unavailable("reading the folder", e))?;
-        Ok(folder.manifests)
+    /// What `skiff up` last parsed.
+    fn folder(&self) -> Arc<Folder> {
+        self.manifests.current()
     }
 
     fn manifest(&self, namespace: &str, name: &str) -> Result<Manifest> {
-        self.manifests()?
-            .remove(&format!("{namespace}/{name}"))
+        self.folder()
+            .manifests
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
             .ok_or_else(|| Error::NotFound(format!("InferenceService {namespace}/{name}")))
     }
 
@@ -121,7 +126,7 @@ impl FolderBackend {
 
     /// Checks `text` as `skiff up` will when it reads it from `path`: `file: field: message` if not.
     fn check(&self, path: &Path, text: &str) -> Result<Manifest> {
-        parse(path, text, &self.config)
+        parse(path, text, self.manifests.config())
             .map_err(|message| Error::Refused { status: 422, message: format!("{}: {message}", path.display()) })
     }
 }
@@ -130,7 +135,7 @@ impl FolderBackend {
 impl Backend for FolderBackend {
     async fn namespaces(&self) -> Result<Vec<String>> {
         let mut namespaces: BTreeSet<String> =
-            self.manifests()?.values().map(|m| m.isvc.namespace().to_owned()).collect();
+            self.folder().manifests.values().map(|m| m.isvc.namespace().to_owned()).collect();
         namespaces.insert("default".into());
         Ok(namespaces.into_iter().collect())
     }
@@ -138,7 +143,8 @@ impl Backend for FolderBackend {
     async fn list(&self, namespace: &str) -> Result<Vec<ServiceView>> {
         let status = self.admin.status.load();
         Ok(self
-            .manifests()?
+            .folder()
+            .manifests
             .values()
             .filter(|m| m.isvc.namespace() == namespace)
             .map(|m| view(m, status.services.iter().find(|s| s.namespace == namespace && s.name == m.isvc.name())))
@@ -151,55 +157,47 @@ impl Backend for FolderBackend {
     }
 
     async fn manifest(&self, namespace: &str, name: &str) -> Result<String> {
-        let manifest = self.manifest(namespace, name)?;
-        std::fs::read_to_string(&manifest.path)
-            .map_err(|e| unavailable(&format!("reading {}", manifest.path.display()), e))
+        Ok(self.manifest(namespace, name)?.text.to_string())
     }
 
     async fn create(&self, namespace: &str, manifest: Value) -> Result<ServiceView> {
-        let containers = custom_containers(&manifest);
-        if !containers.is_empty() && !self.allow_containers {
-            return Err(Error::Forbidden(format!(
-                "{}: the models web app may not create custom containers, which skiff up runs as commands on \
-                 this machine (a page that reached the app could run any); start skiff up with \
-                 --web-allow-containers to allow it, or put the manifest in the folder yourself",
-                containers.join(", ")
-            )));
-        }
         let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        if self.manifests()?.contains_key(&format!("{namespace}/{name}")) {
+        if self.folder().manifests.contains_key(&format!("{namespace}/{name}")) {
             return Err(Error::Refused {
                 status: 409,
                 message: format!("InferenceService {namespace}/{name} already exists"),
             });
         }
-        let file = if namespace == "default" { format!("{name}.yaml") } else { format!("{namespace}-{name}.yaml") };
-        let path = self.dir.join(&file);
+        let file = manifest_file(namespace, &name).map_err(|message| Error::Refused { status: 422, message })?;
+        let path = self.manifests.dir().join(&file);
         if path.exists() {
             return Err(Error::Refused { status: 409, message: format!("{}: the file exists", path.display()) });
         }
         let text = to_yaml(&manifest);
         let checked = self.check(&path, &text)?;
         write_atomically(&path, &text)?;
+        self.manifests.refresh();
         Ok(view(&checked, None))
     }
 
     async fn patch(&self, namespace: &str, name: &str, patch: Value) -> Result<()> {
         let manifest = self.manifest(namespace, name)?;
-        let text = std::fs::read_to_string(&manifest.path)
-            .map_err(|e| unavailable(&format!("reading {}", manifest.path.display()), e))?;
-        let mut value: Value = serde_saphyr::from_str(&text)
-            .map_err(|e| Error::BadRequest(format!("{}: not YAML: {e}", manifest.path.display())))?;
+        let mut value: Value = serde_saphyr::from_str(&manifest.text)
+            .map_err(|_| Error::BadRequest(format!("{}: not YAML", manifest.path.display())))?;
         json_patch::merge(&mut value, &patch);
         let text = to_yaml(&value);
         self.check(&manifest.path, &text)?;
-        write_atomically(&manifest.path, &text)
+        write_atomically(&manifest.path, &text)?;
+        self.manifests.refresh();
+        Ok(())
     }
 
     async fn delete(&self, namespace: &str, name: &str) -> Result<()> {
         let manifest = self.manifest(namespace, name)?;
         std::fs::remove_file(&manifest.path)
-            .map_err(|e| unavailable(&format!("removing {}", manifest.path.display()), e))
+            .map_err(|e| unavailable(&format!("removing {}", manifest.path.display()), e))?;
+        self.manifests.refresh();
+        Ok(())
     }
 
     async fn events(&self, namespace: &str, name: &str) -> Result<Vec<EventView>> {
