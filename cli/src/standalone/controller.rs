@@ -182,6 +182,7 @@ impl Controller {
                             queued: u64::try_from(self.plane.activator.stats(&key).queued).unwrap_or(u64::MAX),
                             cold_start_last_ms: cold_starts.map(|c| millis(c.last)),
                             cold_start_p50_ms: cold_starts.map(|c| millis(c.p50)),
+                            autoscaler: self.plane.plane.decision(&key).map(Into::into),
                             health: counts.health.clone(),
                         }
                     })

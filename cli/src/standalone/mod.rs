@@ -14,8 +14,8 @@ mod folder;
 mod logs;
 mod manifests;
 mod replica;
-mod signal;
 mod restart;
+mod signal;
 pub(crate) mod status;
 mod web;
 
@@ -45,7 +45,7 @@ use logs::ReplicaLogs;
 use replica::Programs;
 use signal::Signal;
 use skiff_web::backend::rfc3339;
-use skiff_web::config::Settings;
+use skiff_web::config::{AllowedHosts, Settings};
 use skiff_web::metrics::prometheus::Prometheus;
 use skiff_web::metrics::sampler::Sampler;
 use skiff_web::{App, Mode};
@@ -83,6 +83,15 @@ pub struct UpArgs {
     /// node agent reads it): `image: /path/to/program` or `image: [program, args...]`.
     #[arg(long, env = "SKIFF_IMAGE_MAP")]
     pub image_map: Option<PathBuf>,
+    /// A name the models web app answers to as `Host`, besides 127.0.0.1, localhost and [::1]
+    /// (repeatable); any other name gets 421, so that a page cannot reach the app by rebinding its
+    /// own name to this machine.
+    #[arg(long = "web-host", value_name = "NAME")]
+    pub web_hosts: Vec<String>,
+    /// Lets the models web app create InferenceServices with custom containers, which run as
+    /// commands on this machine (off: a page that reached the app could run any).
+    #[arg(long)]
+    pub web_allow_containers: bool,
 }
 
 /// `skiff get` flags.
@@ -119,20 +128,24 @@ async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProc
     }
 }
 
-/// The models web app over the folder: auth off (the admin port is on loopback), metrics sampled
-/// from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes `/metrics`.
+/// The models web app over the folder: auth off (the admin port is on loopback), only the loopback
+/// names and `--web-host` as `Host`, custom containers only with `--web-allow-containers`, metrics
+/// sampled from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes `/metrics`.
 fn web_app(
     manifests: Arc<ManifestFolder>,
     admin: Arc<Admin>,
     logs: Arc<ReplicaLogs>,
     events: Arc<EventLog>,
     router: SocketAddr,
+    hosts: &[String],
+    allow_containers: bool,
 ) -> anyhow::Result<axum::Router> {
     let mut settings = Settings::standalone();
+    settings.allowed_hosts = AllowedHosts::loopback_and(hosts).map_err(|e| anyhow::anyhow!("--web-host: {e}"))?;
     settings.prometheus_url = Settings::from_env(|name| std::env::var(name).ok())
         .map_err(|e| anyhow::anyhow!("models web app: {e}"))?
         .prometheus_url;
-    let folder = Arc::new(FolderBackend { manifests, admin: admin.clone(), logs, events });
+    let folder = Arc::new(FolderBackend { manifests, admin: admin.clone(), logs, events, allow_containers });
     let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
     let sampler = Sampler::new(folder.clone(), Some(Arc::new(AdminMetrics(admin))), prometheus);
     tokio::spawn(sampler.clone().run());
@@ -203,6 +216,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
             let (router, activator) = (router.clone(), activator.clone());
             move || admin::exposition(&[router.metrics_text(), activator.metrics_text()])
         }),
+        journal: Box::new({
+            let autoscaler = autoscaler.clone();
+            move |revision| autoscaler.journal(revision)
+        }),
     });
     let admin_listener = TcpListener::bind(("127.0.0.1", args.admin_port))
         .await
@@ -210,7 +227,15 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let admin_addr = admin_listener.local_addr()?;
     let events = Arc::new(EventLog::default());
     let manifests = Arc::new(ManifestFolder::new(args.dir.clone(), config.clone()));
-    let web = web_app(manifests.clone(), admin.clone(), backend.logs.clone(), events.clone(), listen)?;
+    let web = web_app(
+        manifests.clone(),
+        admin.clone(),
+        backend.logs.clone(),
+        events.clone(),
+        listen,
+        &args.web_hosts,
+        args.web_allow_containers,
+    )?;
     tokio::spawn(admin::serve(admin_listener, admin::routes(admin.clone(), web)));
     let autoscaler_task = tokio::spawn(autoscaler.clone().run());
     let report_task = tokio::spawn(report_held(activator.clone(), autoscaler));

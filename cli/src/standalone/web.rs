@@ -15,7 +15,7 @@ use serde_json::Value;
 use skiff_api::status::Condition;
 use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use skiff_web::error::{Error, Result};
-use skiff_web::manifest::to_yaml;
+use skiff_web::manifest::{custom_containers, to_yaml};
 use skiff_web::metrics::sampler::Scrape;
 use tokio_stream::wrappers::BroadcastStream;
 
@@ -36,6 +36,8 @@ pub struct FolderBackend {
     pub logs: Arc<ReplicaLogs>,
     /// What changed.
     pub events: Arc<EventLog>,
+    /// Whether the web app may create custom containers (`skiff up --web-allow-containers`).
+    pub allow_containers: bool,
 }
 
 fn condition(type_: &str, ready: bool, reason: &str, message: &str) -> Condition {
@@ -161,6 +163,15 @@ impl Backend for FolderBackend {
     }
 
     async fn create(&self, namespace: &str, manifest: Value) -> Result<ServiceView> {
+        let containers = custom_containers(&manifest);
+        if !containers.is_empty() && !self.allow_containers {
+            return Err(Error::Forbidden(format!(
+                "{}: the models web app may not create custom containers, which skiff up runs as commands on \
+                 this machine (a page that reached the app could run any); start skiff up with \
+                 --web-allow-containers to allow it, or put the manifest in the folder yourself",
+                containers.join(", ")
+            )));
+        }
         let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_owned();
         if self.folder().manifests.contains_key(&format!("{namespace}/{name}")) {
             return Err(Error::Refused {
