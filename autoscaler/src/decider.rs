@@ -61,6 +61,11 @@ pub struct Decider {
     raw_desired: u32,
     /// Latest excess burst capacity, kept while no data comes.
     excess_burst_capacity: i64,
+    /// The first decision of the current idle spell (Knative's PodAutoscaler turning Inactive).
+    idle_since: Option<Instant>,
+    /// Since when the decisions have put the activator in the request path (Knative's ServerlessService in proxy
+    /// mode, which it starts in).
+    in_path_since: Option<Instant>,
 }
 
 impl Decider {
@@ -70,7 +75,8 @@ impl Decider {
             (!spec.scale_down_delay.is_zero()).then(|| MaxWindow::new(spec.scale_down_delay, spec.tick_interval));
         let excess_burst_capacity = match spec.target_burst_capacity {
             tbc if tbc <= 0.0 => tbc as i64,
-            tbc => (f64::from(spec.initial_scale) * spec.target - tbc).floor() as i64,
+            // Knative's multiscaler.go (createScaler) converts with int32(...), truncating toward zero.
+            tbc => (f64::from(spec.initial_scale) * spec.target - tbc).trunc() as i64,
         };
         Self {
             stable: Window::new(spec.stable_window, spec.aggregation),
@@ -84,6 +90,8 @@ impl Decider {
             initialized: false,
             raw_desired: 0,
             excess_burst_capacity,
+            idle_since: None,
+            in_path_since: Some(now),
             spec,
         }
     }
@@ -97,6 +105,7 @@ impl Decider {
         decider.initialized = true;
         decider.raw_desired = ready_pods;
         decider.last_activity = (ready_pods > 0).then_some(now);
+        decider.in_path_since = None;
         if ready_pods > 1 {
             decider.panic_since = Some(now);
             decider.max_panic_pods = ready_pods;
@@ -145,20 +154,25 @@ impl Decider {
         }
         let at = self.since_epoch(now);
         let (observed_stable, observed_panic) = (self.stable.average(at), self.panic.average(at));
-        // Like Knative, decide nothing new without data for a whole stable window.
-        if !self.stable.is_empty(at) {
+        // Like Knative, decide nothing new without data for a whole stable window, unless the target burst
+        // capacity is -1: then Knative does not scrape the pods (kpa.go's resolveScrapeTarget), and its metric
+        // collector answers an empty window with zeros rather than "no data".
+        if !self.stable.is_empty(at) || self.spec.target_burst_capacity == -1.0 {
             self.raw_desired = self.scale(now, ready_pods, observed_stable, observed_panic);
             self.excess_burst_capacity = self.compute_excess_burst_capacity(ready_pods, observed_panic);
         }
         let (desired_pods, idle) = self.apply_bounds(now, self.raw_desired);
-        Decision {
+        let decision = Decision {
             desired_pods,
             panic: self.panic_since.is_some(),
             excess_burst_capacity: self.excess_burst_capacity,
             observed_stable,
             observed_panic,
             idle,
-        }
+        };
+        self.idle_since = if idle { self.idle_since.or(Some(now)) } else { None };
+        self.in_path_since = if decision.activator_in_path() { self.in_path_since.or(Some(now)) } else { None };
+        decision
     }
 
     /// Knative's `Scale`: pods for the stable and panic averages within the rate limits, panic mode, and the
@@ -217,7 +231,9 @@ impl Decider {
         }
     }
 
-    /// The KPA reconciler's part: activation, initial scale, min and max, then the scale-to-zero rules.
+    /// The KPA reconciler's part: activation, initial scale, min and max, then the scale-to-zero rules: the last
+    /// pod goes a stable window plus the longer of the grace and retention periods after the last activity, or
+    /// sooner when the activator has been in the path for the grace period already.
     fn apply_bounds(&self, now: Instant, desired: u32) -> (u32, bool) {
         let spec = &self.spec;
         let mut desired = desired;
@@ -243,7 +259,13 @@ impl Decider {
         let retention = if spec.reachable { spec.scale_to_zero_pod_retention_period } else { Duration::ZERO };
         let needed = spec.stable_window.saturating_add(spec.scale_to_zero_grace_period.max(retention));
         let idle = quiet >= spec.stable_window;
-        (if quiet >= needed { 0 } else { 1 }, idle)
+        // Knative's fast path (scaler.go's handleScaleToZero): once idle for the retention period (and for the
+        // 3 s after which Knative looks again), the last pod goes as soon as the activator has been in the path for
+        // the grace period.
+        let inactive_for = self.idle_since.map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let in_path_for = self.in_path_since.map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        let fast = inactive_for >= retention.max(RECHECK_AFTER_IDLE) && in_path_for >= spec.scale_to_zero_grace_period;
+        (if quiet >= needed || (idle && fast) { 0 } else { 1 }, idle)
     }
 
     fn touch(&mut self, now: Instant) {
@@ -254,6 +276,10 @@ impl Decider {
         now.saturating_duration_since(self.epoch)
     }
 }
+
+/// How long after a revision goes idle with the activator in its path Knative's KPA reconciler looks again
+/// (scaler.go's handleScaleToZero re-enqueues the PodAutoscaler after 3 s).
+const RECHECK_AFTER_IDLE: Duration = Duration::from_secs(3);
 
 /// A non-negative pod count from a float (NaN → 0, saturating).
 fn pods(value: f64) -> u32 {

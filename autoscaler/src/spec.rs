@@ -201,8 +201,11 @@ impl ScalingSpec {
     }
 
     /// The per-pod value the decider aims for: target × utilisation, at least Knative's minimum of 0.01.
+    ///
+    /// Computed as Knative's `ResolveMetricTarget` does, target × (percentage / 100), so that the float is the
+    /// same to the last bit: 1.5 × 70% is 1.0499999999999998 there, and an observed 1.05 wants 2 pods.
     pub fn per_pod_target(&self) -> f64 {
-        (self.target * self.target_utilization_percentage / 100.0).max(TARGET_MIN)
+        (self.target * (self.target_utilization_percentage / 100.0)).max(TARGET_MIN)
     }
 
     /// The panic window: the stable window × the panic percentage, rounded to seconds, at least 1 s.

@@ -417,9 +417,11 @@ fn excess_burst_capacity_is_spare_capacity_minus_the_target_burst() {
 #[test]
 fn before_any_data_the_burst_capacity_assumes_the_initial_scale() {
     // (target burst capacity, initial scale, EBC): Knative's initial value.
-    let cases = [(211.0, 1, -111), (211.0, 3, 89), (0.0, 1, 0), (-1.0, 5, -1)];
-    for (tbc, initial, ebc) in cases {
-        let spec = ScalingSpec { target_burst_capacity: tbc, initial_scale: initial, ..knative() };
+    // A fraction truncates toward zero, as Knative's int32 conversion does: 1 × 1.5 − 2.2 = −0.7 → 0, not −1.
+    let cases =
+        [(211.0, 1, 100.0, -111), (211.0, 3, 100.0, 89), (0.0, 1, 100.0, 0), (-1.0, 5, 100.0, -1), (2.2, 1, 1.5, 0)];
+    for (tbc, initial, target, ebc) in cases {
+        let spec = ScalingSpec { target_burst_capacity: tbc, initial_scale: initial, target, ..knative() };
         let t0 = Instant::now();
         let d = Decider::new(spec, t0).decide(t0, 0);
         assert_eq!((d.desired_pods, d.excess_burst_capacity), (initial, ebc), "tbc {tbc}, initial {initial}");
@@ -436,6 +438,16 @@ fn without_data_for_a_stable_window_the_decision_holds() {
             Decide { at: 59, ready: 10, pods: 10, panic: false },
             // Nothing recorded for over a stable window: keep 10 rather than read silence as no load.
             Decide { at: 200, ready: 10, pods: 10, panic: false },
+        ],
+    ); // With a target burst capacity of -1 Knative does not scrape the pods and reads silence as zeros: the same
+    // silence halves the pods (the scale-down rate's limit).
+    run(
+        "metrics stop, burst capacity -1",
+        ScalingSpec { target_burst_capacity: -1.0, ..knative() },
+        &[
+            Feed { from: 0, to: 60, value: 700.0 },
+            Decide { at: 59, ready: 10, pods: 10, panic: false },
+            Decide { at: 200, ready: 10, pods: 5, panic: false },
         ],
     );
 }
@@ -485,4 +497,42 @@ fn weighted_aggregation_reacts_faster_to_a_drop() {
     // Weights 0.2 × 0.8^age: the last 10 s carry 89%, so about 0.89 × 70 + 0.11 × 700 ≈ 138.
     let observed = run("weighted", weighted, &steps(5)).observed_stable;
     assert!((130.0..145.0).contains(&observed), "{observed}");
+}
+
+#[test]
+fn the_per_pod_target_rounds_as_knative_computes_it() {
+    // Knative's target is 1.5 × 0.7 = 1.0499999999999998, so an observed 1.05 wants 2 pods there, not 1.
+    let spec = ScalingSpec { target: 1.5, min_scale: 1, ..knative() };
+    assert_eq!(spec.per_pod_target(), 1.5 * 0.7);
+    run(
+        "1.05 on 1.5 × 70%",
+        spec,
+        &[Feed { from: 0, to: 60, value: 1.05 }, Decide { at: 60, ready: 3, pods: 2, panic: false }],
+    );
+}
+
+#[test]
+fn with_the_activator_long_in_the_path_the_last_pod_goes_soon_after_idle() {
+    // Ticks every 2 s; traffic until second 9, then zeros. Idle from the tick at 70 (a stable window after 9).
+    let decide_every_tick = |spec: ScalingSpec| {
+        let t0 = Instant::now();
+        let mut decider = Decider::new(spec, t0);
+        let mut zero_at = None;
+        for s in 0..200 {
+            decider.record(at(t0, s), if s < 10 { 7.0 } else { 0.0 });
+            if s % 2 == 0 && zero_at.is_none() && decider.decide(at(t0, s), 1).desired_pods == 0 {
+                zero_at = Some(s);
+            }
+        }
+        zero_at
+    };
+    // Default burst capacity (211) on one pod: the activator has been in the path all along, so Knative's
+    // handleScaleToZero scales to zero when it looks again 3 s after marking the revision inactive.
+    assert_eq!(decide_every_tick(knative()), Some(74));
+    // Target burst capacity 0 takes the activator out of the path while a pod serves: it enters at idle, and the
+    // last pod waits the whole grace period (30 s).
+    assert_eq!(decide_every_tick(ScalingSpec { target_burst_capacity: 0.0, ..knative() }), Some(100));
+    // A retention period longer than the grace keeps the pod that long after idle.
+    let retention = ScalingSpec { scale_to_zero_pod_retention_period: Duration::from_secs(90), ..knative() };
+    assert_eq!(decide_every_tick(retention), Some(160));
 }
