@@ -16,7 +16,7 @@ pub const KEPT: usize = 1800;
 
 /// One step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "kind")]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "kind")]
 pub enum Step {
     /// A value recorded in the decider's windows.
     Recorded {
@@ -112,6 +112,11 @@ mod tests {
         for i in 0..KEPT {
             journal.recorded(epoch + Duration::from_secs(3 + i as u64), 1.0);
         }
+        let json = serde_json::to_value(&journal.steps()[KEPT - 1]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "recorded", "atMs": 3000 + 1000 * (KEPT as u64 - 1), "value": 1.0})
+        );
         let steps = journal.steps();
         assert_eq!(steps.len(), KEPT);
         assert_eq!(steps[0], Step::Recorded { at_ms: 3000, value: 1.0 }, "the oldest went first");
