@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use skiff_http::logger::sink::SinkPolicy;
+
 use crate::isvc::PredictorSpec;
 use crate::validate::MAX_TIMEOUT_SECS;
 
@@ -59,8 +61,10 @@ pub struct Served<'a> {
 
 /// The request logger's flags (`skiff_http::logger::LoggerArgs`, taken by `skiff-server` and the
 /// queue-proxy alike) for `predictor.logger`; none without one. `ce-source` is the component's
-/// address in KServe's form, `http://<isvc>-<component>.<namespace>`.
-pub fn logger_args(predictor: &PredictorSpec, served: Served<'_>) -> Vec<String> {
+/// address in KServe's form, `http://<isvc>-<component>.<namespace>`. `sinks` is the mode's sink
+/// rule ([`SinkPolicy::standalone`] in `skiff up`, the cluster's otherwise), which the logger
+/// applies again to every address the sink resolves to.
+pub fn logger_args(predictor: &PredictorSpec, served: Served<'_>, sinks: &SinkPolicy) -> Vec<String> {
     let Some(logger) = &predictor.logger else { return Vec::new() };
     let Served { inference_service, namespace, component, revision } = served;
     let mut args = vec![
@@ -79,6 +83,7 @@ pub fn logger_args(predictor: &PredictorSpec, served: Served<'_>) -> Vec<String>
     ] {
         args.extend([flag.to_owned(), value.to_owned()]);
     }
+    args.extend(sinks.args());
     args
 }
 
@@ -129,15 +134,26 @@ mod tests {
             component: "predictor",
             revision: "iris-predictor-00002",
         };
-        assert!(logger_args(&PredictorSpec::default(), served).is_empty());
+        assert!(logger_args(&PredictorSpec::default(), served, &SinkPolicy::standalone()).is_empty());
         let logged = PredictorSpec {
             logger: Some(LoggerSpec { url: Some("http://sink.models/events".into()), ..LoggerSpec::default() }),
             ..PredictorSpec::default()
         };
         assert_eq!(
-            logger_args(&logged, served).join(" "),
+            logger_args(&logged, served, &SinkPolicy::standalone()).join(" "),
             "--logger-url http://sink.models/events --logger-mode all --logger-source http://iris-predictor.models \
-             --inference-service iris --namespace models --component predictor --revision iris-predictor-00002"
+             --inference-service iris --namespace models --component predictor --revision iris-predictor-00002 \
+             --logger-allow-loopback"
+        );
+        let cluster = SinkPolicy::cluster("skiff-system", &[], &["10.0.0.0/8".to_owned()]).unwrap();
+        let args = logger_args(&logged, served, &cluster).join(" ");
+        assert!(
+            args.ends_with(
+                "--logger-protected-hosts *.skiff-system,*.skiff-system.svc,*.skiff-system.svc.cluster.local,\
+                 kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local \
+                 --logger-allowed-hosts 10.0.0.0/8"
+            ),
+            "{args}"
         );
     }
 

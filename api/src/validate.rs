@@ -1,8 +1,11 @@
-//! Validation of an InferenceService, with errors that name the offending field. `skiff up` and the
-//! operator both call [`validate`]; the CRD carries the same bounds (the constants below) and the
-//! name rules, so the API server refuses what they refuse.
+//! Validation of an InferenceService, with errors that name the offending field. `skiff up` calls
+//! [`validate`] and the operator [`validate_for`] with its cluster's logger sink rule (the one
+//! difference); the CRD carries the same bounds (the constants below) and the name rules, so the
+//! API server refuses what they refuse.
 
 use skiff_autoscaler::AutoscalerConfig;
+/// The request logger's sink rule, which `logger.url` is checked against.
+pub use skiff_http::logger::sink::SinkPolicy;
 
 use crate::error::{Error, Result};
 use crate::isvc::{API_VERSION, InferenceService, KIND, PredictorSpec};
@@ -28,8 +31,15 @@ pub const MAX_SCALE_TARGET: i64 = 100_000;
 pub const FRAMEWORKS: [&str; 10] =
     ["sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "pmml", "lightgbm", "paddle", "huggingface"];
 
-/// Checks everything Skiff relies on; the first problem found is returned.
+/// Checks everything Skiff relies on, as `skiff up` does (a logger sink on loopback is allowed);
+/// the first problem found is returned.
 pub fn validate(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<()> {
+    validate_for(isvc, config, &SinkPolicy::standalone())
+}
+
+/// [`validate`] with `sinks` deciding which `logger.url` hosts are allowed (on a cluster: no
+/// loopback, link-local or platform component, unless inferenceservice-config allows it).
+pub fn validate_for(isvc: &InferenceService, config: &AutoscalerConfig, sinks: &SinkPolicy) -> Result<()> {
     if isvc.api_version != API_VERSION {
         return Err(Error::invalid("apiVersion", format!("must be {API_VERSION}, not {:?}", isvc.api_version)));
     }
@@ -42,7 +52,7 @@ pub fn validate(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<()
     }
     for which in Component::of(isvc) {
         let spec = which.spec(isvc).expect("Component::of lists the components that are set");
-        component(&format!("spec.{}", which.name()), spec, which)?;
+        component(&format!("spec.{}", which.name()), spec, which, sinks)?;
         revision_name_fits(&isvc.metadata.name, which)?;
         component_scaling_spec(isvc, which, config).expect("the component is set")?;
     }
@@ -51,7 +61,7 @@ pub fn validate(isvc: &InferenceService, config: &AutoscalerConfig) -> Result<()
 
 /// One component's checks; `at` is its field (`spec.predictor`, ...). A transformer or explainer
 /// is a custom container.
-fn component(at: &str, p: &PredictorSpec, which: Component) -> Result<()> {
+fn component(at: &str, p: &PredictorSpec, which: Component, sinks: &SinkPolicy) -> Result<()> {
     let field = |name: &str| format!("{at}.{name}");
     let mut implementations: Vec<&str> = Vec::new();
     if p.model.is_some() {
@@ -119,13 +129,7 @@ fn component(at: &str, p: &PredictorSpec, which: Component) -> Result<()> {
     }
     if let Some(logger) = &p.logger {
         let url = logger.url.as_deref().unwrap_or_default();
-        let host = url.strip_prefix("http://").unwrap_or_default();
-        if host.split('/').next().is_none_or(str::is_empty) {
-            return Err(Error::invalid(
-                field("logger.url"),
-                format!("must be an http:// URL with a host (https sinks are not supported yet), not {url:?}"),
-            ));
-        }
+        sinks.check_url(url).map_err(|why| Error::invalid(field("logger.url"), why))?;
         if let Some(mode) = &logger.mode
             && !["all", "request", "response"].contains(&mode.as_str())
         {

@@ -3,12 +3,20 @@
 //! Inference only hands an event to a bounded queue, bounded in events and in bytes, and a
 //! background task sends it, a few at a time, each under a timeout. A full queue drops the event.
 //! Drops, failures and sends are counted, and a slow or failing sink never slows or fails an
-//! inference.
+//! inference. Where events may go is [`sink::SinkPolicy`]'s rule: checked on the URL when the
+//! logger is configured, and on every address the sink's name resolves to before connecting.
+
+pub mod sink;
 
 use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,12 +25,15 @@ use http::{Method, Request, Uri};
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::TokioExecutor;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use tokio::sync::{Semaphore, mpsc};
+
+use self::sink::SinkPolicy;
 
 /// `ce-type` of a logged request.
 pub const REQUEST_TYPE: &str = "org.kubeflow.serving.inference.request";
@@ -87,11 +98,13 @@ pub struct LoggerConfig {
     pub concurrency: usize,
     /// Time allowed for one send.
     pub timeout: Duration,
+    /// Which sinks are allowed (checked again on every address the sink's name resolves to).
+    pub sinks: SinkPolicy,
 }
 
 impl LoggerConfig {
     /// A config for `url` and `mode` with the default bounds (1024 events, 64 MiB, 8 sends in
-    /// flight, 10 s per send) and no identity yet.
+    /// flight, 10 s per send), the strict sink rule (no loopback, no link-local) and no identity yet.
     pub fn new(url: Uri, mode: LogMode) -> LoggerConfig {
         LoggerConfig {
             url,
@@ -105,6 +118,7 @@ impl LoggerConfig {
             max_queued_bytes: 64 << 20,
             concurrency: 8,
             timeout: Duration::from_secs(10),
+            sinks: SinkPolicy::default(),
         }
     }
 }
@@ -133,16 +147,31 @@ pub struct LoggerArgs {
     /// The revision served, for the logger's events.
     #[arg(long, default_value = "")]
     pub revision: String,
+    /// Sinks on loopback are allowed (`skiff up`); otherwise loopback is refused, as on a cluster.
+    #[arg(long)]
+    pub logger_allow_loopback: bool,
+    /// Hosts of the platform's own components the logger refuses (names, `*.suffix`, addresses,
+    /// CIDR blocks; comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub logger_protected_hosts: Vec<String>,
+    /// Hosts the logger may send to even when the rule refuses them (inferenceservice-config
+    /// `logger.allowedHosts`; comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub logger_allowed_hosts: Vec<String>,
 }
 
 impl LoggerArgs {
     /// The logger's config, `None` without `--logger-url`; an error names the flag.
     pub fn config(&self) -> Result<Option<LoggerConfig>, String> {
         let Some(url) = &self.logger_url else { return Ok(None) };
+        let sinks = SinkPolicy::from_flags(
+            self.logger_allow_loopback,
+            &self.logger_protected_hosts,
+            &self.logger_allowed_hosts,
+        )
+        .map_err(|e| format!("--logger-protected-hosts/--logger-allowed-hosts: {e}"))?;
+        sinks.check_url(url).map_err(|e| format!("--logger-url {url:?}: {e}"))?;
         let uri: Uri = url.parse().map_err(|e| format!("--logger-url {url:?}: {e}"))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            return Err(format!("--logger-url {url:?}: must be an http:// URL with a host"));
-        }
         let mode = self.logger_mode.parse().map_err(|e| format!("--logger-mode: {e}"))?;
         Ok(Some(LoggerConfig {
             source: self.logger_source.clone(),
@@ -150,6 +179,7 @@ impl LoggerArgs {
             namespace: self.namespace.clone(),
             component: self.component.clone(),
             revision: self.revision.clone(),
+            sinks,
             ..LoggerConfig::new(uri, mode)
         }))
     }
@@ -268,9 +298,21 @@ async fn send_all(
     queued_bytes: Arc<AtomicUsize>,
     metrics: LoggerMetrics,
 ) {
-    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let sinks = Arc::new(config.sinks.clone());
+    // An address literal is not resolved: the rule judges it here, once.
+    let refused = config.url.host().map(|host| sinks.check_host(host)).transpose().err();
+    if let Some(why) = &refused {
+        tracing::warn!(url = %config.url, "the request logger's sink is refused, nothing is sent: {why}");
+    }
+    let connector = HttpConnector::new_with_resolver(CheckedResolver { sinks });
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     while let Some(event) = events.recv().await {
+        if refused.is_some() {
+            queued_bytes.fetch_sub(event.body.len(), Ordering::AcqRel);
+            metrics.inc("failed");
+            continue;
+        }
         let slot = slots.clone().acquire_owned().await.expect("the semaphore is never closed");
         let (client, config, queued_bytes, metrics) =
             (client.clone(), config.clone(), queued_bytes.clone(), metrics.clone());
@@ -285,7 +327,10 @@ async fn send_all(
                     metrics.inc("failed");
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "the logger's sink could not be reached");
+                    match refusal(&e) {
+                        Some(why) => tracing::warn!(error = %why, "the request logger's sink is refused"),
+                        None => tracing::debug!(error = %e, "the logger's sink could not be reached"),
+                    }
                     metrics.inc("failed");
                 }
                 Err(_) => metrics.inc("failed"),
@@ -293,6 +338,49 @@ async fn send_all(
             drop(slot);
         });
     }
+}
+
+/// Resolves the sink's name and refuses it when any address it resolves to is refused by the
+/// [`SinkPolicy`] (a name pointing at 169.254.169.254 or 127.0.0.1 is refused as those are).
+#[derive(Clone)]
+struct CheckedResolver {
+    sinks: Arc<SinkPolicy>,
+}
+
+impl tower_service::Service<Name> for CheckedResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let sinks = self.sinks.clone();
+        Box::pin(async move {
+            let host = name.as_str();
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0)).await?.collect();
+            for addr in &addrs {
+                sinks
+                    .check_addr(host, addr.ip())
+                    .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
+            }
+            Ok(addrs.into_iter())
+        })
+    }
+}
+
+/// The [`CheckedResolver`]'s refusal somewhere in `error`'s causes.
+fn refusal<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a io::Error> {
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<io::Error>().filter(|io| io.kind() == io::ErrorKind::PermissionDenied) {
+            return Some(io);
+        }
+        cause = e.source();
+    }
+    None
 }
 
 /// The event as a binary-mode CloudEvents HTTP request.
@@ -321,4 +409,28 @@ fn cloud_event(config: &LoggerConfig, event: Event) -> Request<Full<Bytes>> {
         .header(CONTENT_TYPE, event.content_type)
         .body(Full::new(event.body))
         .expect("a POST with valid headers is a valid request")
+}
+
+#[cfg(test)]
+mod tests {
+    use tower_service::Service;
+
+    use super::*;
+
+    /// A name is resolved for real (getaddrinfo; `localhost` resolves everywhere), and every address
+    /// it gives is judged: refused with the cluster's rule, given back with `skiff up`'s.
+    #[tokio::test]
+    async fn the_resolver_judges_what_a_name_resolves_to() {
+        let name: Name = "localhost".parse().unwrap();
+        let cluster = SinkPolicy::cluster("skiff-system", &[], &[]).unwrap();
+        let refused = CheckedResolver { sinks: Arc::new(cluster) }.call(name.clone()).await.unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+        assert!(
+            refused.to_string().starts_with("localhost (") && refused.to_string().contains(") is loopback"),
+            "{refused}"
+        );
+        let addrs: Vec<SocketAddr> =
+            CheckedResolver { sinks: Arc::new(SinkPolicy::standalone()) }.call(name).await.unwrap().collect();
+        assert!(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
+    }
 }

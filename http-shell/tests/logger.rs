@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use skiff_http::logger::sink::SinkPolicy;
 use skiff_http::logger::{Half, LogMode, Logger, LoggerConfig, LoggerMetrics};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -49,6 +50,8 @@ fn config(url: &str, mode: LogMode) -> LoggerConfig {
         inference_service: "iris".into(),
         namespace: "models".into(),
         revision: "iris-predictor-00001".into(),
+        // These sinks listen on 127.0.0.1, as in `skiff up`.
+        sinks: SinkPolicy::standalone(),
         ..LoggerConfig::new(url.parse().unwrap(), mode)
     }
 }

@@ -423,7 +423,7 @@ fn model_server(
     container.name = CONTAINER_NAME.into();
     container.image = Some(platform.server_image.clone());
     let mut args = server_args(&revision.service, &dir, SERVER_PORT as u16, predictor);
-    args.extend(logger_args(predictor, revision.served()));
+    args.extend(logger_args(predictor, revision.served(), &platform.logger_sinks));
     args.extend(["--shutdown-delay-secs".to_owned(), SHUTDOWN_DELAY_SECS.to_string()]);
     container.args = Some(args);
     container.ports = Some(vec![ContainerPort {
@@ -630,7 +630,7 @@ fn queue_proxy(upstream: i32, revision: &RevisionRef, predictor: &PredictorSpec,
     ]
     .into();
     args.extend(batcher_args(predictor));
-    args.extend(logger_args(predictor, revision.served()));
+    args.extend(logger_args(predictor, revision.served(), &platform.logger_sinks));
     Container {
         name: QUEUE_PROXY.into(),
         image: Some(platform.queue_proxy_image.clone()),

@@ -32,7 +32,7 @@ use skiff_api::scaling::{ScalingInputs, component_scaling_spec};
 use skiff_api::serving::revision_ready;
 use skiff_api::status::Replicas;
 use skiff_api::traffic::{RolledOut, split};
-use skiff_api::validate::validate;
+use skiff_api::validate::validate_for;
 use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStatus};
 
 use crate::desired::{self, Record, RevisionRef, Serving};
@@ -142,8 +142,8 @@ pub fn plan(input: Inputs) -> Plan {
     let revisions = observe(input.deployments, &owner.uid);
     let mut plan = Plan::default();
 
-    // The same checks as `skiff up` (and the CRD), against this cluster's autoscaler settings.
-    if let Err(e) = validate(&manifest, &input.platform.autoscaler) {
+    // The same checks as `skiff up` (and the CRD), against this cluster's autoscaler settings and logger sink rule.
+    if let Err(e) = validate_for(&manifest, &input.platform.autoscaler, &input.platform.logger_sinks) {
         return refused(input, e.to_string());
     }
     let shared = Shared {

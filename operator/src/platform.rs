@@ -9,13 +9,19 @@
 //!   mount a directory of the node, and where transformers and explainers reach the router: its
 //!   Service `<namespace>/<name>`, or an address `host[:port]` that replaces the Service's DNS name),
 //! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings (read live by
-//!   the autoscaler, and for the initial scale of a new revision).
+//!   the autoscaler, and for the initial scale of a new revision),
+//! - `logger`: `{"allowedHosts": ["10.0.0.5", "*.monitoring.svc", "169.254.10.0/24"]}`: request
+//!   logger sinks allowed although the rule refuses them (loopback, link-local and cloud
+//!   metadata addresses, and the platform's own Services: names in the router Service's namespace,
+//!   `routerAddress`, the API server). KServe's other `logger` keys (`image`, `defaultUrl`, ...)
+//!   are ignored.
 //!
 //! A missing ConfigMap or key means the defaults below.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use skiff_api::validate::SinkPolicy;
 use skiff_autoscaler::AutoscalerConfig;
 
 use crate::error::{Error, Result};
@@ -60,6 +66,9 @@ pub struct Platform {
     /// An address (`host[:port]`) pods reach the router at, instead of its Service's DNS name: for
     /// clusters without cluster DNS (the local test cluster gives a router pod's IP and port).
     pub router_address: Option<String>,
+    /// Which request logger sinks InferenceServices may name (`logger.allowedHosts` and the
+    /// platform's own components, see [`Platform::sink_policy`]).
+    pub logger_sinks: SinkPolicy,
 }
 
 impl Default for Platform {
@@ -75,8 +84,16 @@ impl Default for Platform {
             allow_host_path: true,
             router_service: DEFAULT_ROUTER_SERVICE.to_owned(),
             router_address: None,
+            logger_sinks: sink_policy(DEFAULT_ROUTER_SERVICE, None, &[]).expect("the defaults are valid"),
         }
     }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Logger {
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -143,6 +160,9 @@ impl Platform {
         {
             return Err(invalid("skiff", format!("routerAddress must be host[:port], not {address:?}")));
         }
+        let allowed = key::<Logger>(data, "logger")?.map(|l| l.allowed_hosts).unwrap_or_default();
+        platform.logger_sinks = sink_policy(&platform.router_service, platform.router_address.as_deref(), &allowed)
+            .map_err(|e| invalid("logger", format!("allowedHosts: {e}")))?;
         Ok(platform)
     }
 
@@ -155,6 +175,16 @@ impl Platform {
         let (namespace, name) = self.router_service.split_once('/').unwrap_or(("skiff-system", "skiff-router"));
         format!("{name}.{namespace}.svc.cluster.local")
     }
+}
+
+/// The cluster's logger sink rule: the platform's namespace is the router Service's (`deploy/`
+/// installs every component there), its `routerAddress` host is protected too, and `allowed`
+/// (`logger.allowedHosts`) passes anyway.
+fn sink_policy(router_service: &str, router_address: Option<&str>, allowed: &[String]) -> Result<SinkPolicy, String> {
+    let namespace = router_service.split_once('/').map_or("skiff-system", |(namespace, _)| namespace);
+    let address = router_address
+        .map(|a| a.rsplit_once(':').filter(|(_, port)| port.parse::<u16>().is_ok()).map_or(a, |(h, _)| h));
+    SinkPolicy::cluster(namespace, &address.map(str::to_owned).into_iter().collect::<Vec<_>>(), allowed)
 }
 
 fn key<T: for<'de> Deserialize<'de>>(data: &BTreeMap<String, String>, name: &str) -> Result<Option<T>> {
@@ -216,6 +246,27 @@ mod tests {
             let err = Platform::from_data(Some(&data(&[("skiff", bad)]))).unwrap_err().to_string();
             assert!(err.starts_with("config map inferenceservice-config, key skiff:"), "{err}");
         }
+    }
+
+    #[test]
+    fn logger_allowed_hosts_open_the_sink_rule_and_the_routers_namespace_and_address_are_protected() {
+        let default = Platform::default().logger_sinks;
+        assert!(default.check_url("http://127.0.0.1:8081/").unwrap_err().contains("loopback"));
+        assert!(default.check_url("http://skiff-activator.skiff-system.svc/").unwrap_err().contains("own components"));
+        default.check_url("http://sink.monitoring.svc/").unwrap();
+        let p = Platform::from_data(Some(&data(&[
+            ("logger", r#"{"image": "kserve/agent", "allowedHosts": ["127.0.0.1", "*.skiff-system.svc"]}"#),
+            ("skiff", r#"{"routerService": "edge/router", "routerAddress": "10.244.0.7:8080"}"#),
+        ])))
+        .unwrap();
+        p.logger_sinks.check_url("http://127.0.0.1:9/").unwrap();
+        p.logger_sinks.check_url("http://skiff-web.skiff-system.svc/").unwrap();
+        assert!(
+            p.logger_sinks.check_url("http://router.edge.svc.cluster.local/").unwrap_err().contains("own components")
+        );
+        assert!(p.logger_sinks.check_url("http://10.244.0.7:8080/").unwrap_err().contains("own components"));
+        let err = Platform::from_data(Some(&data(&[("logger", r#"{"allowedHosts": ["10.0.0.0/40"]}"#)]))).unwrap_err();
+        assert!(err.to_string().starts_with("config map inferenceservice-config, key logger: allowedHosts:"), "{err}");
     }
 
     #[test]

@@ -183,3 +183,41 @@ fn yaml_that_is_not_an_inference_service_is_a_parse_error() {
     let err = InferenceService::from_yaml("kind: Pod\nmetadata: {name: x}\n").unwrap_err().to_string();
     assert!(err.starts_with("not a valid InferenceService manifest"), "{err}");
 }
+
+/// The manifest with `predictor.logger.url: url`, checked under `sinks`.
+fn logger_to(url: &str, sinks: &SinkPolicy) -> String {
+    let mut isvc = InferenceService::from_yaml(IRIS).unwrap();
+    isvc.spec.predictor.logger = Some(LoggerSpec { url: Some(url.into()), ..LoggerSpec::default() });
+    validate_for(&isvc, &AutoscalerConfig::default(), sinks).map(|()| "ok".to_owned()).unwrap_or_else(|e| e.to_string())
+}
+
+#[test]
+fn logger_sinks_on_loopback_metadata_or_the_platform_are_refused_on_a_cluster() {
+    let cluster = SinkPolicy::cluster("skiff-system", &[], &[]).unwrap();
+    for (url, why) in [
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is link-local"),
+        ("http://127.0.0.1:8081/metrics", "127.0.0.1 is loopback"),
+        ("http://localhost:9090/", "localhost is loopback"),
+        ("http://[::1]/", "::1 is loopback"),
+        ("http://skiff-controller.skiff-system.svc:8081/", "one of the platform's own components"),
+    ] {
+        let refused = logger_to(url, &cluster);
+        assert!(refused.contains("spec.predictor.logger.url: ") && refused.contains(why), "{url}: {refused}");
+        assert!(refused.contains("logger.allowedHosts"), "{refused}");
+    }
+    assert_eq!(logger_to("http://message-dumper.default.svc.cluster.local/", &cluster), "ok");
+    let allowed = SinkPolicy::cluster("skiff-system", &[], &["127.0.0.1".to_owned()]).unwrap();
+    assert_eq!(logger_to("http://127.0.0.1:8081/", &allowed), "ok");
+}
+
+#[test]
+fn in_skiff_up_a_loopback_sink_stays_allowed_but_metadata_does_not() {
+    assert_eq!(
+        check(|i| i.spec.predictor.logger =
+            Some(LoggerSpec { url: Some("http://127.0.0.1:9/e".into()), ..LoggerSpec::default() })),
+        "ok"
+    );
+    assert_eq!(logger_to("http://localhost:8080/events", &SinkPolicy::standalone()), "ok");
+    let refused = logger_to("http://169.254.169.254/", &SinkPolicy::standalone());
+    assert!(refused.contains("spec.predictor.logger.url: 169.254.169.254 is link-local"), "{refused}");
+}

@@ -16,6 +16,7 @@ use skiff_api::serving::{
     Served, batcher_args, component_contract, logger_args, predictor_host, request_timeout, revision_ready, server_args,
 };
 use skiff_api::traffic::{Rollout, TrafficTarget};
+use skiff_api::validate::SinkPolicy;
 use skiff_dataplane::{Plane, ReplicaBackend, RevisionKey, RevisionSpec};
 use skiff_router::{Router, ServiceRoute};
 
@@ -300,7 +301,7 @@ fn provision(
     let replica = match manifest.runs(component).expect("the component is in the manifest") {
         Predictor::Model(dir) => {
             let mut args = server_args(isvc.name(), &dir.to_string_lossy(), 0, spec);
-            args.extend(logger_args(spec, served));
+            args.extend(logger_args(spec, served, &SinkPolicy::standalone()));
             ReplicaSpec::Server { args }
         }
         Predictor::Container(mut container) => {
@@ -316,7 +317,7 @@ fn provision(
                 env,
                 container_concurrency: revision.container_concurrency,
                 timeout_secs: revision.timeout.as_secs(),
-                agent_args: [batcher_args(spec), logger_args(spec, served)].concat(),
+                agent_args: [batcher_args(spec), logger_args(spec, served, &SinkPolicy::standalone())].concat(),
             })
         }
     };
