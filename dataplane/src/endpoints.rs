@@ -1,11 +1,13 @@
 //! The in-process endpoint registry: each revision's ready replicas with their in-flight counts,
 //! shared by the router (which sends straight to a replica with room), the activator (which waits
 //! for one) and whatever publishes readiness: the standalone replica backend, or an EndpointSlice
-//! watch in a cluster ([`RevisionEndpoints::set_addresses`]).
+//! watch in a cluster ([`RevisionEndpoints::set_addresses`]). A published replica that fails its
+//! periodic readiness probe ([`crate::readiness`]) stays listed but gets no new slot until it
+//! passes again.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use arc_swap::ArcSwap;
@@ -19,6 +21,8 @@ pub struct Replica {
     /// Where it listens.
     pub addr: SocketAddr,
     in_flight: AtomicUsize,
+    /// False while it fails its readiness probe: it takes no new request.
+    probe_ready: AtomicBool,
     /// The revision's slots, told when this replica frees one (weak: the revision owns its replicas).
     slots: Weak<Slots>,
 }
@@ -27,6 +31,23 @@ impl Replica {
     /// Requests currently sent to this replica through the router or the activator.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// False while the replica fails its readiness probe (it is listed but takes no new request).
+    pub fn probe_ready(&self) -> bool {
+        self.probe_ready.load(Ordering::Acquire)
+    }
+
+    /// Takes the replica out of service (`false`: no new slot on it; requests on it keep
+    /// running) or puts it back (`true`: its free slots go to the waiters first).
+    pub fn set_probe_ready(&self, ready: bool) {
+        let was = self.probe_ready.swap(ready, Ordering::SeqCst);
+        if ready
+            && !was
+            && let Some(slots) = self.slots.upgrade()
+        {
+            slots.hand_out();
+        }
     }
 }
 
@@ -72,7 +93,7 @@ impl Slots {
     /// A slot on the least-loaded ready replica with room, waiters or not.
     fn take(&self) -> Option<Slot> {
         let ready = self.ready.load();
-        let mut candidates: Vec<&Arc<Replica>> = ready.iter().collect();
+        let mut candidates: Vec<&Arc<Replica>> = ready.iter().filter(|r| r.probe_ready()).collect();
         candidates.sort_by_key(|r| r.in_flight());
         for replica in candidates {
             let taken = replica.in_flight.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -144,10 +165,15 @@ impl RevisionEndpoints {
 
     /// A replica record for `addr`, bound to this revision's slots.
     pub fn replica(&self, addr: SocketAddr) -> Arc<Replica> {
-        Arc::new(Replica { addr, in_flight: AtomicUsize::new(0), slots: Arc::downgrade(&self.slots) })
+        Arc::new(Replica {
+            addr,
+            in_flight: AtomicUsize::new(0),
+            probe_ready: AtomicBool::new(true),
+            slots: Arc::downgrade(&self.slots),
+        })
     }
 
-    /// The ready replicas now.
+    /// The ready replicas now (as published: with any that fail their readiness probe for now).
     pub fn ready(&self) -> Arc<Vec<Arc<Replica>>> {
         self.slots.ready.load_full()
     }
@@ -227,7 +253,7 @@ impl RevisionEndpoints {
     /// True when some ready replica has room now.
     pub fn has_capacity(&self) -> bool {
         let cc = self.slots.container_concurrency;
-        self.slots.ready.load().iter().any(|r| cc == 0 || r.in_flight() < cc)
+        self.slots.ready.load().iter().any(|r| r.probe_ready() && (cc == 0 || r.in_flight() < cc))
     }
 }
 
@@ -365,6 +391,31 @@ mod tests {
         rev.set_ready(vec![rev.replica(addr(2))]);
         assert_eq!(next.await.unwrap(), addr(2));
         assert_eq!(rev.ready()[0].in_flight(), 0, "the skipped waiter holds nothing");
+    }
+
+    /// A replica failing its readiness probe gets no new slot, with or without room; back in
+    /// service, it serves the requests that waited meanwhile first.
+    #[tokio::test]
+    async fn a_replica_out_of_service_gets_no_slot_until_it_is_back() {
+        let rev = RevisionEndpoints::new(key("r"), 1);
+        rev.set_ready(vec![rev.replica(addr(1)), rev.replica(addr(2))]);
+        let frozen = rev.ready()[0].clone();
+        let held = rev.try_acquire().unwrap();
+        assert_eq!(held.replica().addr, addr(1));
+        frozen.set_probe_ready(false);
+        drop(held);
+        let other = rev.try_acquire().unwrap();
+        assert_eq!(other.replica().addr, addr(2), "the frozen replica has room but is out of service");
+        assert!(rev.try_acquire().is_none() && !rev.has_capacity());
+        let waiter = tokio::spawn({
+            let rev = rev.clone();
+            async move { rev.acquire().await.replica().addr }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished());
+        frozen.set_probe_ready(true);
+        assert_eq!(waiter.await.unwrap(), addr(1), "back in service: the waiter gets its slot");
+        drop(other);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!   driving a [`runner::ReplicaBackend`] (child processes, or a Deployment's `scale`);
 //! - [`discovery`]: endpoints from EndpointSlices, for the cluster binaries;
 //! - [`probe`]: the activator's own readiness checks of starting pods;
+//! - [`readiness`]: periodic readiness probes of ready replicas (`skiff up`), as the kubelet's;
 //! - [`scrape`]: replicas' in-flight gauge and request counters, the autoscaler's view of pods;
 //! - [`report`]: the activator's pokes and held counts on the wire, for the cluster;
 //! - [`plane`]: what a revision needs from each part present in a process, set up and torn down
@@ -21,6 +22,7 @@ pub mod endpoints;
 mod key;
 pub mod plane;
 pub mod probe;
+pub mod readiness;
 pub mod report;
 pub mod runner;
 pub mod scrape;
