@@ -425,7 +425,12 @@ fn model_server(
     let mut args = server_args(&revision.service, &dir, SERVER_PORT as u16, predictor);
     args.extend(logger_args(predictor, revision.served(), &platform.logger_sinks));
     args.extend(["--shutdown-delay-secs".to_owned(), SHUTDOWN_DELAY_SECS.to_string()]);
+    // Why a model did not load reaches the pod's lastState.terminated.message (KServe reads it as
+    // ModelLoadFailed); the log's end stands in when the server could not write it.
+    args.extend(["--termination-message-path".to_owned(), TERMINATION_MESSAGE_PATH.to_owned()]);
     container.args = Some(args);
+    container.termination_message_path = Some(TERMINATION_MESSAGE_PATH.into());
+    container.termination_message_policy = Some("FallbackToLogsOnError".into());
     container.ports = Some(vec![ContainerPort {
         name: Some("http1".into()),
         container_port: SERVER_PORT,
@@ -441,6 +446,9 @@ fn model_server(
     pod.containers = vec![container];
     Ok(())
 }
+
+/// Where `skiff-server` writes why it stopped: Kubernetes' default `terminationMessagePath`.
+const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
 /// Provides the model's `storageUri` to `container` at `dir`, read-only: `file://` as a hostPath
 /// volume (where the platform allows it), `pvc://` as the claim's volume (its sub-path), anything

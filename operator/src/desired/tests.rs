@@ -81,7 +81,9 @@ fn a_model_runs_skiff_server_on_a_host_path() {
             "--container-concurrency",
             "4",
             "--shutdown-delay-secs",
-            "3"
+            "3",
+            "--termination-message-path",
+            "/dev/termination-log"
         ])
     );
     assert_eq!(c["ports"][0]["containerPort"], 8080);

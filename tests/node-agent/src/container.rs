@@ -1,6 +1,6 @@
 //! One container's supervisor (I/O shell): resolve, start, probe, restart with back-off, stop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +24,7 @@ use crate::probe_run::{self, ProbeEvent, ProbeTarget};
 use crate::process::{Launch, find_program, signal_group};
 use crate::restart::{Backoff, RestartPolicy, exit_code, terminated_reason};
 use crate::status::{RunState, Termination};
-use crate::volumes;
+use crate::{termination, volumes};
 
 /// Which container of the pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,9 +164,10 @@ async fn run_once(
     let field = Some(kind.field_path(&container.name));
     let host_network = pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
     let map = ctx.image_map();
-    let (pod_ip, netns, plans, refs, workdir) = {
+    let (pod_ip, netns, plans, refs, workdir, termination_file) = {
         let sb = shared.sandbox.lock().expect("sandbox lock");
-        (sb.pod_ip, sb.netns.clone(), sb.plans.clone(), sb.refs.clone(), sb.dir.join("work"))
+        let termination_file = sb.dir.join(format!("{}.termination-log", container.name));
+        (sb.pod_ip, sb.netns.clone(), sb.plans.clone(), sb.refs.clone(), sb.dir.join("work"), termination_file)
     };
     let pod_ip = pod_ip.map(|ip| ip.to_string()).unwrap_or_default();
     let facts = PodFacts { pod_ip: pod_ip.clone(), host_ip: ctx.node_ip.to_string() };
@@ -193,10 +194,20 @@ async fn run_once(
             return RunOutcome::NotStarted { reason: "ErrImagePull".into(), message };
         }
     };
-    let binds = match volumes::binds(container, &plans) {
+    let mut binds = match volumes::binds(container, &plans) {
         Ok(b) => b,
         Err(message) => return RunOutcome::NotStarted { reason: "CreateContainerConfigError".into(), message },
     };
+    // Each run starts with an empty termination message file of its own.
+    if let Err(e) = std::fs::write(&termination_file, b"") {
+        return RunOutcome::NotStarted { reason: "CreateContainerError".into(), message: e.to_string() };
+    }
+    let message_path = container.termination_message_path.as_deref().filter(|p| !p.is_empty());
+    binds.push(volumes::Bind {
+        source: termination_file.clone(),
+        target: PathBuf::from(message_path.unwrap_or(termination::DEFAULT_PATH)),
+        read_only: false,
+    });
     {
         let mut created = ctx.mount_points.lock().expect("mount points lock");
         for b in &binds {
@@ -360,6 +371,14 @@ async fn run_once(
     };
     let code = exit_code(status.code(), status.signal());
     info!(pod = %shared.key(), container = %container.name, code, "container exited");
+    let log_path = ctx.config.container_log(&shared.namespace, &shared.name, &container.name);
+    let written = termination::message(
+        &std::fs::read(&termination_file).unwrap_or_default(),
+        container.termination_message_policy.as_deref(),
+        code != 0,
+        &log_tail(&log_path),
+    );
+    let message = written.or(message);
     let termination = Termination {
         exit_code: code,
         signal: status.signal(),
@@ -414,4 +433,17 @@ async fn terminate(
     }
     signal_group(pgid, Signal::SIGKILL);
     child.wait().await.unwrap_or_else(|_| ExitStatus::from_raw(9))
+}
+
+/// The last [`termination::FALLBACK_BYTES`] of a container's log (nothing when it cannot be read).
+fn log_tail(path: &Path) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut tail = Vec::new();
+    let from = len.saturating_sub(termination::FALLBACK_BYTES as u64);
+    if file.seek(SeekFrom::Start(from)).is_ok() {
+        let _ = file.read_to_end(&mut tail);
+    }
+    tail
 }
