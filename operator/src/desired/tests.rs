@@ -86,6 +86,8 @@ fn a_model_runs_skiff_server_on_a_host_path() {
             "/dev/termination-log"
         ])
     );
+    assert_eq!(c["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
     assert_eq!(c["ports"][0]["containerPort"], 8080);
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/v2/health/ready");
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/v2/health/live");
