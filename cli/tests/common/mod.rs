@@ -182,6 +182,22 @@ impl Up {
         line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
     }
 
+    /// The resident memory of the `skiff up` process itself now (`VmRSS`), in bytes.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS in /proc/PID/status");
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+
+    /// The CPU time (user and system) the `skiff up` process itself has used, from
+    /// `/proc/PID/stat` (in the kernel's fixed 100 ticks a second).
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
+    }
+
     /// POSTs the iris row to `/v2/models/<service>/infer`.
     pub async fn infer(&self, service: &str) -> Result<Reply, String> {
         let url = format!("http://{}/v2/models/{service}/infer", self.addr);

@@ -1,0 +1,158 @@
+//! The manifest folder of a real `skiff up`, as a careless user and a hostile file leave it: a file
+//! that is not UTF-8, a symbolic link to a secret outside the folder and a 100 MB file beside a good
+//! manifest. Each bad file is refused on its own, with its line and column or the bound it broke;
+//! the good one is served; the secret shows nowhere (`skiff get`, `-o json`, the web index); each
+//! refusal is logged once. And the web app names the files it writes so that two namespaces never
+//! share one.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::browser::Browser;
+use common::*;
+use http::StatusCode;
+
+const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
+const SECRET: &str = "TOPSECRET";
+
+fn names(status: &serde_json::Value) -> Vec<String> {
+    let services = status["services"].as_array().cloned().unwrap_or_default();
+    services.iter().map(|s| format!("{}/{}", s["namespace"].as_str().unwrap(), s["name"].as_str().unwrap())).collect()
+}
+
+fn ready(status: &serde_json::Value, name: &str) -> bool {
+    let services = status["services"].as_array().cloned().unwrap_or_default();
+    services.iter().any(|s| s["name"] == name && s["ready"] == true)
+}
+
+/// `skiff get` against `up`, with `args`; its stdout.
+fn skiff_get(up: &Up, args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["get", "--admin-port", &up.admin.port().to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "skiff get: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_files_are_refused_one_by_one_and_show_nothing_of_themselves() {
+    let dir = folder(&["iris"]);
+    let path = dir.path();
+    std::fs::write(path.join("iris.yaml"), manifest("iris", "iris", "minReplicas: 1")).unwrap();
+    // Not UTF-8: a Latin-1 'é' on line 2, after "ki".
+    let mut latin1 = manifest("other", "iris", "minReplicas: 1").into_bytes();
+    let at = latin1.iter().position(|b| *b == b'\n').unwrap() + 3;
+    latin1.insert(at, 0xE9);
+    std::fs::write(path.join("latin1.yaml"), latin1).unwrap();
+    // A link to a secret outside the folder.
+    let mut secret = tempfile::NamedTempFile::new().unwrap();
+    writeln!(secret, "root:$6${SECRET}$hash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::").unwrap();
+    std::os::unix::fs::symlink(secret.path(), path.join("shadow.yaml")).unwrap();
+    // 100 MB of YAML.
+    let mut huge = std::io::BufWriter::new(std::fs::File::create(path.join("huge.yaml")).unwrap());
+    for i in 0..(100_000_000 / 20) {
+        writeln!(huge, "key{i:012}: value").unwrap();
+    }
+    huge.into_inner().unwrap().sync_all().unwrap();
+    let huge_size = std::fs::metadata(path.join("huge.yaml")).unwrap().len();
+
+    let up = Up::start(path, CONFIG);
+    let status = up
+        .wait_for("iris ready and three refusals", Duration::from_secs(60), |s| {
+            ready(s, "iris") && s["errors"].as_array().is_some_and(|e| e.len() == 3)
+        })
+        .await;
+    assert_eq!(names(&status), ["default/iris"]);
+    let dir = path.display();
+    let errors: Vec<&str> = status["errors"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert_eq!(
+        errors,
+        [
+            format!(
+                "{dir}/huge.yaml: {huge_size} bytes is more than a manifest may hold (1572864 bytes, etcd's limit \
+                 on one request: the Kubernetes API server could not store it either)"
+            ),
+            format!("{dir}/latin1.yaml: line 2, column 3: not UTF-8 text"),
+            format!("{dir}/shadow.yaml: a symbolic link that leads out of the folder; refused"),
+        ]
+    );
+    assert_eq!(up.infer("iris").await.unwrap().status, StatusCode::OK, "the good manifest is served");
+
+    // Nothing of the secret in `skiff get`, `skiff get -o json`, or the web index.
+    let table = skiff_get(&up, &[]);
+    assert!(table.contains(&format!("refused: {dir}/shadow.yaml: a symbolic link that leads out")), "{table}");
+    assert!(table.contains(&format!("refused: {dir}/latin1.yaml: line 2, column 3")), "{table}");
+    let json = skiff_get(&up, &["-o", "json"]);
+    assert!(json.contains("shadow.yaml") && json.contains("iris-predictor-00001"), "{json}");
+    let index =
+        send(http::Method::GET, &format!("http://{}/models/?ns=default", up.admin), Bytes::new(), &[]).await.unwrap();
+    let index = String::from_utf8_lossy(&index.body).into_owned();
+    assert!(index.contains("shadow.yaml") && index.contains("latin1.yaml"), "{index}");
+    for (what, text) in [("skiff get", &table), ("skiff get -o json", &json), ("the web index", &index)] {
+        assert!(!text.contains(SECRET) && !text.contains("daemon"), "{what} shows the secret: {text}");
+    }
+
+    // Passes go on every 250 ms; each refusal was logged once, naming its file.
+    let (cpu, rss) = (up.cpu_time(), up.rss());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    eprintln!(
+        "with a {huge_size}-byte manifest in the folder: skiff up used {:?} of CPU in 5 s; RSS {} MiB now ({} MiB \
+         before), peak {} MiB",
+        up.cpu_time() - cpu,
+        up.rss() >> 20,
+        rss >> 20,
+        up.peak_rss() >> 20
+    );
+    let logs: Vec<String> = up.logs.try_iter().collect();
+    for file in ["huge.yaml", "latin1.yaml", "shadow.yaml"] {
+        let said: Vec<&String> = logs.iter().filter(|l| l.contains("refused") && l.contains(file)).collect();
+        assert_eq!(said.len(), 1, "{file} refused in the log: {said:#?}");
+        assert!(said[0].contains("WARN"), "{}", said[0]);
+    }
+    assert!(!logs.iter().any(|l| l.contains(SECRET)), "the log shows the secret");
+
+    // A fixed file is read again and served.
+    std::fs::write(path.join("latin1.yaml"), manifest("other", "iris", "minReplicas: 1")).unwrap();
+    up.wait_for("the fixed file served", Duration::from_secs(60), |s| ready(s, "other")).await;
+    assert!(up.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_app_gives_two_namespaces_two_files() {
+    let dir = folder(&["iris"]);
+    let up = Up::start(dir.path(), CONFIG);
+    let base = format!("http://{}/models", up.admin);
+    let browser = Browser::start("skiff-up-namespaces").await;
+    let dir_ref = &dir;
+    browser
+        .run(async |b| {
+            // Through the app's own create page (its script carries whatever CSRF token the app wants).
+            for (namespace, name) in [("default", "team-a-coll"), ("team-a", "coll")] {
+                b.open(&format!("{base}/new?ns={namespace}"), &format!("new-{namespace}")).await;
+                let text = manifest(name, "iris", "minReplicas: 0");
+                b.client
+                    .execute("document.querySelector('#yaml').value = arguments[0];", vec![text.into()])
+                    .await
+                    .unwrap();
+                b.click("#create").await;
+                b.wait_text("h1", "the detail page", |t| t.starts_with(name)).await;
+                b.shot(&format!("created-{namespace}")).await;
+            }
+        })
+        .await;
+    for file in ["team-a-coll.yaml", "team-a__coll.yaml"] {
+        assert!(dir_ref.path().join(file).is_file(), "{file} was not written");
+    }
+    let status = up
+        .wait_for("both listed", Duration::from_secs(30), |s| {
+            names(s).len() == 2 && s["errors"] == serde_json::json!([])
+        })
+        .await;
+    assert_eq!(names(&status), ["default/team-a-coll", "team-a/coll"]);
+    assert!(up.stop().success());
+}
