@@ -30,8 +30,10 @@ const (
 const (
 	// scaler.go's scaleUnknown.
 	scaleUnknown = -1
-	// scaler.go's activationTimeoutBuffer, added to config-deployment's progress-deadline (default 600s).
-	activationTimeout = 600*time.Second + 30*time.Second
+	// scaler.go's activationTimeoutBuffer, added to the progress deadline.
+	activationTimeoutBuffer = 30 * time.Second
+	// config-deployment's progress-deadline default.
+	defaultProgressDeadline = 600 * time.Second
 )
 
 // reconciler holds the status fields the KPA reconciler reads between reconciles.
@@ -46,6 +48,8 @@ type reconciler struct {
 	proxyAt time.Time
 	// The Deployment's replicas.
 	replicas int32
+	// config-deployment's progress-deadline.
+	progressDeadline time.Duration
 	// When handleScaleToZero asked to be reconciled again (the earliest pending).
 	enqueued *time.Time
 }
@@ -70,7 +74,10 @@ func (r *reconciler) due(now time.Time) bool {
 
 func newReconciler(pa *autoscalingv1alpha1.PodAutoscaler, cfg *autoscalerconfig.Config, replicas int32) *reconciler {
 	// kpa.go's ReconcileKind creates the SKS in proxy mode before anything else.
-	return &reconciler{pa: pa, cfg: cfg, state: activating, stateAt: epoch, proxy: true, proxyAt: epoch, replicas: replicas}
+	return &reconciler{
+		pa: pa, cfg: cfg, state: activating, stateAt: epoch, proxy: true, proxyAt: epoch, replicas: replicas,
+		progressDeadline: defaultProgressDeadline,
+	}
 }
 
 // reconcile is kpa.go's ReconcileKind from the decider's status onwards: scale (scaler.go's scale), the SKS mode,
@@ -121,6 +128,10 @@ func (r *reconciler) handleScaleToZero(now time.Time, desired int32) (int32, boo
 	}
 	switch r.state {
 	case activating:
+		activationTimeout := r.progressDeadline + activationTimeoutBuffer
+		if d, ok := r.pa.ProgressDeadline(); ok {
+			activationTimeout = d + activationTimeoutBuffer
+		}
 		if now.Sub(r.stateAt) > activationTimeout {
 			return desired, true
 		}
