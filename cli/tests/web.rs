@@ -266,6 +266,14 @@ async fn pages_of_other_sites_and_rebound_names_cannot_use_the_web_app() {
     assert_eq!(reply.status, http::StatusCode::MISDIRECTED_REQUEST);
     let error = reply.json()["error"].as_str().unwrap_or_default().to_owned();
     assert!(error.contains("Host \"evil.example\" is not a name this app answers to"), "{error}");
+    // The rest of the admin port too (`skiff get`'s /status, /metrics), but for its own names.
+    for path in ["/status", "/metrics"] {
+        let url = format!("http://{}{path}", up.admin);
+        let reply = common::send(http::Method::GET, &url, Bytes::new(), &[("host", "evil.example:80")]).await.unwrap();
+        assert_eq!(reply.status, http::StatusCode::MISDIRECTED_REQUEST, "{path}");
+        let reply = common::send(http::Method::GET, &url, Bytes::new(), &[("host", "localhost")]).await.unwrap();
+        assert_eq!(reply.status, http::StatusCode::OK, "{path} at localhost");
+    }
 
     // The other site: a page that submits a form into the app as soon as it loads.
     let form = format!(

@@ -128,20 +128,21 @@ async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProc
     }
 }
 
-/// The models web app over the folder: auth off (the admin port is on loopback), only the loopback
-/// names and `--web-host` as `Host`, custom containers only with `--web-allow-containers`, metrics
-/// sampled from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes `/metrics`.
+/// The models web app over the folder: auth off (the admin port is on loopback), only `hosts` (the
+/// loopback names and `--web-host`) as `Host`, custom containers only with
+/// `--web-allow-containers`, metrics sampled from the router unless `PROMETHEUS_URL` names a
+/// Prometheus that scrapes `/metrics`.
 fn web_app(
     manifests: Arc<ManifestFolder>,
     admin: Arc<Admin>,
     logs: Arc<ReplicaLogs>,
     events: Arc<EventLog>,
     router: SocketAddr,
-    hosts: &[String],
+    hosts: AllowedHosts,
     allow_containers: bool,
 ) -> anyhow::Result<axum::Router> {
     let mut settings = Settings::standalone();
-    settings.allowed_hosts = AllowedHosts::loopback_and(hosts).map_err(|e| anyhow::anyhow!("--web-host: {e}"))?;
+    settings.allowed_hosts = hosts;
     settings.prometheus_url = Settings::from_env(|name| std::env::var(name).ok())
         .map_err(|e| anyhow::anyhow!("models web app: {e}"))?
         .prometheus_url;
@@ -227,16 +228,19 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let admin_addr = admin_listener.local_addr()?;
     let events = Arc::new(EventLog::default());
     let manifests = Arc::new(ManifestFolder::new(args.dir.clone(), config.clone()));
+    // The whole admin port answers only these names: a page cannot read /status by DNS rebinding.
+    let hosts = AllowedHosts::loopback_and(&args.web_hosts).map_err(|e| anyhow::anyhow!("--web-host: {e}"))?;
+    let host_only = axum::middleware::from_fn_with_state(Arc::new(hosts.clone()), skiff_web::security::host_only);
     let web = web_app(
         manifests.clone(),
         admin.clone(),
         backend.logs.clone(),
         events.clone(),
         listen,
-        &args.web_hosts,
+        hosts,
         args.web_allow_containers,
     )?;
-    tokio::spawn(admin::serve(admin_listener, admin::routes(admin.clone(), web)));
+    tokio::spawn(admin::serve(admin_listener, admin::routes(admin.clone(), web).layer(host_only)));
     let autoscaler_task = tokio::spawn(autoscaler.clone().run());
     let report_task = tokio::spawn(report_held(activator.clone(), autoscaler));
 

@@ -18,7 +18,7 @@ use http::header::{CONTENT_SECURITY_POLICY, COOKIE, HOST, SET_COOKIE};
 use http::{HeaderMap, HeaderValue, Method};
 
 use crate::App;
-use crate::config::Settings;
+use crate::config::{AllowedHosts, Settings};
 use crate::error::{Error, PageFailure, Result};
 use csrf::{Signer, signer};
 
@@ -145,6 +145,15 @@ fn mutating(method: &Method) -> bool {
 fn authorities(request: &Request) -> Vec<&str> {
     let host = request.headers().get(HOST).map(|h| h.to_str().unwrap_or("\u{fffd}"));
     host.into_iter().chain(request.uri().authority().map(|a| a.as_str())).collect()
+}
+
+/// Middleware for routes served beside the app on the same port (`skiff up`'s `/status`,
+/// `/metrics`, `/healthz`): a `Host` that is not allowed gets 421, as in [`guard`].
+pub async fn host_only(State(allowed): State<Arc<AllowedHosts>>, request: Request, next: Next) -> Response {
+    match host::check_host(&allowed, &authorities(&request)) {
+        Ok(()) => next.run(request).await,
+        Err(error) => error.into_response(),
+    }
 }
 
 /// Every check of a request but the `Host`, in order; the user it names.
