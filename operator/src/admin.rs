@@ -1,5 +1,6 @@
 //! The admin HTTP listener: `/metrics` (OpenMetrics text), `/healthz`, `/readyz`, and, on the
-//! leader, the autoscaler's endpoints for the activator ([`AutoscalerApi`]).
+//! leader, the autoscaler's endpoints for the activator ([`AutoscalerApi`]) and the journal of a
+//! revision's decider (`GET /autoscaler/journal/<namespace>/<name>`: what it was fed and answered).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -16,7 +17,12 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use skiff_dataplane::RevisionKey;
+
 use crate::autoscaler::api::{AutoscalerApi, MAX_BODY};
+
+/// Where the journal of a revision's decider is served.
+const JOURNAL_PATH: &str = "/autoscaler/journal/";
 use crate::error::{Error, Result};
 
 /// The autoscaler's API once this replica leads (set once).
@@ -35,6 +41,9 @@ pub async fn serve(addr: SocketAddr, registry: Arc<Registry>, autoscaler: Autosc
                 async move {
                     if request.method() == Method::POST && AutoscalerApi::serves(request.uri().path()) {
                         return Ok::<_, Infallible>(autoscaler_call(request, autoscaler.get()).await);
+                    }
+                    if let Some(revision) = journal_of(&request) {
+                        return Ok(journal(&revision, autoscaler.get()));
                     }
                     Ok(respond(&request, &registry))
                 }
@@ -65,9 +74,31 @@ async fn autoscaler_call(request: Request<Incoming>, api: Option<&Arc<Autoscaler
     }
 }
 
+/// The revision a `GET /autoscaler/journal/<namespace>/<name>` asks for.
+fn journal_of<B>(request: &Request<B>) -> Option<RevisionKey> {
+    let rest = request.uri().path().strip_prefix(JOURNAL_PATH)?;
+    let (namespace, name) = rest.split_once('/')?;
+    (request.method() == Method::GET && !name.contains('/')).then(|| RevisionKey::new(namespace, name))
+}
+
+/// The journal of `revision`'s decider: 503 unless this replica leads, 404 when it is not autoscaled.
+fn journal(revision: &RevisionKey, api: Option<&Arc<AutoscalerApi>>) -> Response<Full<Bytes>> {
+    let Some(api) = api else {
+        return reply(StatusCode::SERVICE_UNAVAILABLE, "not the leader: the autoscaler runs in the leader".into());
+    };
+    match api.journal(revision) {
+        Some(steps) => json(StatusCode::OK, serde_json::to_vec(&steps).unwrap_or_default()),
+        None => reply(StatusCode::NOT_FOUND, format!("no revision {revision} is autoscaled")),
+    }
+}
+
 /// `{"error": message}` with `status`.
 fn reply(status: StatusCode, message: String) -> Response<Full<Bytes>> {
-    let body = serde_json::json!({ "error": message }).to_string();
+    json(status, serde_json::json!({ "error": message }).to_string().into_bytes())
+}
+
+/// A JSON `body` with `status`.
+fn json(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
@@ -108,5 +139,20 @@ mod tests {
         assert_eq!(get("/healthz"), StatusCode::OK);
         assert_eq!(get("/metrics"), StatusCode::OK);
         assert_eq!(get("/nope"), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn the_journal_path_names_one_revision_and_a_follower_has_none() {
+        let of =
+            |method: Method, path: &str| journal_of(&Request::builder().method(method).uri(path).body(()).unwrap());
+        assert_eq!(
+            of(Method::GET, "/autoscaler/journal/e2e/iris-predictor-00001"),
+            Some(RevisionKey::new("e2e", "iris-predictor-00001"))
+        );
+        assert_eq!(of(Method::POST, "/autoscaler/journal/e2e/iris-predictor-00001"), None);
+        assert_eq!(of(Method::GET, "/autoscaler/journal/e2e"), None);
+        assert_eq!(of(Method::GET, "/autoscaler/journal/e2e/a/b"), None);
+        let response = journal(&RevisionKey::new("e2e", "r"), None);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
 }

@@ -13,6 +13,9 @@
 # /metrics (skiff_controller_autoscaler_desired_pods and _panic), and checks the series: every
 # request answered; spec.replicas reaches 8; from then until 14 s after the burst began the decision
 # stays 8 in panic; and panic ends (below 8) once the window has passed. The series is printed.
+# Then the leader's journal of the revision (what its decider was fed and answered) is replayed
+# through Knative's own KPA (tests/knative-kpa/replay.py): Knative's replicas and panic at each of
+# its ticks match one of Skiff's decisions within a tick.
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-burst, ports
@@ -177,4 +180,15 @@ print(f'{summary["ok"]} requests answered; peak 8 from {rows[peak][0]} s, held i
 PY
 )" || fail "the burst's series (above) is not Knative's: $verdict"
 pass "a burst of $clients clients at zero: $verdict"
+
+# What the leader's decider was fed, replayed through Knative's own KPA (tests/knative-kpa).
+curl -fsS "http://$leader_ip:8081/autoscaler/journal/$ns/$rev" -o "$work/journal.json" || fail "no journal of $rev from the leader"
+cat >"$work/settings.json" <<EOF
+{"config": $autoscaler_json,
+ "annotations": {"autoscaling.knative.dev/min-scale": "0", "autoscaling.knative.dev/max-scale": "8"},
+ "containerConcurrency": 2}
+EOF
+replay="$(python3 "$root/tests/knative-kpa/replay.py" "$work/journal.json" "$work/settings.json" 2>&1)" ||
+  fail "the leader's decisions are not Knative's: $replay"
+pass "$replay"
 passed=1

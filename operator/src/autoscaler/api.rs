@@ -16,6 +16,7 @@ use kube::api::PostParams;
 use skiff_autoscaler::Decision;
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::report::{Held, HeldReport, POKE_PATH, REPORT_PATH};
+use skiff_dataplane::runner::journal::Step;
 
 use super::Scaler;
 
@@ -44,6 +45,11 @@ impl AutoscalerApi {
     /// The autoscaler's latest decision of every revision.
     pub fn decisions(&self) -> Vec<(RevisionKey, Decision)> {
         self.runner.decisions()
+    }
+
+    /// What `revision`'s decider was fed and answered, if it is autoscaled.
+    pub fn journal(&self, revision: &RevisionKey) -> Option<Vec<Step>> {
+        self.runner.journal(revision)
     }
 
     /// Whether `path` is one of these endpoints.
