@@ -192,6 +192,9 @@ impl Backend for FolderBackend {
     }
 
     async fn patch(&self, namespace: &str, name: &str, patch: Value) -> Result<()> {
+        // The file as it is now (read again only if it changed), so an edit made since the last
+        // pass is patched, not overwritten.
+        self.manifests.refresh();
         let manifest = self.manifest(namespace, name)?;
         let mut value: Value = serde_saphyr::from_str(&manifest.text)
             .map_err(|_| Error::BadRequest(format!("{}: not YAML", manifest.path.display())))?;
