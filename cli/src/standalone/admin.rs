@@ -31,8 +31,11 @@ pub struct Admin {
     /// Produces the metrics text.
     pub metrics: Box<dyn Fn() -> String + Send + Sync>,
     /// The autoscaler's journal of a revision, if it is autoscaled.
-    pub journal: Box<dyn Fn(&RevisionKey) -> Option<Vec<Step>> + Send + Sync>,
+    pub journal: Box<JournalOf>,
 }
+
+/// Reads the autoscaler's journal of a revision.
+pub type JournalOf = dyn Fn(&RevisionKey) -> Option<Vec<Step>> + Send + Sync;
 
 /// The admin routes, with `web` (the models web app) beside them.
 pub fn routes(admin: Arc<Admin>, web: Router) -> Router {
