@@ -45,10 +45,13 @@ struct Trace {
     differences: Vec<Difference>,
 }
 
-/// `for` seconds on `ready` pods, each second with `value`, a `ramp` [from, to], or no sample at all.
+/// `for` seconds on `ready` pods, each second with `value`, a `ramp` [from, to], or no sample at all. With `poke`,
+/// the first sample is the activator's report of a request waiting at zero pods, and pokes the decider.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Segment {
+    #[serde(default)]
+    poke: bool,
     #[serde(rename = "for")]
     seconds: u64,
     #[serde(default)]
@@ -176,6 +179,9 @@ fn run_skiff(trace: &Trace) -> Vec<(u64, u32, Decision)> {
             let now = t0 + Duration::from_secs(t);
             if let Some(value) = segment.sample(i) {
                 decider.record(now, value);
+                if segment.poke && i == 0 {
+                    decider.poke(now, segment.ready);
+                }
             }
             if t % TICK_SECS == 0 {
                 ticks.push((t, segment.ready, decider.decide(now, segment.ready)));

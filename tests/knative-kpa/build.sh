@@ -30,7 +30,7 @@ start=$SECONDS
   cd "$here"
   export CGO_ENABLED=0
   # reconciler_test.go checks the ported reconciler rules against Knative's own scaler_test.go table.
-  nice -n 10 go test -count=1 .
+  nice -n 10 go test -count=1 . >&2
   nice -n 10 go build -trimpath -buildvcs=false -o "$tmp/kpa-oracle" .
 )
 touch "$tmp/.complete"

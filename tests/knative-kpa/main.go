@@ -56,7 +56,9 @@ type Trace struct {
 }
 
 // Segment is `for` seconds of load on `ready` pods: a constant `value`, a `ramp` [from, to], or no sample at all.
+// With `poke`, its first sample is the activator's report of a request at zero pods (MultiScaler.Poke).
 type Segment struct {
+	Poke  bool      `json:"poke"`
 	For   int       `json:"for"`
 	Value *float64  `json:"value"`
 	Ramp  []float64 `json:"ramp"`
@@ -179,6 +181,16 @@ func run(path string) error {
 					AverageConcurrentRequests: value,
 					RequestCount:              value,
 				})
+				// multiscaler.go's Poke: decide at once when the latest decision is 0 and requests are waiting.
+				if seg.Poke && i == 0 && desired == 0 && value != 0 {
+					if result := scaler.Scale(logger, now); result.ScaleValid {
+						changed := result.DesiredPodCount != desired || (result.ExcessBurstCapacity < 0) != (ebc < 0)
+						desired, ebc = result.DesiredPodCount, result.ExcessBurstCapacity
+						if changed {
+							kpa.reconcile(now, desired, ebc, ready)
+						}
+					}
+				}
 			}
 			// controller.go: the pods informer enqueues the PA when pods change, and so does a due enqueueCB.
 			if due := kpa.due(now); due || ready != lastReady {
