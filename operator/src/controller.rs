@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -121,8 +121,9 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
     let children = ListParams::default().labels(&format!("{INFERENCE_SERVICE}={name}"));
-    let (observed_deployments, observed_services) =
-        futures::try_join!(deployments.list(&children), services.list(&children))?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let (observed_deployments, observed_services, observed_pods) =
+        futures::try_join!(deployments.list(&children), services.list(&children), pods.list(&children))?;
     let (namespaced_runtimes, cluster_runtimes) = if needs_runtime(&isvc) {
         let namespaced: Api<ServingRuntime> = Api::namespaced(ctx.client.clone(), &namespace);
         let cluster: Api<ClusterServingRuntime> = Api::all(ctx.client.clone());
@@ -136,6 +137,7 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         isvc: &isvc,
         deployments: &observed_deployments.items,
         services: &observed_services.items,
+        pods: &observed_pods.items,
         platform: &platform,
         runtimes: Runtimes { namespaced: &namespaced_runtimes, cluster: &cluster_runtimes },
         now: &now,

@@ -17,10 +17,10 @@
 //! revision (as KServe's runtime container, part of the pod template, makes Knative roll one). No
 //! runtime to be had refuses the spec with KServe's reason ([`skiff_api::Error::runtime_reason`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use skiff_api::labels::FIELD_MANAGER;
@@ -37,7 +37,7 @@ use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStat
 
 use crate::desired::{self, Record, RevisionRef, Serving};
 use crate::platform::Platform;
-use crate::revisions::{ObservedRevision, observe};
+use crate::revisions::{ObservedRevision, load_failures, observe};
 use crate::status::{self, ComponentObservation, Observation, Urls, Verdict};
 
 /// What the cluster shows for one InferenceService.
@@ -49,6 +49,8 @@ pub struct Inputs<'a> {
     pub deployments: &'a [Deployment],
     /// Services labelled with its name.
     pub services: &'a [Service],
+    /// Pods labelled with its name (their model containers' failures, [`load_failures`]).
+    pub pods: &'a [Pod],
     /// Settings from the `inferenceservice-config` ConfigMap.
     pub platform: &'a Platform,
     /// The runtimes the InferenceService may use (read only when it needs one, see [`needs_runtime`]).
@@ -127,6 +129,8 @@ struct Shared<'a> {
     namespace: &'a str,
     old: &'a InferenceServiceStatus,
     revisions: &'a [ObservedRevision],
+    /// Why revisions' model containers failed, by revision.
+    failures: &'a BTreeMap<String, String>,
 }
 
 /// Decides everything for one InferenceService.
@@ -140,6 +144,7 @@ pub fn plan(input: Inputs) -> Plan {
     let urls = Urls::new(&name, &namespace, input.platform);
     let manifest = isvc.to_manifest();
     let revisions = observe(input.deployments, &owner.uid);
+    let failures = load_failures(input.pods);
     let mut plan = Plan::default();
 
     // The same checks as `skiff up` (and the CRD), against this cluster's autoscaler settings and logger sink rule.
@@ -154,6 +159,7 @@ pub fn plan(input: Inputs) -> Plan {
         namespace: &namespace,
         old: &old,
         revisions: &revisions,
+        failures: &failures,
     };
     let mut components = Vec::new();
     let mut keep = BTreeSet::new();
@@ -187,7 +193,7 @@ fn plan_component(
     plan: &mut Plan,
     keep: &mut BTreeSet<String>,
 ) -> Result<ComponentObservation, Refusal> {
-    let Shared { input, manifest, owner, name, namespace, old, .. } = *shared;
+    let Shared { input, manifest, owner, name, namespace, old, failures, .. } = *shared;
     let spec = component.spec(manifest).ok_or_else(|| format!("spec.{}: not set", component.name()))?;
     let scaling = component_scaling_spec(manifest, component, &input.platform.autoscaler)
         .ok_or_else(|| format!("spec.{}: not set", component.name()))?
@@ -288,6 +294,9 @@ fn plan_component(
     }
 
     let ready = component_verdict(rolled_out.latest.as_deref(), &latest, &revisions);
+    // A revision that does not serve because its model does not load says so, as KServe does.
+    let concerned = rolled_out.latest.as_deref().unwrap_or(&latest.name);
+    let ready = ready.map_err(|e| failures.get(concerned).map_or(e, |m| (MODEL_LOAD_FAILED, m.clone())));
     let latest_ready =
         if latest.ready { Some(latest.name.clone()) } else { exists(&old_component.latest_ready_revision) };
     // A revision created in this pass has its initial scale asked for and nothing ready yet.
@@ -333,6 +342,9 @@ pub fn refused_because(input: Inputs, reason: &'static str, message: String) -> 
         ..Plan::default()
     }
 }
+
+/// KServe's reason for a revision whose model container fails.
+const MODEL_LOAD_FAILED: &str = "ModelLoadFailed";
 
 /// A component serves when the revision that takes its stable share does: it has an available
 /// replica, or it was scaled to zero after having been ready (rolled out implies it has been ready).

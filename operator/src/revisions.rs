@@ -3,11 +3,15 @@
 //! (`serving.kserve.io/inferenceservice`), its component (`component`) and its number
 //! (`skiff.dev/revision`, counted per component), annotated with the hash of the template it runs
 //! and the scale it was created with, and controlled by the InferenceService (owner reference with
-//! its UID).
+//! its UID). Its pods say why it does not serve when its model does not load
+//! ([`load_failures`]: the model container's termination message, KServe's `ModelLoadFailed`).
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::ResourceExt;
-use skiff_api::labels::{COMPONENT, INITIAL_SCALE, REVISION, TEMPLATE_HASH};
+use skiff_api::labels::{COMPONENT, INITIAL_SCALE, REVISION, REVISION_NAME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 
 /// One revision, read back from its Deployment.
@@ -73,6 +77,33 @@ fn container_port(pod: &Option<k8s_openapi::api::core::v1::PodSpec>) -> Option<i
     Some(container.ports.as_ref()?.first()?.container_port)
 }
 
+/// Why revisions' model containers (`kserve-container`) failed, by revision name (the pods'
+/// `skiff.dev/revision-name`): a container that is not ready and whose current or last run ended
+/// with a non-zero exit code, as KServe reads a pod for `ModelLoadFailed`. The message is the
+/// run's termination message (what `skiff-server` wrote to `/dev/termination-log`, or the log's end
+/// under `FallbackToLogsOnError`), else its exit code and reason.
+pub fn load_failures(pods: &[Pod]) -> BTreeMap<String, String> {
+    let mut failures = BTreeMap::new();
+    for pod in pods {
+        let Some(revision) = pod.labels().get(REVISION_NAME) else { continue };
+        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+        let Some(status) = statuses.iter().find(|c| c.name == crate::desired::CONTAINER_NAME && !c.ready) else {
+            continue;
+        };
+        let failed = |t: &&ContainerStateTerminated| t.exit_code != 0;
+        let current = status.state.as_ref().and_then(|s| s.terminated.as_ref()).filter(failed);
+        let last = status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).filter(failed);
+        if let Some(run) = current.or(last) {
+            let message = run.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map_or_else(
+                || format!("exit code {} ({})", run.exit_code, run.reason.as_deref().unwrap_or("Error")),
+                str::to_owned,
+            );
+            failures.entry(revision.clone()).or_insert(message);
+        }
+    }
+    failures
+}
+
 impl ObservedRevision {
     /// Whether it can serve now: a replica is available.
     pub fn serving(&self) -> bool {
@@ -124,5 +155,58 @@ mod tests {
             (2, "h2", Some(1), 2, 9000)
         );
         assert!(r.serving() && !revisions[1].serving());
+    }
+
+    fn pod(revision: &str, container: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{revision}-abc"), "labels": {"skiff.dev/revision-name": revision}},
+            "status": {"containerStatuses": [container]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_model_container_that_failed_gives_its_revision_its_termination_message() {
+        let crash_looping = pod(
+            "iris-predictor-00002",
+            json!({
+                "name": "kserve-container", "ready": false, "restartCount": 3, "image": "i", "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                    "message": "cannot load model 'iris' from /mnt/models/model.onnx: not an ONNX model: the file is empty\n"}},
+            }),
+        );
+        let no_message = pod(
+            "iris-predictor-00003",
+            json!({"name": "kserve-container", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}),
+        );
+        let serving = pod(
+            "iris-predictor-00001",
+            json!({"name": "kserve-container", "ready": true, "restartCount": 1, "image": "i", "imageID": "",
+                   "state": {"running": {}}, "lastState": {"terminated": {"exitCode": 1, "message": "old"}}}),
+        );
+        let completed = pod(
+            "iris-predictor-00004",
+            json!({"name": "kserve-container", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"terminated": {"exitCode": 0, "message": "bye"}}}),
+        );
+        let sidecar = pod(
+            "iris-predictor-00005",
+            json!({"name": "queue-proxy", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"terminated": {"exitCode": 1, "message": "not the model"}}}),
+        );
+        let failures = load_failures(&[crash_looping, no_message, serving, completed, sidecar]);
+        assert_eq!(
+            failures.into_iter().collect::<Vec<_>>(),
+            [
+                (
+                    "iris-predictor-00002".to_owned(),
+                    "cannot load model 'iris' from /mnt/models/model.onnx: not an ONNX model: the file is empty"
+                        .to_owned()
+                ),
+                ("iris-predictor-00003".to_owned(), "exit code 137 (OOMKilled)".to_owned()),
+            ]
+        );
     }
 }

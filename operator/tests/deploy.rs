@@ -51,7 +51,7 @@ fn the_controller_deployment_is_accepted_by_its_binary() {
 }
 
 /// Every (API group, resource, verb) the controller uses, cluster-wide and in its namespace.
-const CLUSTER_CALLS: [(&str, &str, &str); 17] = [
+const CLUSTER_CALLS: [(&str, &str, &str); 18] = [
     ("serving.kserve.io", "inferenceservices", "list"),
     ("serving.kserve.io", "inferenceservices", "watch"),
     ("serving.kserve.io", "inferenceservices/status", "patch"),
@@ -69,6 +69,7 @@ const CLUSTER_CALLS: [(&str, &str, &str); 17] = [
     ("", "services", "create"),
     ("", "services", "patch"),
     ("", "services", "delete"),
+    ("", "pods", "list"),
 ];
 const NAMESPACE_CALLS: [(&str, &str, &str); 6] = [
     ("", "configmaps", "list"),

@@ -14,6 +14,7 @@ struct Cluster {
     isvc: InferenceServiceResource,
     deployments: Vec<Deployment>,
     services: Vec<Service>,
+    pods: Vec<k8s_openapi::api::core::v1::Pod>,
     platform: Platform,
     runtimes: Vec<ServingRuntime>,
     cluster_runtimes: Vec<ClusterServingRuntime>,
@@ -29,6 +30,7 @@ impl Cluster {
             isvc,
             deployments: vec![],
             services: vec![],
+            pods: vec![],
             platform: Platform::default(),
             runtimes: vec![],
             cluster_runtimes: vec![],
@@ -41,6 +43,7 @@ impl Cluster {
             isvc: &self.isvc,
             deployments: &self.deployments,
             services: &self.services,
+            pods: &self.pods,
             platform: &self.platform,
             runtimes: Runtimes { namespaced: &self.runtimes, cluster: &self.cluster_runtimes },
             now: "2026-11-21T00:00:00Z",
@@ -150,6 +153,32 @@ fn the_first_revision_is_created_then_ready_then_nothing_is_written() {
     assert_eq!(predictor.latest_rolledout_revision.as_deref(), Some("iris-predictor-00001"));
     let plan = c.plan();
     assert_eq!(plan, Plan::default(), "idle: nothing to apply, delete or write");
+}
+
+#[test]
+fn a_revision_whose_model_does_not_load_says_why_until_it_serves() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    let message = "cannot load model 'iris' from /mnt/models/model.onnx: not an ONNX model: the file is empty";
+    c.pods.push(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "iris-predictor-00001-abc", "labels": {"skiff.dev/revision-name": "iris-predictor-00001"}},
+            "status": {"containerStatuses": [{
+                "name": "kserve-container", "ready": false, "restartCount": 2, "image": "i", "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+            }]},
+        }))
+        .unwrap(),
+    );
+    c.settle();
+    assert_eq!(predictor_ready(&c), ("False".into(), Some("ModelLoadFailed".into()), message.into()));
+    assert_eq!(c.ready(), ("False".into(), Some("ModelLoadFailed".into())));
+
+    c.pods.clear();
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None));
 }
 
 #[test]
