@@ -263,6 +263,8 @@ impl Sink {
 fn logged(upstream: SocketAddr, sink: SocketAddr) -> QueueProxyConfig {
     let mut config = config(upstream, 0, 0);
     config.logger.logger_url = Some(format!("http://{sink}/events"));
+    // The sink listens on loopback: allowed in skiff up's rule, as skiff up passes it.
+    config.logger.logger_allow_loopback = true;
     config.logger.logger_source = "http://iris-predictor.models".into();
     config.logger.inference_service = "iris".into();
     config.logger.namespace = "models".into();
