@@ -351,14 +351,14 @@ fn the_queue_proxy_gets_the_logger_and_the_batcher_of_a_custom_container() {
         "predictor",
         "--revision",
         "iris-predictor-00002",
-    ];
-    assert!(sidecar.ends_with(&tail.map(str::to_owned)), "{sidecar:?}");
-    assert!(args(0).is_empty(), "the user's container is left as written");
-
         // The cluster's sink rule: no loopback (no --logger-allow-loopback), the platform's own names refused.
         "--logger-protected-hosts",
         "*.skiff-system,*.skiff-system.svc,*.skiff-system.svc.cluster.local,kubernetes.default,kubernetes.default.svc,\
          kubernetes.default.svc.cluster.local",
+    ];
+    assert!(sidecar.ends_with(&tail.map(str::to_owned)), "{sidecar:?}");
+    assert!(args(0).is_empty(), "the user's container is left as written");
+
     let plain = predictor("    containers:\n    - image: my/web\n");
     let d = deployment(&revision, &owner(), &plain, &record(), Some(0), &Platform::default(), None).unwrap();
     let sidecar = pod_of(&d)["containers"][1]["args"].clone();
