@@ -267,7 +267,7 @@ cmd_up() {
   export KUBECONFIG=$dir/admin.kubeconfig       # (or: source $dir/env)
   router: ${routers% }        (pod IP:8080; no kube-proxy: pods are reached through bridge $bridge)
 
-  Try it (minReplicas 0: one pod first, none after about 90 s idle, and a request brings one back):
+  Try it (minReplicas 0: one pod first, none about 65 s after the last request, and a request brings one back):
     kubectl create namespace demo
     kubectl apply -f - <<'YAML'
     apiVersion: serving.kserve.io/v1beta1
