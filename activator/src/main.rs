@@ -21,7 +21,7 @@ enum Command {
     /// The activator on Kubernetes: holds requests for revisions without ready capacity.
     Serve(skiff_activator::cluster::ServeArgs),
     /// Sidecar in front of a custom container: concurrency limit, bounded queue, metrics, drain.
-    QueueProxy(QueueProxyConfig),
+    QueueProxy(Box<QueueProxyConfig>),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -51,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down: no new connections, draining in-flight requests");
     };
     match cli.command {
-        Command::QueueProxy(config) => skiff_activator::queue_proxy::run(config, shutdown).await?,
+        Command::QueueProxy(config) => skiff_activator::queue_proxy::run(*config, shutdown).await?,
         Command::Serve(args) => skiff_activator::cluster::run(args, shutdown).await?,
     }
     Ok(())
