@@ -30,6 +30,7 @@ use serde_json::json;
 use skiff_api::isvc::{API_VERSION, KIND};
 use skiff_api::labels::{FIELD_MANAGER, INFERENCE_SERVICE};
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntime};
+use skiff_api::status::READY;
 use skiff_api::{InferenceServiceResource, InferenceServiceStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +46,9 @@ use crate::platform::{CONFIG_MAP, Platform};
 
 /// Periodic re-check of an InferenceService that nothing changed (writes nothing when all is right).
 const RESYNC: Duration = Duration::from_secs(300);
+
+/// How soon an InferenceService that is not Ready is reconciled again.
+const NOT_READY_RECHECK: Duration = Duration::from_secs(5);
 /// When to look again after a write conflict.
 const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 
@@ -165,7 +169,12 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     let (due, next) = ctx.retiring.due(&uid, &plan.delete, ctx.retention);
     let collections = due.iter().map(|revision| collect(&deployments, &services, revision, &ctx.metrics));
     futures::future::try_join_all(collections).await?;
-    Ok(Action::requeue(next.map_or(RESYNC, |n| n.min(RESYNC))))
+    // Pods are not watched: one that is not Ready is looked at again soon, so that a model that
+    // does not load is reported (ModelLoadFailed) without waiting for the resync.
+    let written = plan.status.as_ref().or(isvc.status.as_ref());
+    let ready = written.and_then(|s| s.condition(READY)).is_some_and(|c| c.is_true());
+    let resync = if ready { RESYNC } else { NOT_READY_RECHECK };
+    Ok(Action::requeue(next.map_or(resync, |n| n.min(resync))))
 }
 
 /// Every object of a kind, none when the kind is not installed (404: the runtime CRDs are not).

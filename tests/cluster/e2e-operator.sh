@@ -18,7 +18,9 @@
 #    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
 #    server naming the field (a 60-character name naming metadata.name and its limit of 47,
 #    `timeout: 0`, bounds); `kubectl get isvc` shows the columns; an idle controller leaves every
-#    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; with
+#    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; an empty model.onnx
+#    gives the pod's lastState.terminated.message and PredictorReady False (ModelLoadFailed) the
+#    server's reason (node agent and controller); with
 #    inferenceservice-config skiff.allowHostPath false, a file:// InferenceService gets no revision
 #    and its status says why (InvalidSpec, naming spec.predictor.model.storageUri and the setting).
 # 6. Figures: time to Ready for one InferenceService and for $SKIFF_E2E_BULK (200) created at once,
@@ -373,6 +375,26 @@ if ((pods)); then
   wait_until "the iris skiff-server processes to exit" no_iris_server
 fi
 pass "kubectl delete isvc iris: Deployments, ReplicaSets, Services and pods are gone"
+
+# --- a model that does not load: PredictorReady says why (the server's termination message) ----------
+if ((pods)); then
+  broken="$(mktemp -d)"
+  : >"$broken/model.onnx"
+  iris "file://$broken" | sed 's/name: iris/name: broken/' | k apply -f - >/dev/null
+  predictor() { k -n "$ns" get isvc broken -o jsonpath="{.status.conditions[?(@.type==\"PredictorReady\")].$1}"; }
+  load_failed() { [[ "$(predictor reason)" == ModelLoadFailed ]]; }
+  wait_until "broken to say ModelLoadFailed" load_failed
+  message="$(predictor message)"
+  [[ "$message" == "cannot load model 'broken' from /mnt/models/model.onnx: not an ONNX model: the file is empty" ]] \
+    || fail "PredictorReady's message is not the server's reason: $message"
+  terminated="$(k -n "$ns" get pods -l serving.kserve.io/inferenceservice=broken \
+    -o jsonpath='{.items[0].status.containerStatuses[?(@.name=="kserve-container")].lastState.terminated.message}')"
+  [[ "$terminated" == "$message" ]] || fail "the pod's lastState.terminated.message: $terminated"
+  log "     PredictorReady: ModelLoadFailed: ${message}"
+  k -n "$ns" delete isvc broken --wait=true >/dev/null
+  rm -rf "$broken"
+  pass "an empty model.onnx: the pod's termination message, PredictorReady False (ModelLoadFailed) with it"
+fi
 
 # --- the admin switch: allowHostPath false refuses file:// storage, in the status ----------------------
 skiff_config() { # allowHostPath
