@@ -222,10 +222,12 @@ async fn the_activator_answers_503_when_full_and_504_on_timeout() {
         assert!(message.contains("broken-predictor-00001"), "{message}");
     }
     let status = up.status().await;
-    assert!(
-        service(&status, "broken").unwrap()["revisions"][0]["restarts"].as_u64().unwrap() >= 1,
-        "the broken replica is restarted"
+    let revision = &service(&status, "broken").unwrap()["revisions"][0];
+    assert_eq!(
+        revision["lastFailureInfo"]["reason"], "ModelLoadFailed",
+        "the broken model is refused before a replica starts, and says why: {revision}"
     );
+    assert_eq!(revision["spawns"], 0, "no replica process is started for a model that is not ONNX: {revision}");
     assert!(up.stop().success());
 }
 
