@@ -61,8 +61,8 @@ struct Tracked {
 }
 
 impl Tracked {
-    fn new(decider: Decider, last: Option<Decision>, epoch: std::time::Instant) -> Tracked {
-        Tracked { decider, last, held: Held::default(), held_recorded: 0, journal: Journal::new(epoch) }
+    fn new(decider: Decider, epoch: std::time::Instant) -> Tracked {
+        Tracked { decider, last: None, held: Held::default(), held_recorded: 0, journal: Journal::new(epoch) }
     }
 
     /// Records `value` in the decider's windows (and the journal).
@@ -130,7 +130,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
     /// Starts autoscaling a new `revision`; it is scaled to its initial scale at once.
     pub fn add(&self, revision: &RevisionKey, spec: ScalingSpec) {
         let epoch = now();
-        let mut tracked = Tracked::new(Decider::new(spec, epoch), None, epoch);
+        let mut tracked = Tracked::new(Decider::new(spec, epoch), epoch);
         let desired = tracked.decide(self.backend.ready_replicas(revision), false);
         self.backend.scale(revision, desired);
         self.lock().insert(revision.clone(), tracked);
@@ -141,7 +141,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
     pub fn resume(&self, revision: &RevisionKey, spec: ScalingSpec) {
         let epoch = now();
         let decider = Decider::resume(spec, epoch, self.backend.ready_replicas(revision));
-        self.lock().insert(revision.clone(), Tracked::new(decider, None, epoch));
+        self.lock().insert(revision.clone(), Tracked::new(decider, epoch));
     }
 
     /// The revisions autoscaled now.
