@@ -108,17 +108,8 @@ pub fn check_origin(headers: &HeaderMap, authority: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use http::HeaderValue;
-
     use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_str(value).unwrap());
-        }
-        map
-    }
+    use crate::security::tests::headers;
 
     #[test]
     fn authorities_split_into_host_and_port() {

@@ -220,7 +220,8 @@ mod tests {
     use super::*;
     use crate::config::Secret;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    /// A header map of `pairs` (the security modules' tests share it).
+    pub(super) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
             map.append(*name, HeaderValue::from_str(value).unwrap());
