@@ -23,5 +23,4 @@ pub use error::{Error, Result};
 pub use queue_proxy::{QueueProxy, QueueProxyConfig};
 pub use skiff_dataplane::Poker;
 
-/// The header in which the router names the revision a request is for, as `namespace/name`.
-pub const REVISION_HEADER: &str = "x-skiff-revision";
+pub use skiff_api::serving::REVISION_HEADER;

@@ -8,8 +8,13 @@ use skiff_http::logger::sink::SinkPolicy;
 use crate::isvc::PredictorSpec;
 use crate::validate::MAX_TIMEOUT_SECS;
 
-/// KServe's request timeout when `timeout` is unset.
+/// KServe's request timeout when `timeout` is unset: the one definition the router, the activator,
+/// the queue-proxy and both modes' revisions use.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Header naming the revision: `namespace/name` on requests the router sends to the activator, the
+/// revision's name on answers to clients. Written by the router, read by the activator.
+pub const REVISION_HEADER: &str = "x-skiff-revision";
 
 /// The bound on one request to the predictor: its `timeout` in seconds (kept within the 1 s to
 /// [`MAX_TIMEOUT_SECS`] that validation allows), else KServe's 300 s.

@@ -33,7 +33,6 @@ pub mod table;
 mod upstream;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use prometheus_client::registry::Registry;
@@ -47,11 +46,7 @@ pub use metrics::{RouterMetrics, Via};
 pub use server::RouterHandle;
 pub use table::{Resolved, RouteTable, ServiceRoute};
 
-/// Upstream read timeout for services that set none (`predictor.timeout`).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Header naming the revision: `namespace/name` on requests sent to the activator, the revision's
-/// name on answers to clients.
-pub const REVISION_HEADER: &str = "x-skiff-revision";
+pub use skiff_api::serving::{DEFAULT_TIMEOUT, REVISION_HEADER};
 /// The router's own liveness path, answered without proxying.
 pub const HEALTHZ_PATH: &str = "/healthz";
 

@@ -6,8 +6,7 @@ use skiff_dataplane::RevisionKey;
 
 use crate::error::{Error, Result};
 
-/// KServe's default request timeout (the InferenceService's `timeout`, in seconds).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+pub use skiff_api::serving::DEFAULT_TIMEOUT;
 
 /// Requests held per revision before 503, so a burst at zero cannot exhaust memory.
 pub const DEFAULT_MAX_PENDING: usize = 1000;

@@ -76,7 +76,7 @@ impl Default for QueueProxyConfig {
             upstream: SocketAddr::from(([127, 0, 0, 1], 8080)),
             container_concurrency: 0,
             max_queued: None,
-            timeout_secs: 300,
+            timeout_secs: skiff_api::serving::DEFAULT_TIMEOUT.as_secs(),
             drain_timeout_secs: 30,
             drain_delay_secs: 0,
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
