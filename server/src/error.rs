@@ -11,13 +11,15 @@ pub enum Error {
     /// No model has this name (404).
     #[error("model '{0}' not found")]
     ModelNotFound(String),
-    /// The model has no such version (404): each model has one, [`crate::model::MODEL_VERSION`].
-    #[error("model '{model}' has no version '{version}' (it has version {})", crate::model::MODEL_VERSION)]
+    /// The model has no such version (404): each model has one, `has`.
+    #[error("model '{model}' has no version '{version}' (it has version {has})")]
     VersionNotFound {
         /// Model name.
         model: String,
         /// The version asked for.
         version: String,
+        /// The version the model has.
+        has: &'static str,
     },
     /// No route matches the path (404).
     #[error("no route for {method} {path}")]

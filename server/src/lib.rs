@@ -4,10 +4,13 @@
 //! container-concurrency gate, optional dynamic batching, Prometheus metrics and a graceful drain.
 //!
 //! The layout is a pure core with a thin I/O shell: [`tensor`], [`codec`] and the model
-//! signature checks are plain functions; [`model`] owns ONNX Runtime and its threads; [`http`]
-//! owns sockets, and [`grpc`] the gRPC service on them.
+//! signature checks are plain functions; [`model`] owns ONNX Runtime and its threads; [`app`]
+//! holds what both protocols share (the state and the inference core); [`http`] (the REST routes)
+//! and [`grpc`] (the gRPC service) build on it, never on each other, and [`serve`] sends each
+//! request on the one port to one or the other.
 
 pub mod admission;
+pub mod app;
 pub mod codec;
 pub mod config;
 pub mod error;
@@ -16,13 +19,17 @@ pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod onnxruntime;
+pub mod proto;
 pub mod telemetry;
 pub mod tensor;
 pub mod termination;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use http_body_util::Either;
+use skiff_http::ServeLimits;
 use skiff_http::body::{BodyLimits, Budget};
 use skiff_http::logger::Logger;
 use tokio::net::TcpListener;
@@ -32,7 +39,7 @@ pub use config::ServerConfig;
 pub use error::{Error, Result};
 
 use admission::Admission;
-use http::App;
+use app::App;
 use metrics::Metrics;
 use model::Models;
 
@@ -81,7 +88,31 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         tracing::info!("shutting down: no new connections, draining in-flight requests");
     };
     tokio::select! {
-        () = http::serve(listener, app, shutdown, limits) => Ok(()),
+        () = serve(listener, app, shutdown, limits) => Ok(()),
         failed = loaded => failed,
     }
+}
+
+/// Serves `app` on `listener` under `limits` until `shutdown` completes, then turns readiness
+/// off, serves on for the drain delay (so that load balancers stop sending first), stops
+/// accepting, lets in-flight requests finish (closing idle keep-alive connections at once) and
+/// returns; connections still busy after the drain timeout are abandoned. A request whose content
+/// type is `application/grpc` goes to [`grpc::handle`], any other to [`http::handle`].
+pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>, limits: ServeLimits) {
+    let draining = app.clone();
+    let shutdown = async move {
+        shutdown.await;
+        draining.start_draining();
+    };
+    let handler = move |request: ::http::Request<hyper::body::Incoming>| {
+        let app = app.clone();
+        async move {
+            if skiff_http::grpc::is_grpc(request.headers()) {
+                grpc::handle(app, request).await.map(Either::Right)
+            } else {
+                http::handle(app, request).await.map(Either::Left)
+            }
+        }
+    };
+    skiff_http::serve(listener, handler, shutdown, limits).await;
 }

@@ -3,8 +3,8 @@
 
 use crate::codec::raw;
 use crate::error::{Error, Result};
-use crate::grpc::proto::model_infer_response::InferOutputTensor;
-use crate::grpc::proto::{InferTensorContents, ModelInferRequest, ModelInferResponse};
+use crate::proto::model_infer_response::InferOutputTensor;
+use crate::proto::{InferTensorContents, ModelInferRequest, ModelInferResponse};
 use crate::tensor::{Datatype, Tensor, TensorData, element_count};
 use skiff_http::response::brief;
 
@@ -167,7 +167,7 @@ mod tests {
     use half::f16;
 
     use super::*;
-    use crate::grpc::proto::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
+    use crate::proto::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
 
     fn input(name: &str, datatype: &str, shape: &[i64], contents: Option<InferTensorContents>) -> InferInputTensor {
         InferInputTensor {

@@ -5,11 +5,6 @@
 //! client speaks. The body is read under the same limits, deadline and memory budget as a REST
 //! body, and errors map from the same [`crate::Error`]s.
 
-pub mod proto {
-    //! Messages and the service trait generated from `proto/grpc_predict_v2.proto`.
-    #![allow(missing_docs, clippy::all, clippy::pedantic)]
-    tonic::include_proto!("inference");
-}
 mod service;
 
 use std::sync::{Arc, Mutex};
@@ -20,9 +15,9 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tonic::codegen::Service as _;
 
+use crate::app::App;
 use crate::error::Error;
-use crate::http::App;
-use proto::grpc_inference_service_server::GrpcInferenceServiceServer;
+use crate::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use service::Service;
 use skiff_http::body::{Held, Reservation, read_body};
 

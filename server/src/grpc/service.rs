@@ -1,5 +1,6 @@
 //! The six V2 gRPC methods over the shared [`App`]: the same models, readiness, admission,
-//! budgets and metrics as the REST handlers, and the same inference core ([`predict`]).
+//! budgets and metrics as the REST handlers, and the same inference core ([`predict`]), both from
+//! [`crate::app`].
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,13 +9,13 @@ use prost::Message as _;
 use tonic::{Request, Response, Status};
 
 use super::HeldSlot;
-use super::proto::grpc_inference_service_server::GrpcInferenceService;
-use super::proto::model_metadata_response::TensorMetadata;
-use super::proto::*;
+use crate::app::{App, EXTENSIONS, PLATFORM, SERVER_NAME, SERVER_VERSION, predict};
 use crate::codec::grpc as codec;
 use crate::error::{Error, Result};
-use crate::http::{App, EXTENSIONS, PLATFORM, SERVER_NAME, SERVER_VERSION, predict};
 use crate::model::{MODEL_VERSION, TensorSpec};
+use crate::proto::grpc_inference_service_server::GrpcInferenceService;
+use crate::proto::model_metadata_response::TensorMetadata;
+use crate::proto::*;
 use skiff_http::HttpError;
 
 /// The service tonic calls.

@@ -79,7 +79,7 @@ impl Models {
         match version {
             Some(v) if !v.is_empty() && v != MODEL_VERSION => {
                 self.slots.get(name).ok_or_else(|| Error::ModelNotFound(name.to_owned()))?;
-                Err(Error::VersionNotFound { model: name.to_owned(), version: v.to_owned() })
+                Err(Error::VersionNotFound { model: name.to_owned(), version: v.to_owned(), has: MODEL_VERSION })
             }
             _ => self.get(name),
         }
