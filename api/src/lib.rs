@@ -9,7 +9,8 @@
 //!
 //! For Kubernetes the same types generate the CustomResourceDefinition ([`resource`], [`schema`],
 //! [`status`]; the `crdgen` binary prints it) and name the labels of the objects the operator
-//! creates ([`labels`]).
+//! creates ([`labels`]). What the control plane tells the data plane about a revision through those
+//! labels and annotations is written and read in one place ([`settings`]).
 
 pub mod error;
 pub mod image;
@@ -21,6 +22,7 @@ pub mod runtime;
 pub mod scaling;
 pub mod schema;
 pub mod serving;
+pub mod settings;
 pub mod status;
 pub mod traffic;
 pub mod validate;

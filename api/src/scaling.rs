@@ -9,6 +9,7 @@ use skiff_autoscaler::{AutoscalerConfig, PredictorScaling, ScalingSpec};
 
 use crate::error::{Error, Result};
 use crate::isvc::InferenceService;
+use crate::labels::SCALING;
 use crate::revision::Component;
 
 /// The annotation prefix Knative reads autoscaling settings from.
@@ -64,6 +65,19 @@ impl ScalingInputs {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         })
+    }
+
+    /// The annotation that records the inputs on a revision's Deployment ([`SCALING`], JSON).
+    pub fn annotation(&self) -> (String, String) {
+        let text = serde_json::to_string(self).expect("options, strings and a map of strings are JSON");
+        (SCALING.to_owned(), text)
+    }
+
+    /// Read back from a revision Deployment's annotations: the default inputs (the cluster-wide
+    /// settings alone) when the annotation is absent or not the JSON [`ScalingInputs::annotation`]
+    /// writes. Values are not bounded here: [`ScalingInputs::resolve`] refuses those out of range.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> ScalingInputs {
+        annotations.get(SCALING).and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default()
     }
 
     /// Resolves a predictor's inputs against the cluster-wide config, as KServe hands them to

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::isvc::PredictorSpec;
 use crate::revision::{Component, RevisionTemplate, next_number, revision_name};
 
 /// One entry of `status.components.predictor.traffic`.
@@ -107,6 +108,13 @@ impl Rollout {
         self.revisions.retain(|r| targets.iter().any(|t| t.revision_name == r.name));
         targets
     }
+}
+
+/// The canary share a component's `canaryTrafficPercent` asks for (`None`: a full rollout), as both
+/// modes hand it to [`Rollout::traffic`] and [`split`]. Validation keeps it within 0..=100; the
+/// clamp makes the conversion total.
+pub fn canary_percent(predictor: &PredictorSpec) -> Option<u32> {
+    predictor.canary_traffic_percent.map(|p| u32::try_from(p.clamp(0, 100)).expect("within 0..=100"))
 }
 
 /// The split for the newest revision `latest` (`latest_ready`: it has been ready) under `canary`

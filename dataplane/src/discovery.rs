@@ -11,15 +11,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use skiff_api::labels::{CONTAINER_CONCURRENCY, QUEUE_PROXY, REVISION_NAME, TIMEOUT_SECONDS};
-use skiff_api::validate::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
+use skiff_api::labels::REVISION_NAME;
+use skiff_api::settings::RevisionSettings;
 
 use crate::endpoints::RevisionEndpoints;
 use crate::key::RevisionKey;
@@ -75,24 +74,13 @@ fn addresses<'a>(
     addrs.into_iter().collect()
 }
 
-/// What a revision Service's labels say: its key, `containerConcurrency` (0 when absent) and timeout
-/// (KServe's 300 s when absent). The operator writes them from validated specs; a value edited past
-/// the spec's maxima is held to them, never trusted into a clock overflow. `None` for a slice that
-/// is not a revision's.
+/// What a revision Service's labels say: its key and its [`RevisionSettings`] (read as
+/// [`RevisionSettings::from_labels`] states: the operator writes them from validated specs, and a
+/// value edited past the spec's maxima is held to them, never trusted into a clock overflow).
+/// `None` for a slice that is not a revision's.
 pub fn revision_spec(namespace: &str, labels: &BTreeMap<String, String>) -> Option<RevisionSpec> {
     let name = labels.get(REVISION_NAME)?;
-    let number = |key: &str, max: i64| {
-        let max = u64::try_from(max).expect("the spec maxima are positive");
-        labels.get(key).and_then(|v| v.parse::<u64>().ok()).map(|n| n.min(max))
-    };
-    Some(RevisionSpec {
-        key: RevisionKey::new(namespace, name.as_str()),
-        container_concurrency: number(CONTAINER_CONCURRENCY, MAX_CONTAINER_CONCURRENCY)
-            .map_or(0, |n| usize::try_from(n).expect("at most the spec's maximum")),
-        timeout: number(TIMEOUT_SECONDS, MAX_TIMEOUT_SECS)
-            .filter(|s| *s > 0)
-            .map_or(skiff_api::serving::DEFAULT_TIMEOUT, Duration::from_secs),
-    })
+    Some(RevisionSpec::new(RevisionKey::new(namespace, name.as_str()), &RevisionSettings::from_labels(labels)))
 }
 
 /// What [`follow`] reports for one Service.
@@ -203,7 +191,7 @@ pub async fn sync_revisions(
 /// The path that says a revision's pod can serve: the queue-proxy's `/healthz` (which checks the
 /// custom container) or `skiff-server`'s `/v2/health/ready` (every model loaded).
 pub fn probe_path(labels: &BTreeMap<String, String>) -> &'static str {
-    if labels.get(QUEUE_PROXY).is_some_and(|v| v == "true") { "/healthz" } else { "/v2/health/ready" }
+    if RevisionSettings::from_labels(labels).queue_proxy { "/healthz" } else { "/v2/health/ready" }
 }
 
 /// Keeps `endpoints` in step with the ready pods of one Service (the activator's, for the router).
@@ -226,7 +214,10 @@ pub async fn sync_service(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::json;
+    use skiff_api::labels::{CONTAINER_CONCURRENCY, QUEUE_PROXY, TIMEOUT_SECONDS};
 
     use super::*;
 

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use skiff_api::settings::RevisionSettings;
 use skiff_autoscaler::{Decision, ScalingSpec};
 
 use crate::endpoints::{Endpoints, RevisionEndpoints};
@@ -22,6 +23,14 @@ pub struct RevisionSpec {
     pub container_concurrency: usize,
     /// Bound on a whole request (`timeout`).
     pub timeout: Duration,
+}
+
+impl RevisionSpec {
+    /// What the data plane takes of a revision's [`RevisionSettings`] (read from its labels in a
+    /// cluster, from its spec in `skiff up`).
+    pub fn new(key: RevisionKey, settings: &RevisionSettings) -> RevisionSpec {
+        RevisionSpec { key, container_concurrency: settings.per_replica_limit(), timeout: settings.timeout() }
+    }
 }
 
 /// Holds requests for revisions without ready capacity: the activator.

@@ -104,3 +104,15 @@ fn each_component_names_its_own_revisions() {
     let name = explainer.apply("iris", Component::Explainer, template("a")).unwrap();
     assert_eq!(name.as_deref(), Some("iris-explainer-00001"));
 }
+
+#[test]
+fn the_canary_share_is_the_percent_held_to_0_to_100() {
+    let with =
+        |canary_traffic_percent| canary_percent(&PredictorSpec { canary_traffic_percent, ..PredictorSpec::default() });
+    assert_eq!(with(None), None, "no canary: a full rollout");
+    for p in [0, 1, 20, 99, 100] {
+        assert_eq!(with(Some(p)), Some(u32::try_from(p).unwrap()));
+    }
+    assert_eq!((with(Some(-1)), with(Some(i64::MIN))), (Some(0), Some(0)));
+    assert_eq!((with(Some(101)), with(Some(i64::MAX))), (Some(100), Some(100)));
+}
