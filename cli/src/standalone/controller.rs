@@ -15,7 +15,8 @@ use skiff_api::scaling::component_scaling_spec;
 use skiff_api::serving::{
     Served, batcher_args, component_contract, logger_args, predictor_host, request_timeout, revision_ready, server_args,
 };
-use skiff_api::traffic::{Rollout, TrafficTarget};
+use skiff_api::settings::RevisionSettings;
+use skiff_api::traffic::{Rollout, TrafficTarget, canary_percent};
 use skiff_api::validate::SinkPolicy;
 use skiff_dataplane::{Plane, ReplicaBackend, RevisionKey, RevisionSpec};
 use skiff_router::{Router, ServiceRoute};
@@ -215,11 +216,6 @@ impl Controller {
     }
 }
 
-/// `canaryTrafficPercent` as the rollout takes it.
-fn percent(p: i64) -> u32 {
-    u32::try_from(p.clamp(0, 100)).unwrap_or(100)
-}
-
 /// The service's request timeout: its predictor's (the router's bound on a request, whichever
 /// component answers it).
 fn timeout_of(manifest: &Manifest) -> Duration {
@@ -272,8 +268,7 @@ fn roll(
         revisions.rollout.mark_ready(&revision);
     }
     let spec = component.spec(isvc).expect("the component is in the manifest");
-    // Validation keeps it within 0..=100 (`manifests::check`); the clamp makes the conversion total.
-    revisions.traffic = revisions.rollout.traffic(spec.canary_traffic_percent.map(percent));
+    revisions.traffic = revisions.rollout.traffic(canary_percent(spec));
 }
 
 /// Sets a revision of `component` up: its replicas' supervisor, then (through the shared
@@ -287,11 +282,7 @@ fn provision(
 ) -> u32 {
     let isvc = &manifest.isvc;
     let spec = component.spec(isvc).expect("the component is in the manifest");
-    let revision = RevisionSpec {
-        key: key.clone(),
-        container_concurrency: spec.container_concurrency.and_then(|n| usize::try_from(n).ok()).unwrap_or(0),
-        timeout: request_timeout(spec),
-    };
+    let revision = RevisionSpec::new(key.clone(), &RevisionSettings::of(spec));
     let served = Served {
         inference_service: isvc.name(),
         namespace: isvc.namespace(),
