@@ -95,6 +95,7 @@ fn overlay(defaults: Value, given: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desired::testing::*;
 
     #[test]
     fn the_user_wins_key_by_key() {
@@ -105,5 +106,81 @@ mod tests {
             json!({"a": 2, "caps": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}, "keep": true})
         );
         assert_eq!(overlay(json!({"drop": ["ALL"]}), json!({"drop": []})), json!({"drop": []}));
+    }
+
+    /// The container-level settings of Kubernetes' `restricted` profile.
+    fn restricted(read_only_root: bool) -> serde_json::Value {
+        let mut context = json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+        if read_only_root {
+            context["readOnlyRootFilesystem"] = true.into();
+        }
+        context
+    }
+
+    #[test]
+    fn model_pods_run_restricted_with_a_read_only_root_and_scratch_at_tmp() {
+        let pod = pod_of(&build(&MODEL.replace("file:///models/iris", "gs://bucket/iris")).unwrap());
+        assert_eq!(
+            pod["securityContext"],
+            json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}})
+        );
+        let scratch = json!({"name": "skiff-scratch", "mountPath": "/tmp"});
+        for c in [&pod["containers"][0], &pod["initContainers"][0]] {
+            assert_eq!(c["securityContext"], restricted(true), "{}", c["name"]);
+            let mounts = c["volumeMounts"].as_array().unwrap();
+            assert_eq!(mounts.last(), Some(&scratch), "{}: /tmp is mounted last", c["name"]);
+        }
+        assert_eq!(pod["initContainers"][0]["env"], json!([{"name": "HOME", "value": "/tmp"}]));
+        let volumes = pod["volumes"].as_array().unwrap();
+        assert!(volumes.contains(&json!({"name": "skiff-scratch", "emptyDir": {}})), "{volumes:?}");
+    }
+
+    #[test]
+    fn what_the_predictor_sets_wins_over_the_restricted_defaults() {
+        let own = format!(
+            "{MODEL}    securityContext: {{runAsUser: 1000, seccompProfile: {{type: Localhost, localhostProfile: p.json}}}}\n"
+        )
+        .replace(
+            "      resources:",
+            "      securityContext: {readOnlyRootFilesystem: false, capabilities: {add: [NET_BIND_SERVICE]}}\n      resources:",
+        );
+        let pod = pod_of(&build(&own).unwrap());
+        assert_eq!(
+            pod["securityContext"],
+            json!({"runAsNonRoot": true, "runAsUser": 1000, "runAsGroup": 65532,
+                   "seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}})
+        );
+        assert_eq!(
+            pod["containers"][0]["securityContext"],
+            json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": false,
+                   "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}})
+        );
+        let root = pod_of(&build(&format!("{MODEL}    securityContext: {{runAsUser: 0}}\n")).unwrap());
+        assert!(root["securityContext"].get("runAsNonRoot").is_none(), "root asked for: not refused by runAsNonRoot");
+        let mounted =
+            MODEL.replace("      resources:", "      volumeMounts: [{name: own, mountPath: /tmp/}]\n      resources:");
+        let mounted = format!("{mounted}    volumes: [{{name: own, emptyDir: {{}}}}]\n");
+        let pod = pod_of(&build(&mounted).unwrap());
+        let paths: Vec<&str> = pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(paths, ["own", "kserve-provision-location"], "a /tmp of its own is kept");
+        assert!(pod["volumes"].as_array().unwrap().iter().all(|v| v["name"] != "skiff-scratch"));
+    }
+
+    #[test]
+    fn custom_containers_and_init_containers_get_the_restricted_settings_but_keep_a_writable_root() {
+        let pod = pod_of(
+            &build("    initContainers: [{name: prep, image: busybox}]\n    containers:\n    - image: my/model:1\n")
+                .unwrap(),
+        );
+        assert_eq!(pod["containers"][0]["securityContext"], restricted(false));
+        assert_eq!(pod["initContainers"][0]["securityContext"], restricted(false));
+        assert_eq!(pod["containers"][1]["securityContext"], restricted(true), "the queue-proxy");
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert!(pod.get("volumes").is_none(), "no scratch: nothing mounts it");
     }
 }

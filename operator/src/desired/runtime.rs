@@ -1,0 +1,301 @@
+//! The shape of a pod a KServe ServingRuntime serves: the runtime's containers, the model's
+//! container fields merged over its serving container as KServe merges them, KServe's
+//! placeholders replaced, and the queue-proxy in front.
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec};
+use serde_json::Value;
+use skiff_api::isvc::{ModelSpec, PredictorSpec};
+use skiff_api::runtime::SelectedRuntime;
+
+use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, queue_proxy::queue_proxy, storage::provision_model};
+use crate::platform::Platform;
+
+/// Where a ServingRuntime's container finds the model (KServe's `DefaultModelLocalMountPath`; its
+/// runtimes pass `--model_dir=/mnt/models`).
+pub const RUNTIME_MODEL_DIR: &str = "/mnt/models";
+/// Container fields of `spec.predictor.model` laid over a ServingRuntime's container (KServe's
+/// `MergeRuntimeContainers`): lists of named things (`env`, `ports`) merged by name, `volumeMounts`
+/// by path, `args` and `envFrom` appended, `resources` merged per key, the rest replaced.
+const RUNTIME_CONTAINER_FIELDS: [&str; 12] = [
+    "resources",
+    "env",
+    "envFrom",
+    "securityContext",
+    "imagePullPolicy",
+    "volumeMounts",
+    "args",
+    "command",
+    "image",
+    "ports",
+    "readinessProbe",
+    "livenessProbe",
+];
+
+/// The container of the ServingRuntime chosen for the model (KServe's predictor for a runtime):
+/// the runtime's container named `kserve-container` (else its first) serves, with the model's own
+/// container fields laid over it ([`RUNTIME_CONTAINER_FIELDS`]) and KServe's placeholders
+/// (`{{.Name}}`: the InferenceService, `{{.Namespace}}`) replaced in every runtime container; the
+/// model is provided at [`RUNTIME_MODEL_DIR`] as for `skiff-server` ([`provision_model`]); `PORT`
+/// is set to the port it serves on (its first declared port, else 8080) unless given; the runtime's
+/// other containers follow it, and the queue-proxy fronts it (concurrency, the in-flight gauge the
+/// autoscaler reads, the logger and the batcher), as for a custom container. The runtime's image
+/// is not Skiff's, so its root file system stays writable, as a custom container's does.
+pub(super) fn runtime_server(
+    revision: &RevisionRef,
+    model: &ModelSpec,
+    predictor: &PredictorSpec,
+    runtime: &SelectedRuntime,
+    platform: &Platform,
+    pod: &mut PodSpec,
+) -> Result<(), String> {
+    let at = format!("{} {:?}", runtime.kind, runtime.name);
+    let mut containers = runtime.spec.containers.clone();
+    if containers.is_empty() {
+        return Err(format!("spec.predictor.model.runtime: {at} has no containers"));
+    }
+    let serving = containers.iter().position(|c| c.name == CONTAINER_NAME).unwrap_or(0);
+    let first = containers.remove(serving);
+    containers.insert(0, first);
+    for container in &mut containers {
+        *container = replace_placeholders(container, &revision.service, &revision.namespace)
+            .map_err(|e| format!("spec.predictor.model.runtime: {at}: containers[{:?}]: {e}", container.name))?;
+    }
+    let serving = &mut containers[0];
+    let mut value = serde_json::to_value(&*serving).map_err(|e| format!("{at}: {e}"))?;
+    for field in RUNTIME_CONTAINER_FIELDS {
+        if let Some(given) = model.other.get(field) {
+            merge_container_field(&mut value, field, given);
+        }
+    }
+    *serving = serde_json::from_value(value).map_err(|e| format!("spec.predictor.model: {e}"))?;
+    if serving.ports.as_ref().is_none_or(Vec::is_empty) {
+        serving.ports = Some(vec![ContainerPort {
+            name: Some("http1".into()),
+            container_port: SERVER_PORT,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]);
+    }
+    let upstream = serving.ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
+    let env = serving.env.get_or_insert_with(Vec::new);
+    if !env.iter().any(|v| v.name == "PORT") {
+        env.push(EnvVar { name: "PORT".into(), value: Some(upstream.to_string()), ..EnvVar::default() });
+    }
+    provision_model(model, RUNTIME_MODEL_DIR, platform, pod, serving)?;
+    containers.push(queue_proxy(upstream, revision, predictor, platform));
+    pod.containers = containers;
+    Ok(())
+}
+
+/// KServe's `ReplacePlaceholders`: `{{.Name}}` and `{{.Namespace}}` (spaces inside the braces
+/// allowed) anywhere in the container become the InferenceService's name and namespace.
+fn replace_placeholders(container: &Container, name: &str, namespace: &str) -> Result<Container, String> {
+    let mut text = serde_json::to_string(container).map_err(|e| e.to_string())?;
+    for (key, value) in [("Name", name), ("Namespace", namespace)] {
+        for pattern in [format!("{{{{.{key}}}}}"), format!("{{{{ .{key} }}}}")] {
+            text = text.replace(&pattern, value);
+        }
+    }
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// Lays the model's value of one container field over the runtime container's (as JSON), as
+/// [`RUNTIME_CONTAINER_FIELDS`] says.
+fn merge_container_field(container: &mut Value, field: &str, given: &Value) {
+    let Some(object) = container.as_object_mut() else { return };
+    let current = object.remove(field);
+    let merged = match (field, current, given) {
+        ("env" | "ports", Some(Value::Array(mut own)), Value::Array(theirs)) => {
+            merge_by_key(&mut own, theirs, "name");
+            Value::Array(own)
+        }
+        ("volumeMounts", Some(Value::Array(mut own)), Value::Array(theirs)) => {
+            merge_by_key(&mut own, theirs, "mountPath");
+            Value::Array(own)
+        }
+        ("args" | "envFrom", Some(Value::Array(mut own)), Value::Array(theirs)) => {
+            own.extend(theirs.iter().cloned());
+            Value::Array(own)
+        }
+        ("resources", Some(Value::Object(mut own)), Value::Object(theirs)) => {
+            for (kind, amounts) in theirs {
+                match (own.get_mut(kind), amounts) {
+                    (Some(Value::Object(mine)), Value::Object(amounts)) => {
+                        mine.extend(amounts.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    }
+                    _ => {
+                        own.insert(kind.clone(), amounts.clone());
+                    }
+                }
+            }
+            Value::Object(own)
+        }
+        _ => given.clone(),
+    };
+    object.insert(field.to_owned(), merged);
+}
+
+/// `theirs` over `own`: an entry with the same `key` replaced in place, the others appended.
+fn merge_by_key(own: &mut Vec<Value>, theirs: &[Value], key: &str) {
+    for entry in theirs {
+        match own.iter_mut().find(|e| e.get(key).is_some() && e.get(key) == entry.get(key)) {
+            Some(existing) => *existing = entry.clone(),
+            None => own.push(entry.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use serde_json::json;
+
+    use crate::desired::storage::MODEL_VOLUME;
+    use crate::desired::testing::*;
+    use crate::desired::{QUEUE_PROXY_PORT, Serving, deployment};
+    use crate::platform::Platform;
+
+    fn cluster_runtime(spec: serde_json::Value) -> skiff_api::runtime::ClusterServingRuntime {
+        serde_json::from_value(json!({
+            "apiVersion": "serving.kserve.io/v1alpha1",
+            "kind": "ClusterServingRuntime",
+            "metadata": {"name": "sk"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn sk_runtime() -> skiff_api::runtime::ClusterServingRuntime {
+        cluster_runtime(json!({
+            "supportedModelFormats": [{"name": "sklearn", "autoSelect": true}],
+            "protocolVersions": ["v2"],
+            "labels": {"runtime-label": "yes", "component": "not-ours"},
+            "annotations": {"prometheus.io/scrape": "true"},
+            "nodeSelector": {"pool": "cpu"},
+            "volumes": [{"name": "cache", "emptyDir": {}}],
+            "containers": [
+                {"name": "sidecar", "image": "helper:1", "args": ["--for={{.Name}}"]},
+                {
+                    "name": "kserve-container",
+                    "image": "kserve/sklearnserver:v0.14",
+                    "args": ["--model_name={{.Name}}", "--model_dir=/mnt/models", "--namespace={{ .Namespace }}"],
+                    "env": [{"name": "A", "value": "runtime"}, {"name": "B", "value": "runtime"}],
+                    "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+                },
+            ],
+        }))
+    }
+
+    const SKLEARN: &str = "    containerConcurrency: 2\n    nodeSelector: {pool: gpu}\n    model:\n      modelFormat: {name: sklearn}\n      storageUri: file:///models/sum\n      args: [--workers=2]\n      env: [{name: B, value: model}, {name: C, value: model}]\n      resources: {limits: {memory: 4Gi}}\n";
+
+    fn build_on_runtime(yaml: &str, runtime: &skiff_api::runtime::ClusterServingRuntime) -> Result<Deployment, String> {
+        let selected = skiff_api::runtime::SelectedRuntime {
+            name: "sk",
+            kind: skiff_api::runtime::RuntimeKind::Cluster,
+            spec: &runtime.spec.spec,
+        };
+        let predictor = predictor(yaml);
+        let mut revision = revision();
+        revision.serving = Serving::of(&predictor);
+        deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default(), Some(&selected))
+    }
+
+    #[test]
+    fn a_runtime_serves_a_model_skiff_server_does_not_behind_the_queue_proxy() {
+        let runtime = sk_runtime();
+        let d = build_on_runtime(SKLEARN, &runtime).unwrap();
+        let pod = pod_of(&d);
+        let names: Vec<&str> =
+            pod["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["kserve-container", "sidecar", "queue-proxy"],
+            "the serving container first, the queue-proxy last"
+        );
+        let c = &pod["containers"][0];
+        assert_eq!(c["image"], "kserve/sklearnserver:v0.14");
+        assert_eq!(
+            strings(&c["args"]),
+            ["--model_name=iris", "--model_dir=/mnt/models", "--namespace=ml", "--workers=2"],
+            "placeholders replaced; the model's args appended"
+        );
+        assert_eq!(strings(&pod["containers"][1]["args"]), ["--for=iris"]);
+        let env: Vec<(String, String)> = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap().into(), e["value"].as_str().unwrap().into()))
+            .collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(env, [("A", "runtime"), ("B", "model"), ("C", "model"), ("PORT", "8080")], "merged by name");
+        assert_eq!(c["resources"]["limits"], json!({"cpu": "1", "memory": "4Gi"}), "merged per key");
+        assert_eq!(c["ports"][0]["containerPort"], 8080);
+        assert_eq!(c["volumeMounts"][0], json!({"name": MODEL_VOLUME, "mountPath": "/mnt/models", "readOnly": true}));
+        assert!(c["securityContext"].get("readOnlyRootFilesystem").is_none(), "not Skiff's image: a writable root");
+        assert_eq!(pod["volumes"][0], json!({"name": "cache", "emptyDir": {}}), "the runtime's volumes");
+        assert_eq!(pod["volumes"][1]["hostPath"], json!({"path": "/models/sum", "type": "Directory"}));
+        assert_eq!(pod["nodeSelector"], json!({"pool": "gpu"}), "the predictor's pod fields win over the runtime's");
+
+        let sidecar = &pod["containers"][2];
+        let args = strings(&sidecar["args"]);
+        assert!(args.windows(2).any(|w| w == ["--upstream", "127.0.0.1:8080"]), "{args:?}");
+        assert!(args.windows(2).any(|w| w == ["--container-concurrency", "2"]), "{args:?}");
+        let observed = crate::revisions::observe(std::slice::from_ref(&d), "uid-1");
+        assert_eq!(observed[0].port, QUEUE_PROXY_PORT, "the Service targets the queue-proxy");
+        assert!(observed[0].serving.queue_proxy);
+
+        let meta = d.spec.as_ref().unwrap().template.metadata.as_ref().unwrap();
+        let labels = meta.labels.as_ref().unwrap();
+        assert_eq!(labels["runtime-label"], "yes");
+        assert_eq!(labels["component"], "predictor", "the runtime's labels never replace the revision's");
+        assert_eq!(meta.annotations.as_ref().unwrap()["prometheus.io/scrape"], "true");
+        assert_eq!(d.metadata.annotations.as_ref().unwrap()["skiff.dev/runtime"], "ClusterServingRuntime/sk");
+    }
+
+    #[test]
+    fn a_runtime_gets_the_model_through_the_storage_initializer_or_a_claim() {
+        let runtime = sk_runtime();
+        let d = build_on_runtime(&SKLEARN.replace("file:///models/sum", "gs://bucket/sum"), &runtime).unwrap();
+        let pod = pod_of(&d);
+        let init = &pod["initContainers"][0];
+        assert_eq!(init["name"], "storage-initializer");
+        assert_eq!(init["args"], json!(["gs://bucket/sum", "/mnt/models"]));
+        assert_eq!(pod["volumes"][1], json!({"name": MODEL_VOLUME, "emptyDir": {}}));
+        assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/mnt/models");
+
+        let d = build_on_runtime(&SKLEARN.replace("file:///models/sum", "pvc://models/sum"), &runtime).unwrap();
+        assert_eq!(pod_of(&d)["containers"][0]["volumeMounts"][0]["subPath"], "sum");
+    }
+
+    #[test]
+    fn a_runtime_container_without_the_kserve_name_serves_from_the_first_and_keeps_its_port() {
+        let runtime = cluster_runtime(json!({
+            "supportedModelFormats": [{"name": "sklearn"}],
+            "containers": [{"name": "server", "image": "s:1", "ports": [{"containerPort": 9000}], "env": [{"name": "PORT", "value": "9000"}]}],
+        }));
+        let d = build_on_runtime(SKLEARN, &runtime).unwrap();
+        let pod = pod_of(&d);
+        assert_eq!(pod["containers"][0]["name"], "server");
+        let ports: Vec<&str> = pod["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == "PORT")
+            .map(|e| e["value"].as_str().unwrap())
+            .collect();
+        assert_eq!(ports, ["9000"], "its own PORT kept");
+        assert!(strings(&pod["containers"][1]["args"]).windows(2).any(|w| w == ["--upstream", "127.0.0.1:9000"]));
+
+        let closed = Platform { allow_host_path: false, ..Platform::default() };
+        let selected = skiff_api::runtime::SelectedRuntime {
+            name: "sk",
+            kind: skiff_api::runtime::RuntimeKind::Cluster,
+            spec: &runtime.spec.spec,
+        };
+        let refused = deployment(&revision(), &owner(), &predictor(SKLEARN), &record(), None, &closed, Some(&selected));
+        assert!(
+            refused.unwrap_err().starts_with("spec.predictor.model.storageUri:"),
+            "the platform's storage rules hold"
+        );
+    }
+}
