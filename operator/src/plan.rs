@@ -31,7 +31,7 @@ use skiff_api::runtime::{
 use skiff_api::scaling::{ScalingInputs, component_scaling_spec};
 use skiff_api::serving::revision_ready;
 use skiff_api::status::Replicas;
-use skiff_api::traffic::{RolledOut, split};
+use skiff_api::traffic::{RolledOut, canary_percent, split};
 use skiff_api::validate::validate_for;
 use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStatus};
 
@@ -270,9 +270,7 @@ fn plan_component(
         latest: exists(&old_component.latest_rolledout_revision),
         previous: old_component.previous_rolledout_revision.clone(),
     };
-    // Validated within 0..=100; the clamp makes the conversion total.
-    let canary = spec.canary_traffic_percent.map(|p| u32::try_from(p.clamp(0, 100)).unwrap_or(100));
-    let traffic = split(&latest.name, latest.ready, &mut rolled_out, canary);
+    let traffic = split(&latest.name, latest.ready, &mut rolled_out, canary_percent(spec));
     let kept: BTreeSet<&str> = traffic.iter().map(|t| t.revision_name.as_str()).chain([latest.name.as_str()]).collect();
     keep.extend(kept.iter().map(|n| (*n).to_owned()));
 

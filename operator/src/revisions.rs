@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::ResourceExt;
-use skiff_api::labels::{COMPONENT, INITIAL_SCALE, REVISION, REVISION_NAME, TEMPLATE_HASH};
+use skiff_api::labels::{INITIAL_SCALE, REVISION, REVISION_NAME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
+use skiff_api::settings::component_of;
 
 /// One revision, read back from its Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +50,7 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
             let number = d.labels().get(REVISION)?.parse().ok()?;
             let spec = d.spec.as_ref();
             let status = d.status.as_ref();
-            let component = match d.labels().get(COMPONENT) {
-                None => Component::Predictor,
-                Some(label) => Component::ALL.into_iter().find(|c| c.name() == label)?,
-            };
+            let component = component_of(d.labels())?;
             Some(ObservedRevision {
                 name: d.name_any(),
                 component,

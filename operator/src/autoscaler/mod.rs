@@ -27,9 +27,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use skiff_api::labels::{COMPONENT, REVISION, SCALING};
+use skiff_api::labels::REVISION;
 use skiff_api::revision::Component;
 use skiff_api::scaling::ScalingInputs;
+use skiff_api::settings::component_of;
 use skiff_autoscaler::AutoscalerConfig;
 use skiff_dataplane::discovery::sync_revisions;
 use skiff_dataplane::endpoints::Endpoints;
@@ -132,10 +133,9 @@ fn key_of(deployment: &Deployment) -> Option<RevisionKey> {
 /// Starts (or updates) the decider of a revision Deployment.
 fn track(runner: &Scaler, deployment: &Deployment, config: &AutoscalerConfig) {
     let Some(key) = key_of(deployment) else { return };
-    let inputs: ScalingInputs =
-        deployment.annotations().get(SCALING).and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
+    let inputs = ScalingInputs::from_annotations(deployment.annotations());
     // Errors name the field of the revision's component (`spec.transformer.minReplicas`).
-    let component = deployment.labels().get(COMPONENT).and_then(|c| Component::ALL.into_iter().find(|k| k.name() == c));
+    let component = component_of(deployment.labels());
     let spec = match inputs.resolve_for(config, component.unwrap_or(Component::Predictor)) {
         Ok(spec) => spec,
         Err(e) => {
