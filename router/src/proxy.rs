@@ -29,10 +29,6 @@ use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
 
 /// Time allowed to open a connection to a replica or the activator.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Idle pooled connections to replicas and activators are closed after this long: well before
-/// their own idle cut (`skiff_http::ServeLimits::header_timeout`, 20 s), so the router never sends
-/// on a connection the upstream is closing.
-pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Extra time given to the activator: it enforces the revision timeout itself and answers 504 with
 /// a message, so the router must not time out first.
 const ACTIVATOR_MARGIN: Duration = Duration::from_secs(5);

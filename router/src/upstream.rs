@@ -29,6 +29,10 @@ pub(crate) type UpstreamBody = Either<Full<Bytes>, Channel<Bytes, Infallible>>;
 
 type Connection = http1::Connection<TokioIo<TcpStream>, UpstreamBody>;
 
+/// Idle pooled connections to replicas and activators are closed after this long: well before
+/// their own idle cut (`skiff_http::ServeLimits::header_timeout`, 20 s), so the router never sends
+/// on a connection the upstream is closing.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle connections kept per upstream address and thread.
 const MAX_IDLE_PER_ADDR: usize = 128;
 /// How often a thread's pool drops connections idle past their timeout.
@@ -215,7 +219,7 @@ impl Pool {
         loop {
             // Checked outside the lock; one found closed is dropped and the next tried.
             let Idle { mut upstream, since } = self.idles().idle.get_mut(&addr)?.pop()?;
-            if since.elapsed() < crate::proxy::POOL_IDLE_TIMEOUT && upstream.still_open() {
+            if since.elapsed() < POOL_IDLE_TIMEOUT && upstream.still_open() {
                 upstream.reused = true;
                 return Some(upstream);
             }
@@ -229,7 +233,7 @@ impl Pool {
         if idles.swept.is_none_or(|at| now.duration_since(at) >= SWEEP_INTERVAL) {
             idles.swept = Some(now);
             for idle in idles.idle.values_mut() {
-                idle.retain(|i| now.duration_since(i.since) < crate::proxy::POOL_IDLE_TIMEOUT);
+                idle.retain(|i| now.duration_since(i.since) < POOL_IDLE_TIMEOUT);
             }
             idles.idle.retain(|_, idle| !idle.is_empty());
         }

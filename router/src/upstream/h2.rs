@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::{UpstreamBody, UpstreamError, connect};
-use crate::proxy::POOL_IDLE_TIMEOUT;
+use super::{POOL_IDLE_TIMEOUT, UpstreamBody, UpstreamError, connect};
 
 /// A stream on an address's shared HTTP/2 connection.
 pub(crate) struct Http2 {
