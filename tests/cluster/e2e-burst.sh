@@ -77,7 +77,8 @@ cleanup() {
         tail -n 25 "$f"
       done
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
-      echo "state and logs kept in $dir"
+      rm -rf "$dir/burst" && cp -r "$work" "$dir/burst"
+      echo "state and logs kept in $dir (the burst's samples, journal and replay in $dir/burst)"
     fi
   fi
   rm -rf "$work"

@@ -178,9 +178,16 @@ def soak(args):
     prefix = f"{args.id_prefix}-{os.getpid()}"
     counter = iter(range(1 << 62))
     lock = threading.Lock()
+    # All workers send their first request together, so a burst is as wide as its worker count even
+    # when the machine is busy starting threads.
+    barrier = threading.Barrier(args.workers)
 
     def worker(w):
         index = w
+        try:
+            barrier.wait(timeout=30)
+        except threading.BrokenBarrierError:
+            pass
         while not os.path.exists(args.stop_file) and time.monotonic() < deadline:
             with lock:
                 i = next(counter)
