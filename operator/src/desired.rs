@@ -15,14 +15,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value};
 use skiff_api::isvc::PredictorSpec;
-use skiff_api::labels::{APPLIED_HASH, INITIAL_SCALE, RUNTIME, SCALING, TEMPLATE_HASH};
+use skiff_api::labels::{APPLIED_HASH, INITIAL_SCALE, RUNTIME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 use skiff_api::runtime::SelectedRuntime;
 
 use crate::platform::Platform;
 
 pub use queue_proxy::{QUEUE_PROXY, QUEUE_PROXY_PORT};
-pub use revision::{Record, RevisionRef, Serving};
+pub use revision::{Record, RevisionRef};
 pub use runtime::RUNTIME_MODEL_DIR;
 
 /// The port `skiff-server` (and, by KServe's convention, a custom container) listens on.
@@ -75,12 +75,10 @@ pub fn deployment(
     runtime: Option<&SelectedRuntime>,
 ) -> Result<Deployment, String> {
     let pod = pod_spec(revision, predictor, platform, runtime)?;
-    let at = format!("spec.{}", revision.component.name());
-    let scaling = serde_json::to_string(&record.scaling).map_err(|e| format!("{at}: {e}"))?;
     let mut annotations: BTreeMap<String, String> = [
         (TEMPLATE_HASH.to_owned(), record.template_hash.clone()),
         (INITIAL_SCALE.to_owned(), record.initial_scale.to_string()),
-        (SCALING.to_owned(), scaling),
+        record.scaling.annotation(),
     ]
     .into();
     // The runtime's pod labels and annotations, under the revision's own labels.

@@ -30,12 +30,13 @@ use skiff_api::runtime::{
 };
 use skiff_api::scaling::{ScalingInputs, component_scaling_spec};
 use skiff_api::serving::revision_ready;
+use skiff_api::settings::RevisionSettings;
 use skiff_api::status::Replicas;
 use skiff_api::traffic::{RolledOut, canary_percent, split};
 use skiff_api::validate::validate_for;
 use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStatus};
 
-use crate::desired::{self, Record, RevisionRef, Serving};
+use crate::desired::{self, Record, RevisionRef};
 use crate::platform::Platform;
 use crate::revisions::{ObservedRevision, load_failures, observe};
 use crate::status::{self, ComponentObservation, Observation, Urls, Verdict};
@@ -240,7 +241,7 @@ fn plan_component(
             }
         }
     };
-    let revision_ref = |name: &str, number: u32, serving: Serving| RevisionRef {
+    let revision_ref = |name: &str, number: u32, serving: RevisionSettings| RevisionRef {
         service: shared.name.to_owned(),
         namespace: namespace.to_owned(),
         component,
@@ -248,7 +249,7 @@ fn plan_component(
         number,
         serving,
     };
-    let latest_ref = revision_ref(&latest.name, latest.number, Serving::of(spec));
+    let latest_ref = revision_ref(&latest.name, latest.number, RevisionSettings::of(spec));
     let existing = input.deployments.iter().find(|d| d.name_any() == latest.name && latest.observed.is_some());
     let replicas = match existing {
         None => Some(i32::try_from(latest.initial_scale).unwrap_or(i32::MAX)),

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::ResourceExt;
 use skiff_api::labels::{INITIAL_SCALE, REVISION, REVISION_NAME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
-use skiff_api::settings::component_of;
+use skiff_api::settings::{RevisionSettings, component_of};
 
 /// One revision, read back from its Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub struct ObservedRevision {
     /// The container port its Service targets.
     pub port: i32,
     /// Its concurrency and timeout, from its labels.
-    pub serving: crate::desired::Serving,
+    pub serving: RevisionSettings,
 }
 
 /// The revisions among `deployments` that `owner_uid` controls, oldest first (numbers are per
@@ -60,7 +60,7 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
                 replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
                 available: status.and_then(|s| s.available_replicas).unwrap_or(0),
                 port: spec.and_then(|s| container_port(&s.template.spec)).unwrap_or(crate::desired::SERVER_PORT),
-                serving: crate::desired::Serving::from_labels(d.labels()),
+                serving: RevisionSettings::from_labels(d.labels()),
             })
         })
         .collect();

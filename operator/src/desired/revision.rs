@@ -1,72 +1,16 @@
 //! A revision's identity and bookkeeping: which component of which InferenceService it runs
-//! ([`RevisionRef`]), the serving settings the router and the activator read from its labels
-//! ([`Serving`]), what its Deployment records for later passes ([`Record`]), and the labels,
-//! selector and metadata of its objects.
+//! ([`RevisionRef`]), with the settings the router and the activator read from its labels
+//! ([`RevisionSettings`], written and read by `skiff-api`), what its Deployment records for later
+//! passes ([`Record`]), and the labels, selector and metadata of its objects.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use skiff_api::isvc::PredictorSpec;
-use skiff_api::labels::{
-    COMPONENT, CONTAINER_CONCURRENCY, FIELD_MANAGER, INFERENCE_SERVICE, QUEUE_PROXY as QUEUE_PROXY_LABEL, REVISION,
-    REVISION_NAME, TIMEOUT_SECONDS,
-};
+use skiff_api::labels::{COMPONENT, FIELD_MANAGER, INFERENCE_SERVICE, REVISION, REVISION_NAME};
 use skiff_api::revision::Component;
-use skiff_api::runtime::uses_embedded_server;
 use skiff_api::scaling::ScalingInputs;
 use skiff_api::serving::Served;
-
-/// What the router and the activator read of a revision, from its Service's labels (copied to
-/// its EndpointSlices).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Serving {
-    /// `containerConcurrency` (0 = unlimited).
-    pub container_concurrency: u32,
-    /// The request timeout in seconds.
-    pub timeout_secs: u64,
-    /// Whether requests enter through the queue-proxy sidecar (a custom container).
-    pub queue_proxy: bool,
-}
-
-impl Default for Serving {
-    fn default() -> Self {
-        Serving {
-            container_concurrency: 0,
-            timeout_secs: skiff_api::serving::DEFAULT_TIMEOUT.as_secs(),
-            queue_proxy: false,
-        }
-    }
-}
-
-impl Serving {
-    /// A component's settings (`spec.predictor`, `spec.transformer`, ...). Requests go through the
-    /// queue-proxy for a custom container and for a model a ServingRuntime serves (any model but
-    /// ONNX without `runtime:`).
-    pub fn of(predictor: &PredictorSpec) -> Serving {
-        let queue_proxy = match &predictor.model {
-            Some(model) => !uses_embedded_server(model),
-            None => predictor.containers.is_some(),
-        };
-        Serving {
-            container_concurrency: predictor.container_concurrency.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
-            timeout_secs: skiff_api::serving::request_timeout(predictor).as_secs(),
-            queue_proxy,
-        }
-    }
-
-    /// Read back from a revision object's labels (absent: the defaults).
-    pub fn from_labels(labels: &BTreeMap<String, String>) -> Serving {
-        let defaults = Serving::default();
-        Serving {
-            container_concurrency: labels
-                .get(CONTAINER_CONCURRENCY)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(defaults.container_concurrency),
-            timeout_secs: labels.get(TIMEOUT_SECONDS).and_then(|v| v.parse().ok()).unwrap_or(defaults.timeout_secs),
-            queue_proxy: labels.get(QUEUE_PROXY_LABEL).is_some_and(|v| v == "true"),
-        }
-    }
-}
+use skiff_api::settings::RevisionSettings;
 
 /// What a revision's Deployment records for later passes and for the autoscaler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,8 +36,8 @@ pub struct RevisionRef {
     pub name: String,
     /// `NNNNN` (numbered per component).
     pub number: u32,
-    /// Its concurrency and timeout.
-    pub serving: Serving,
+    /// Its concurrency, timeout and queue-proxy, as its labels carry them.
+    pub serving: RevisionSettings,
 }
 
 impl RevisionRef {
@@ -115,11 +59,7 @@ impl RevisionRef {
         labels.insert(COMPONENT.into(), self.component.name().into());
         labels.insert(REVISION_NAME.into(), self.name.clone());
         labels.insert("app.kubernetes.io/managed-by".into(), FIELD_MANAGER.into());
-        labels.insert(CONTAINER_CONCURRENCY.into(), self.serving.container_concurrency.to_string());
-        labels.insert(TIMEOUT_SECONDS.into(), self.serving.timeout_secs.to_string());
-        if self.serving.queue_proxy {
-            labels.insert(QUEUE_PROXY_LABEL.into(), "true".into());
-        }
+        self.serving.write_labels(&mut labels);
         labels
     }
 
@@ -167,9 +107,9 @@ mod tests {
 
     #[test]
     fn only_onnx_without_a_runtime_stays_on_skiff_server_and_uses_no_queue_proxy() {
-        assert!(!Serving::of(&predictor(MODEL)).queue_proxy);
-        assert!(Serving::of(&predictor(SKLEARN)).queue_proxy);
+        assert!(!RevisionSettings::of(&predictor(MODEL)).queue_proxy);
+        assert!(RevisionSettings::of(&predictor(SKLEARN)).queue_proxy);
         let named = MODEL.replace("modelFormat: {name: onnx}", "modelFormat: {name: onnx}\n      runtime: triton");
-        assert!(Serving::of(&predictor(&named)).queue_proxy, "ONNX with runtime: goes to that runtime");
+        assert!(RevisionSettings::of(&predictor(&named)).queue_proxy, "ONNX with runtime: goes to that runtime");
     }
 }

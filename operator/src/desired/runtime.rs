@@ -149,10 +149,11 @@ fn merge_by_key(own: &mut Vec<Value>, theirs: &[Value], key: &str) {
 mod tests {
     use k8s_openapi::api::apps::v1::Deployment;
     use serde_json::json;
+    use skiff_api::settings::RevisionSettings;
 
     use crate::desired::storage::MODEL_VOLUME;
     use crate::desired::testing::*;
-    use crate::desired::{QUEUE_PROXY_PORT, Serving, deployment};
+    use crate::desired::{QUEUE_PROXY_PORT, deployment};
     use crate::platform::Platform;
 
     fn cluster_runtime(spec: serde_json::Value) -> skiff_api::runtime::ClusterServingRuntime {
@@ -196,7 +197,7 @@ mod tests {
         };
         let predictor = predictor(yaml);
         let mut revision = revision();
-        revision.serving = Serving::of(&predictor);
+        revision.serving = RevisionSettings::of(&predictor);
         deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default(), Some(&selected))
     }
 

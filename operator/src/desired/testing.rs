@@ -6,8 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use skiff_api::InferenceService;
 use skiff_api::isvc::PredictorSpec;
 use skiff_api::revision::Component;
+use skiff_api::settings::RevisionSettings;
 
-use super::{Record, RevisionRef, Serving, deployment};
+use super::{Record, RevisionRef, deployment};
 use crate::platform::Platform;
 
 pub(super) fn predictor(yaml: &str) -> PredictorSpec {
@@ -24,7 +25,7 @@ pub(super) fn revision() -> RevisionRef {
         component: Component::Predictor,
         name: "iris-predictor-00002".into(),
         number: 2,
-        serving: Serving::default(),
+        serving: RevisionSettings::default(),
     }
 }
 
@@ -58,7 +59,7 @@ pub(super) fn transformer_revision() -> RevisionRef {
         component: Component::Transformer,
         name: "iris-transformer-00001".into(),
         number: 1,
-        serving: Serving { container_concurrency: 0, timeout_secs: 300, queue_proxy: true },
+        serving: RevisionSettings { container_concurrency: 0, timeout_secs: 300, queue_proxy: true },
         ..revision()
     }
 }
