@@ -18,6 +18,8 @@ pub mod config;
 pub mod controller;
 pub mod desired;
 pub mod error;
+#[cfg(test)]
+mod fixtures;
 pub mod freshness;
 pub mod hash;
 pub mod leader;
