@@ -13,6 +13,7 @@ use kube::{Api, Client, Resource};
 use serde_json::Value;
 use skiff_api::isvc::InferenceServiceResource;
 use skiff_api::labels;
+use skiff_api::traffic::canary_percent;
 
 use crate::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use crate::error::{Error, Result};
@@ -82,7 +83,7 @@ pub fn view_of(isvc: &InferenceServiceResource) -> ServiceView {
         url: status.url.clone(),
         conditions: status.conditions.clone(),
         revisions,
-        canary_percent: isvc.spec.predictor.canary_traffic_percent.and_then(|p| u32::try_from(p).ok()),
+        canary_percent: canary_percent(&isvc.spec.predictor),
         model_format: model.map(|m| m.model_format.name.clone()),
         protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
         created: meta.creation_timestamp.as_ref().map(|t| SystemTime::from(t.0)),

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
 use skiff_api::status::Condition;
+use skiff_api::traffic::canary_percent;
 use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use skiff_web::error::{Error, Result};
 use skiff_web::manifest::{custom_containers, to_yaml};
@@ -89,7 +90,7 @@ fn view(manifest: &Manifest, status: Option<&ServiceStatus>) -> ServiceView {
                     .collect()
             })
             .unwrap_or_default(),
-        canary_percent: isvc.spec.predictor.canary_traffic_percent.and_then(|p| u32::try_from(p).ok()),
+        canary_percent: canary_percent(&isvc.spec.predictor),
         model_format: model.map(|m| m.model_format.name.clone()),
         protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
         created: manifest.created,
