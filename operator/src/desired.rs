@@ -1,11 +1,11 @@
 //! The objects of one revision of a component, as pure functions of the InferenceService and the
 //! platform settings: a Deployment whose pod has one of four shapes, and a Service (port 80 to
 //! the container port) that the router and activator find by its labels. One module per shape:
-//! [`server`] runs `skiff-server` on an ONNX model, [`runtime`] the container of the KServe
-//! ServingRuntime chosen for any other model, [`container`] the user's custom container (which is
+//! `server` runs `skiff-server` on an ONNX model, `runtime` the container of the KServe
+//! ServingRuntime chosen for any other model, `container` the user's custom container (which is
 //! what a transformer or an explainer always is), each of the last two behind the
-//! [`queue_proxy`] sidecar; [`storage`] provides the model to the container that serves it,
-//! [`security`] hardens the pod, and [`revision`] names the revision and writes its labels.
+//! `queue_proxy` sidecar; `storage` provides the model to the container that serves it,
+//! `security` hardens the pod, and `revision` names the revision and writes its labels.
 
 use std::collections::BTreeMap;
 
