@@ -9,6 +9,7 @@
 
 pub mod activator;
 pub mod body;
+pub mod cli;
 pub mod cluster;
 pub mod cold_start;
 pub mod dispatch;

@@ -1,36 +1,10 @@
 //! `skiff-activator serve` (the activator on Kubernetes) and `skiff-activator queue-proxy --port P
 //! --upstream HOST:PORT --container-concurrency N` (the sidecar): see `--help`.
 
-use clap::{Parser, Subcommand, ValueEnum};
-use skiff_activator::QueueProxyConfig;
+use clap::Parser;
+use skiff_activator::cli::{Cli, Command, LogFormat};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
-
-#[derive(Parser)]
-#[command(name = "skiff-activator", version, about = "Skiff's activator and queue-proxy")]
-struct Cli {
-    /// Log line format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
-    log_format: LogFormat,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// The activator on Kubernetes: holds requests for revisions without ready capacity.
-    Serve(skiff_activator::cluster::ServeArgs),
-    /// Sidecar in front of a custom container: concurrency limit, bounded queue, metrics, drain.
-    QueueProxy(Box<QueueProxyConfig>),
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

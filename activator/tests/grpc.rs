@@ -18,6 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use skiff_activator::{Activator, Limits, Poker, QueueProxy, QueueProxyConfig, RevisionConfig};
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints};
+use skiff_http::args::AdmissionArgs;
 use tokio::net::{TcpListener, TcpStream};
 
 const PATH: &str = "/inference.GRPCInferenceService/ModelInfer";
@@ -132,7 +133,8 @@ async fn a_grpc_call_held_too_long_is_unavailable() {
 #[tokio::test]
 async fn the_queue_proxy_carries_grpc_over_http2() {
     let container = h2_replica("container").await;
-    let config = QueueProxyConfig { upstream: container, container_concurrency: 1, ..QueueProxyConfig::default() };
+    let admission = AdmissionArgs { container_concurrency: 1, max_queued: None };
+    let config = QueueProxyConfig { upstream: container, admission, ..QueueProxyConfig::default() };
     let proxy = QueueProxy::new(config).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

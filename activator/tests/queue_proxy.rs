@@ -15,6 +15,7 @@ use common::{Upstream, dead_addr, get, wait_until};
 use http::StatusCode;
 use serde_json::Value;
 use skiff_activator::{QueueProxy, QueueProxyConfig};
+use skiff_http::args::{AdmissionArgs, BatchingArgs};
 use tokio::net::TcpListener;
 
 async fn start(config: QueueProxyConfig) -> (Arc<QueueProxy>, SocketAddr) {
@@ -26,7 +27,8 @@ async fn start(config: QueueProxyConfig) -> (Arc<QueueProxy>, SocketAddr) {
 }
 
 fn config(upstream: SocketAddr, container_concurrency: usize, max_queued: usize) -> QueueProxyConfig {
-    QueueProxyConfig { upstream, container_concurrency, max_queued: Some(max_queued), ..QueueProxyConfig::default() }
+    let admission = AdmissionArgs { container_concurrency, max_queued: Some(max_queued) };
+    QueueProxyConfig { upstream, admission, ..QueueProxyConfig::default() }
 }
 
 /// The value of an unlabelled sample in a metrics exposition.
@@ -405,10 +407,8 @@ impl Model {
 
 fn batching(upstream: SocketAddr, max_batch_size: usize) -> QueueProxyConfig {
     QueueProxyConfig {
-        enable_batching: true,
-        max_batch_size,
         // Long enough that the batches here fill up rather than fall due; never waited out.
-        max_latency_ms: 60_000,
+        batching: BatchingArgs { enable_batching: true, max_batch_size, max_latency_ms: 60_000 },
         ..config(upstream, 0, 0)
     }
 }

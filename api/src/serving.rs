@@ -1,12 +1,18 @@
 //! What `skiff up` and the operator must agree on about a revision's pods, decided once here:
-//! how `skiff-server` is started for a predictor, and when a revision counts as ready.
+//! how `skiff-server` and the queue-proxy are started for a predictor (through the argument
+//! builders of [`args`]), and when a revision counts as ready.
 
 use std::time::Duration;
 
 use skiff_http::logger::sink::SinkPolicy;
 
 use crate::isvc::PredictorSpec;
+use crate::settings;
 use crate::validate::MAX_TIMEOUT_SECS;
+
+pub mod args;
+
+pub use args::{AdmissionArgs, BatchingArgs, DrainArgs, LoggerArgs, QueueProxyArgs, ServerArgs, ServerProcess};
 
 /// KServe's request timeout when `timeout` is unset: the one definition the router, the activator,
 /// the queue-proxy and both modes' revisions use.
@@ -23,32 +29,41 @@ pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
 }
 
 /// `skiff-server`'s arguments for `predictor`, serving the model in `model_dir` as `model_name`
-/// on `http_port` (0: a free port, as standalone replicas use). Unset fields keep the server's
-/// defaults, which are KServe's (batcher 32 rows / 500 ms, unlimited concurrency).
+/// on `http_port` (0: a free port, as standalone replicas use): [`ServerArgs::new`] with the
+/// predictor's [`admission`] and [`batching`]. Unset fields keep the server's defaults, which are
+/// KServe's (batcher 32 rows / 500 ms, unlimited concurrency).
 pub fn server_args(model_name: &str, model_dir: &str, http_port: u16, predictor: &PredictorSpec) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["--model-dir", model_dir, "--model-name", model_name, "--http-port"].map(str::to_owned).into();
-    args.push(http_port.to_string());
-    if let Some(n) = predictor.container_concurrency.filter(|n| *n > 0) {
-        args.extend(["--container-concurrency".into(), n.to_string()]);
-    }
-    args.extend(batcher_args(predictor));
-    args
+    let args = ServerArgs {
+        admission: admission(predictor),
+        batching: batching(predictor),
+        ..ServerArgs::new(model_name, model_dir, http_port)
+    };
+    args.to_args()
 }
 
-/// The batcher's flags for `predictor.batcher`, the same for `skiff-server` and the queue-proxy
-/// (in front of a custom container); none without one. Unset fields keep the defaults of both,
-/// 32 instances and 500 ms.
+/// The batcher's flags for `predictor.batcher` ([`batching`]), the same for `skiff-server` and
+/// the queue-proxy (in front of a custom container); none without one.
 pub fn batcher_args(predictor: &PredictorSpec) -> Vec<String> {
-    let Some(batcher) = &predictor.batcher else { return Vec::new() };
-    let mut args = vec!["--enable-batching".to_owned()];
-    if let Some(n) = batcher.max_batch_size {
-        args.extend(["--max-batch-size".into(), n.to_string()]);
+    batching(predictor).to_args()
+}
+
+/// `predictor.containerConcurrency` as both binaries take it ([`settings::container_concurrency`]:
+/// 0, unlimited, when unset), with the queue by the one rule ([`AdmissionArgs::max_queued`]).
+pub fn admission(predictor: &PredictorSpec) -> AdmissionArgs {
+    let container_concurrency = settings::container_concurrency(predictor.container_concurrency) as usize;
+    AdmissionArgs { container_concurrency, max_queued: None }
+}
+
+/// `predictor.batcher` as both binaries take it: off without one; unset (or out of range) sizes
+/// keep the defaults of both, 32 instances and 500 ms.
+pub fn batching(predictor: &PredictorSpec) -> BatchingArgs {
+    let Some(batcher) = &predictor.batcher else { return BatchingArgs::default() };
+    let default = BatchingArgs::default();
+    BatchingArgs {
+        enable_batching: true,
+        max_batch_size: batcher.max_batch_size.and_then(|n| usize::try_from(n).ok()).unwrap_or(default.max_batch_size),
+        max_latency_ms: batcher.max_latency.and_then(|ms| u64::try_from(ms).ok()).unwrap_or(default.max_latency_ms),
     }
-    if let Some(ms) = batcher.max_latency {
-        args.extend(["--max-latency-ms".into(), ms.to_string()]);
-    }
-    args
 }
 
 /// Which revision a pod serves, for what it reports about itself (the logger's CloudEvents).
@@ -64,32 +79,30 @@ pub struct Served<'a> {
     pub revision: &'a str,
 }
 
-/// The request logger's flags (`skiff_http::logger::LoggerArgs`, taken by `skiff-server` and the
-/// queue-proxy alike) for `predictor.logger`; none without one. `ce-source` is the component's
-/// address in KServe's form, `http://<isvc>-<component>.<namespace>`. `sinks` is the mode's sink
-/// rule ([`SinkPolicy::standalone`] in `skiff up`, the cluster's otherwise), which the logger
-/// applies again to every address the sink resolves to.
+/// The request logger's flags ([`logger`]) for `predictor.logger`; none without one.
 pub fn logger_args(predictor: &PredictorSpec, served: Served<'_>, sinks: &SinkPolicy) -> Vec<String> {
-    let Some(logger) = &predictor.logger else { return Vec::new() };
+    logger(predictor, served, sinks).to_args()
+}
+
+/// The request logger as `skiff-server` and the queue-proxy alike take it, for
+/// `predictor.logger`; off (the default) without one. `ce-source` is the component's address in
+/// KServe's form, `http://<isvc>-<component>.<namespace>`. `sinks` is the mode's sink rule
+/// ([`SinkPolicy::standalone`] in `skiff up`, the cluster's otherwise), which the logger applies
+/// again to every address the sink resolves to.
+pub fn logger(predictor: &PredictorSpec, served: Served<'_>, sinks: &SinkPolicy) -> LoggerArgs {
+    let Some(logger) = &predictor.logger else { return LoggerArgs::default() };
     let Served { inference_service, namespace, component, revision } = served;
-    let mut args = vec![
-        "--logger-url".to_owned(),
-        logger.url.clone().unwrap_or_default(),
-        "--logger-mode".to_owned(),
-        logger.mode.clone().unwrap_or_else(|| "all".to_owned()),
-        "--logger-source".to_owned(),
-        format!("http://{inference_service}-{component}.{namespace}"),
-    ];
-    for (flag, value) in [
-        ("--inference-service", inference_service),
-        ("--namespace", namespace),
-        ("--component", component),
-        ("--revision", revision),
-    ] {
-        args.extend([flag.to_owned(), value.to_owned()]);
-    }
-    args.extend(sinks.args());
-    args
+    let args = LoggerArgs {
+        logger_url: Some(logger.url.clone().unwrap_or_default()),
+        logger_mode: logger.mode.clone().unwrap_or_else(|| "all".to_owned()),
+        logger_source: format!("http://{inference_service}-{component}.{namespace}"),
+        inference_service: inference_service.to_owned(),
+        namespace: namespace.to_owned(),
+        component: component.to_owned(),
+        revision: revision.to_owned(),
+        ..LoggerArgs::default()
+    };
+    args.with_sinks(sinks)
 }
 
 /// Where a transformer or explainer reaches its predictor: the router at `router` (an authority,

@@ -4,9 +4,11 @@
 //! limit, a deadline and memory budgets; [`response`] builds JSON
 //! answers and turns any [`HttpError`] into `{"error": "..."}` with its status; [`grpc`] holds the
 //! gRPC status trailers proxies answer gRPC calls with; [`admin`] answers the admin port's health,
-//! readiness and metrics; [`logger`] sends inference requests and responses to a CloudEvents sink.
+//! readiness and metrics; [`logger`] sends inference requests and responses to a CloudEvents sink;
+//! [`args`] holds the command-line groups both binaries flatten (admission, batching, drain).
 
 pub mod admin;
+pub mod args;
 pub mod body;
 pub mod grpc;
 mod limits;

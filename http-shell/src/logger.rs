@@ -124,7 +124,7 @@ impl LoggerConfig {
 }
 
 /// The logger's command-line flags, the same for `skiff-server` and the queue-proxy.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct LoggerArgs {
     /// The request logger's sink (KServe `logger.url`, `http://` only); none: nothing is logged.
     #[arg(long)]
@@ -160,7 +160,64 @@ pub struct LoggerArgs {
     pub logger_allowed_hosts: Vec<String>,
 }
 
+impl Default for LoggerArgs {
+    /// The parser's defaults: no logger; mode `all`, component `predictor`.
+    fn default() -> LoggerArgs {
+        LoggerArgs {
+            logger_url: None,
+            logger_mode: "all".into(),
+            logger_source: String::new(),
+            inference_service: String::new(),
+            namespace: String::new(),
+            component: "predictor".into(),
+            revision: String::new(),
+            logger_allow_loopback: false,
+            logger_protected_hosts: Vec::new(),
+            logger_allowed_hosts: Vec::new(),
+        }
+    }
+}
+
 impl LoggerArgs {
+    /// These flags with `sinks`' rule (loopback, protected and allowed hosts) in place of theirs.
+    pub fn with_sinks(self, sinks: &SinkPolicy) -> LoggerArgs {
+        let (logger_allow_loopback, logger_protected_hosts, logger_allowed_hosts) = sinks.to_flags();
+        LoggerArgs { logger_allow_loopback, logger_protected_hosts, logger_allowed_hosts, ..self }
+    }
+
+    /// The flags that give these values: none without a URL (the logger is off, and the rest
+    /// unused); with one, the URL and each other value that is set (a text that is not empty, the
+    /// loopback switch when on, a list that is not empty, joined with commas).
+    pub fn to_args(&self) -> Vec<String> {
+        let Some(url) = &self.logger_url else { return Vec::new() };
+        let mut args = vec!["--logger-url".to_owned(), url.clone()];
+        let texts = [
+            ("--logger-mode", &self.logger_mode),
+            ("--logger-source", &self.logger_source),
+            ("--inference-service", &self.inference_service),
+            ("--namespace", &self.namespace),
+            ("--component", &self.component),
+            ("--revision", &self.revision),
+        ];
+        for (flag, text) in texts {
+            if !text.is_empty() {
+                crate::args::push(&mut args, flag, text);
+            }
+        }
+        if self.logger_allow_loopback {
+            args.push("--logger-allow-loopback".to_owned());
+        }
+        for (flag, hosts) in [
+            ("--logger-protected-hosts", &self.logger_protected_hosts),
+            ("--logger-allowed-hosts", &self.logger_allowed_hosts),
+        ] {
+            if !hosts.is_empty() {
+                crate::args::push(&mut args, flag, hosts.join(","));
+            }
+        }
+        args
+    }
+
     /// The logger's config, `None` without `--logger-url`; an error names the flag.
     pub fn config(&self) -> Result<Option<LoggerConfig>, String> {
         let Some(url) = &self.logger_url else { return Ok(None) };

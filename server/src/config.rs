@@ -4,17 +4,15 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use skiff_http::args::{AdmissionArgs, BatchingArgs, DrainArgs};
 use skiff_http::logger::LoggerArgs;
-use skiff_http::{ServeLimits, check_concurrency, check_secs};
+use skiff_http::{ServeLimits, check_secs};
 
 use crate::error::{Error, Result};
 use crate::model::{BatchConfig, LoadOptions};
 
 /// Jobs that may wait for an inference thread, per model, before requests get 503.
 const INFERENCE_QUEUE: usize = 4096;
-
-/// Most requests that may queue for a slot.
-const MAX_QUEUED: usize = 1 << 28;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -23,6 +21,16 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// `skiff-server`'s command line, as its `main` parses it (and the argument builder's round trip,
+/// `tests/args.rs`, and `skiff up`'s preflight read it).
+#[derive(Debug, clap::Parser)]
+#[command(name = "skiff-server", version, about = "Serve ONNX models over KServe's V1 and V2 inference protocols")]
+pub struct Cli {
+    /// Everything it can be told.
+    #[command(flatten)]
+    pub config: ServerConfig,
 }
 
 /// Everything `skiff-server` can be told on its command line.
@@ -43,12 +51,9 @@ pub struct ServerConfig {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind: IpAddr,
-    /// Inference requests processed at once; 0 = unlimited.
-    #[arg(long, default_value_t = 0)]
-    pub container_concurrency: usize,
-    /// Requests that may wait for a concurrency slot before 503 (default: 10 × container concurrency).
-    #[arg(long)]
-    pub max_queued: Option<usize>,
+    /// Inference requests processed at once, and those that may wait for a slot.
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
     /// Largest request body in bytes; larger ones get 413.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -59,14 +64,8 @@ pub struct ServerConfig {
     #[arg(long, default_value_t = 1)]
     pub intra_op_threads: usize,
     /// Stack concurrent requests to a model into one run (KServe `batcher`).
-    #[arg(long)]
-    pub enable_batching: bool,
-    /// Rows that make a full batch.
-    #[arg(long, default_value_t = 32)]
-    pub max_batch_size: usize,
-    /// Milliseconds a batch waits to fill.
-    #[arg(long, default_value_t = 500)]
-    pub max_latency_ms: u64,
+    #[command(flatten)]
+    pub batching: BatchingArgs,
     /// Connections held at once; past it new connections wait in the listen backlog.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
@@ -80,13 +79,9 @@ pub struct ServerConfig {
     /// Bytes of request bodies and their decoded tensors held at once; past it, 503 with Retry-After.
     #[arg(long, default_value_t = 1024 * 1024 * 1024)]
     pub max_buffered_bytes: usize,
-    /// Seconds to let in-flight requests finish after SIGTERM.
-    #[arg(long, default_value_t = 30)]
-    pub drain_timeout_secs: u64,
-    /// Seconds to keep accepting requests after SIGTERM, with readiness off, before closing: time
-    /// for routers and activators to see the pod leave its EndpointSlice (Knative's drain sleep).
-    #[arg(long, default_value_t = 0)]
-    pub shutdown_delay_secs: u64,
+    /// The drain after SIGTERM (`--drain-delay-secs`, which `--shutdown-delay-secs` still names).
+    #[command(flatten)]
+    pub drain: DrainArgs,
     /// Path of ONNX Runtime's shared library; by default next to this binary, or where
     /// `scripts/setup.sh` installs it in the checkout this binary was built in.
     #[arg(long, env = "ORT_DYLIB_PATH")]
@@ -110,7 +105,6 @@ impl ServerConfig {
             if value == 0 { Err(Error::Config(format!("--{flag} must be at least 1"))) } else { Ok(()) }
         };
         positive(self.intra_op_threads, "intra-op-threads")?;
-        positive(self.max_batch_size, "max-batch-size")?;
         positive(self.max_body_bytes, "max-body-bytes")?;
         positive(self.max_connections, "max-connections")?;
         if self.max_buffered_bytes < self.max_body_bytes {
@@ -119,27 +113,20 @@ impl ServerConfig {
                 self.max_buffered_bytes, self.max_body_bytes
             )));
         }
-        for (flag, secs, min) in [
-            ("header-timeout-secs", self.header_timeout_secs, 1),
-            ("body-timeout-secs", self.body_timeout_secs, 1),
-            ("drain-timeout-secs", self.drain_timeout_secs, 0),
-            ("shutdown-delay-secs", self.shutdown_delay_secs, 0),
-        ] {
-            if secs < min {
-                return Err(Error::Config(format!("--{flag} must be at least {min}")));
+        for (flag, secs) in
+            [("header-timeout-secs", self.header_timeout_secs), ("body-timeout-secs", self.body_timeout_secs)]
+        {
+            if secs == 0 {
+                return Err(Error::Config(format!("--{flag} must be at least 1")));
             }
             check_secs(flag, secs).map_err(Error::Config)?;
         }
-        check_concurrency(self.container_concurrency).map_err(Error::Config)?;
-        if self.max_queued.is_some_and(|n| n > MAX_QUEUED) {
-            return Err(Error::Config(format!("--max-queued is more than {MAX_QUEUED}")));
-        }
+        self.drain.validate().map_err(Error::Config)?;
+        self.admission.validate().map_err(Error::Config)?;
         if let Some(workers) = self.workers {
             positive(workers, "workers")?;
         }
-        if self.enable_batching && self.max_latency_ms == 0 {
-            return Err(Error::Config("--max-latency-ms must be at least 1 when batching is on".into()));
-        }
+        self.batching.validate().map_err(Error::Config)?;
         self.logger.config().map_err(Error::Config)?;
         self.model_dir().map(|_| ())
     }
@@ -163,21 +150,14 @@ impl ServerConfig {
         crate::onnxruntime::locate(self.ort_dylib.clone())
     }
 
-    /// Requests that may queue for a concurrency slot.
-    pub fn max_queued(&self) -> usize {
-        self.max_queued.unwrap_or(self.container_concurrency.saturating_mul(10))
-    }
-
     /// The bounds on connections and client phases, and the drain.
     pub fn serve_limits(&self) -> ServeLimits {
-        ServeLimits {
+        self.drain.limits(ServeLimits {
             max_connections: self.max_connections,
             header_timeout: Duration::from_secs(self.header_timeout_secs),
             body_timeout: Duration::from_secs(self.body_timeout_secs),
-            drain_delay: Duration::from_secs(self.shutdown_delay_secs),
-            drain_timeout: Duration::from_secs(self.drain_timeout_secs),
             ..ServeLimits::default()
-        }
+        })
     }
 
     /// How models are loaded and run.
@@ -186,9 +166,9 @@ impl ServerConfig {
         LoadOptions {
             workers: self.workers.unwrap_or(cpus),
             intra_threads: self.intra_op_threads,
-            batching: self.enable_batching.then_some(BatchConfig {
-                max_batch_size: self.max_batch_size,
-                max_latency: Duration::from_millis(self.max_latency_ms),
+            batching: self.batching.enable_batching.then_some(BatchConfig {
+                max_batch_size: self.batching.max_batch_size,
+                max_latency: self.batching.max_latency(),
             }),
             queue: INFERENCE_QUEUE,
         }
@@ -199,12 +179,6 @@ impl ServerConfig {
 mod tests {
     use super::*;
     use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        config: ServerConfig,
-    }
 
     fn parse(args: &[&str]) -> Result<ServerConfig, String> {
         let cli = Cli::try_parse_from(std::iter::once("skiff-server").chain(args.iter().copied()))
@@ -218,10 +192,10 @@ mod tests {
         let c = parse(&["--model-dir", "m"]).unwrap();
         assert_eq!(c.http_port, 8080);
         assert_eq!(c.max_body_bytes, 32 * 1024 * 1024);
-        assert_eq!(c.container_concurrency, 0);
+        assert_eq!(c.admission.container_concurrency, 0);
         assert!(c.load_options().batching.is_none());
         let c = parse(&["--model-dir", "m", "--container-concurrency", "4"]).unwrap();
-        assert_eq!(c.max_queued(), 40);
+        assert_eq!(c.admission.max_queued(), 40);
     }
 
     #[test]

@@ -57,7 +57,8 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         .map_err(|e| Error::Config(format!("cannot start ONNX Runtime: {e}")))?;
 
     let metrics = Metrics::default();
-    let admission = Admission::new(config.container_concurrency, config.max_queued(), metrics.queued());
+    let admission =
+        Admission::new(config.admission.container_concurrency, config.admission.max_queued(), metrics.queued());
     let limits = config.serve_limits();
     let body = BodyLimits {
         max_bytes: config.max_body_bytes,

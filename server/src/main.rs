@@ -1,14 +1,8 @@
 //! `skiff-server --model-dir DIR [--model-name NAME] [--http-port PORT]`: see `--help`.
 
 use clap::Parser;
-use skiff_server::{ServerConfig, telemetry, termination};
-
-#[derive(Parser)]
-#[command(name = "skiff-server", version, about = "Serve ONNX models over KServe's V1 and V2 inference protocols")]
-struct Cli {
-    #[command(flatten)]
-    config: ServerConfig,
-}
+use skiff_server::config::Cli;
+use skiff_server::{telemetry, termination};
 
 /// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
 #[global_allocator]

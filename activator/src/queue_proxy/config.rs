@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use http::uri::PathAndQuery;
 
+use skiff_http::args::{AdmissionArgs, BatchingArgs, DrainArgs};
 use skiff_http::logger::{LoggerArgs, LoggerConfig};
-use skiff_http::{MAX_SECS, ServeLimits, check_concurrency, check_secs};
+use skiff_http::{ServeLimits, check_secs};
 
 use super::batcher::BatchSettings;
 
@@ -15,9 +16,6 @@ use crate::error::{Error, Result};
 
 /// Request-body bytes the queue-proxy holds at once by default.
 pub const DEFAULT_MAX_HELD_BYTES: usize = 256 * 1024 * 1024;
-
-/// The longest a batch may wait to fill, as long as any other duration may be.
-const MAX_LATENCY_MS: u64 = MAX_SECS * 1000;
 
 /// Everything `skiff-activator queue-proxy` can be told.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,22 +29,15 @@ pub struct QueueProxyConfig {
     /// The container being fronted.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub upstream: SocketAddr,
-    /// Requests sent to the container at once; 0 = unlimited.
-    #[arg(long, default_value_t = 0)]
-    pub container_concurrency: usize,
-    /// Requests that may wait for a slot before 503 (default: 10 × container concurrency).
-    #[arg(long)]
-    pub max_queued: Option<usize>,
+    /// Requests sent to the container at once, and those that may wait for a slot.
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
     /// Bound on a whole request, queueing included (the InferenceService's `timeout`).
     #[arg(long, default_value_t = 300)]
     pub timeout_secs: u64,
-    /// Seconds to let in-flight requests finish after SIGTERM.
-    #[arg(long, default_value_t = 30)]
-    pub drain_timeout_secs: u64,
-    /// Seconds to keep serving after SIGTERM, with readiness off, before closing the listener:
-    /// time for routers and activators to see the pod leave its EndpointSlice.
-    #[arg(long, default_value_t = 0)]
-    pub drain_delay_secs: u64,
+    /// The drain after SIGTERM.
+    #[command(flatten)]
+    pub drain: DrainArgs,
     /// Request-body bytes held at once (queued or being sent) before 503 with Retry-After.
     #[arg(long, default_value_t = DEFAULT_MAX_HELD_BYTES)]
     pub max_held_bytes: usize,
@@ -55,14 +46,8 @@ pub struct QueueProxyConfig {
     pub readiness_path: Option<String>,
     /// Combine concurrent V1 `:predict` requests into one request to the container (KServe
     /// `predictor.batcher`, see [`super::batcher`]).
-    #[arg(long)]
-    pub enable_batching: bool,
-    /// Instances that make a full batch.
-    #[arg(long, default_value_t = 32)]
-    pub max_batch_size: usize,
-    /// Milliseconds a batch waits to fill, from its first request.
-    #[arg(long, default_value_t = 500)]
-    pub max_latency_ms: u64,
+    #[command(flatten)]
+    pub batching: BatchingArgs,
     /// The request logger (KServe `predictor.logger`), the flags `skiff-server` takes.
     #[command(flatten)]
     pub logger: LoggerArgs,
@@ -74,17 +59,13 @@ impl Default for QueueProxyConfig {
             port: 8012,
             bind: IpAddr::from([0, 0, 0, 0]),
             upstream: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            container_concurrency: 0,
-            max_queued: None,
+            admission: AdmissionArgs::default(),
             timeout_secs: skiff_api::serving::DEFAULT_TIMEOUT.as_secs(),
-            drain_timeout_secs: 30,
-            drain_delay_secs: 0,
+            drain: DrainArgs::default(),
             max_held_bytes: DEFAULT_MAX_HELD_BYTES,
             readiness_path: None,
-            enable_batching: false,
-            max_batch_size: 32,
-            max_latency_ms: 500,
-            logger: LoggerArgs { logger_mode: "all".into(), component: "predictor".into(), ..LoggerArgs::default() },
+            batching: BatchingArgs::default(),
+            logger: LoggerArgs::default(),
         }
     }
 }
@@ -95,43 +76,25 @@ impl QueueProxyConfig {
         if self.timeout_secs == 0 {
             return Err(Error::Config("--timeout-secs must be at least 1".into()));
         }
-        for (flag, secs) in [
-            ("timeout-secs", self.timeout_secs),
-            ("drain-timeout-secs", self.drain_timeout_secs),
-            ("drain-delay-secs", self.drain_delay_secs),
-        ] {
-            check_secs(flag, secs).map_err(Error::Config)?;
-        }
-        check_concurrency(self.container_concurrency).map_err(Error::Config)?;
+        check_secs("timeout-secs", self.timeout_secs).map_err(Error::Config)?;
+        self.drain.validate().map_err(Error::Config)?;
+        self.admission.validate().map_err(Error::Config)?;
         if self.max_held_bytes < MAX_BODY_BYTES {
             return Err(Error::Config(format!(
                 "--max-held-bytes {} must be at least the largest body, {MAX_BODY_BYTES}",
                 self.max_held_bytes
             )));
         }
-        if self.enable_batching {
-            if self.max_batch_size == 0 {
-                return Err(Error::Config("--max-batch-size must be at least 1".into()));
-            }
-            if self.max_latency_ms == 0 {
-                return Err(Error::Config("--max-latency-ms must be at least 1 when batching is on".into()));
-            }
-            if self.max_latency_ms > MAX_LATENCY_MS {
-                return Err(Error::Config(format!(
-                    "--max-latency-ms {} is more than {MAX_LATENCY_MS} (a day)",
-                    self.max_latency_ms
-                )));
-            }
-        }
+        self.batching.validate().map_err(Error::Config)?;
         self.logger_config()?;
         self.readiness_path().map(|_| ())
     }
 
     /// The batcher's settings, when batching is on.
     pub fn batching(&self) -> Option<BatchSettings> {
-        self.enable_batching.then(|| BatchSettings {
-            max_batch_size: self.max_batch_size,
-            max_latency: Duration::from_millis(self.max_latency_ms),
+        self.batching.enable_batching.then(|| BatchSettings {
+            max_batch_size: self.batching.max_batch_size,
+            max_latency: self.batching.max_latency(),
         })
     }
 
@@ -140,18 +103,9 @@ impl QueueProxyConfig {
         self.logger.config().map_err(Error::Config)
     }
 
-    /// Requests that may queue for a slot.
-    pub fn max_queued(&self) -> usize {
-        self.max_queued.unwrap_or(self.container_concurrency.saturating_mul(10))
-    }
-
     /// Connections, client phases and the drain.
     pub fn serve_limits(&self) -> ServeLimits {
-        ServeLimits {
-            drain_delay: Duration::from_secs(self.drain_delay_secs),
-            drain_timeout: Duration::from_secs(self.drain_timeout_secs),
-            ..ServeLimits::default()
-        }
+        self.drain.limits(ServeLimits::default())
     }
 
     /// Bound on a whole request.
@@ -193,17 +147,18 @@ mod tests {
         let c = parse(&[]).unwrap();
         assert_eq!(c.port, 8012);
         assert_eq!(c.upstream, SocketAddr::from(([127, 0, 0, 1], 8080)));
-        assert_eq!((c.container_concurrency, c.max_queued()), (0, 0));
+        assert_eq!((c.admission.container_concurrency, c.admission.max_queued()), (0, 0));
         assert_eq!(c.timeout(), Duration::from_secs(300));
         let c = parse(&["--port", "9000", "--upstream", "127.0.0.1:9001", "--container-concurrency", "4"]).unwrap();
-        assert_eq!((c.port, c.max_queued()), (9000, 40));
-        assert_eq!(parse(&["--container-concurrency", "4", "--max-queued", "3"]).unwrap().max_queued(), 3);
+        assert_eq!((c.port, c.admission.max_queued()), (9000, 40));
+        assert_eq!(parse(&["--container-concurrency", "4", "--max-queued", "3"]).unwrap().admission.max_queued(), 3);
         let (d, p) = (QueueProxyConfig::default(), parse(&[]).unwrap());
         assert_eq!((d.port, d.bind, d.upstream, d.timeout_secs), (p.port, p.bind, p.upstream, p.timeout_secs));
-        assert_eq!((d.container_concurrency, d.max_queued, d.drain_timeout_secs), (0, None, p.drain_timeout_secs));
-        assert_eq!((d.drain_delay_secs, d.max_held_bytes), (p.drain_delay_secs, p.max_held_bytes));
-        assert_eq!((d.enable_batching, d.max_batch_size, d.max_latency_ms), (false, 32, 500));
-        assert_eq!((p.enable_batching, p.max_batch_size, p.max_latency_ms), (false, 32, 500));
+        assert_eq!((d.admission.container_concurrency, d.admission.max_queued), (0, None));
+        assert_eq!((&d.admission, &d.drain, d.max_held_bytes), (&p.admission, &p.drain, p.max_held_bytes));
+        let b = &d.batching;
+        assert_eq!((b.enable_batching, b.max_batch_size, b.max_latency_ms), (false, 32, 500));
+        assert_eq!(d.batching, p.batching);
         assert_eq!((d.logger.logger_mode.as_str(), d.logger.component.as_str()), ("all", "predictor"));
         assert_eq!((p.logger.logger_mode.as_str(), p.logger.component.as_str()), ("all", "predictor"));
         assert!(d.batching().is_none() && d.logger_config().unwrap().is_none());

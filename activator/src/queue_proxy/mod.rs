@@ -68,7 +68,8 @@ impl QueueProxy {
     /// the batcher start their tasks on it.
     pub fn new(config: QueueProxyConfig) -> Result<Arc<QueueProxy>> {
         config.validate()?;
-        let upstream = RevisionEndpoints::new(RevisionKey::new("local", "upstream"), config.container_concurrency);
+        let upstream =
+            RevisionEndpoints::new(RevisionKey::new("local", "upstream"), config.admission.container_concurrency);
         upstream.set_ready(vec![upstream.replica(config.upstream)]);
         let metrics = Metrics::default();
         let logger = config.logger_config()?.map(|c| Logger::start(c, metrics.logger().clone()));
@@ -144,7 +145,7 @@ impl QueueProxy {
             endpoints: &self.upstream,
             load: &self.load,
             max_pending: None,
-            max_queued: Some(self.config.max_queued()),
+            max_queued: Some(self.config.admission.max_queued()),
             timeout: self.config.timeout(),
             poker: None,
             retry: false,
@@ -271,8 +272,8 @@ impl QueueProxy {
         tracing::info!(
             address = %listener.local_addr()?,
             upstream = %self.config.upstream,
-            container_concurrency = self.config.container_concurrency,
-            max_queued = self.config.max_queued(),
+            container_concurrency = self.config.admission.container_concurrency,
+            max_queued = self.config.admission.max_queued(),
             "listening"
         );
         let limits = self.config.serve_limits();

@@ -5,30 +5,27 @@
 //! Either way the replica's address is the one its front process (server or queue-proxy) logs
 //! in its JSON `listening` line, and the replica ends when any of its processes does.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use skiff_api::serving::{AdmissionArgs, QueueProxyArgs, ServerProcess};
+use skiff_server::config::Cli as ServerCommand;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use super::container::ContainerSpec;
 use super::logs::Log;
 
-/// `skiff-server`'s command line, read as the server reads it.
-#[derive(clap::Parser)]
-struct ServerCommand {
-    #[command(flatten)]
-    config: skiff_server::ServerConfig,
-}
-
 /// What every replica of a revision runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplicaSpec {
     /// `skiff-server` with these arguments ([`skiff_api::serving::server_args`], with
-    /// `--http-port 0`); the backend adds a loopback bind and JSON logs.
+    /// `--http-port 0`); the backend adds a loopback bind, JSON logs and the termination message's
+    /// file ([`ServerProcess`]).
     Server {
         /// The server's arguments.
         args: Vec<String>,
@@ -93,12 +90,15 @@ impl ReplicaSpec {
     /// Starts a replica's processes; a container's output goes to `log`; a model server writes
     /// why it stopped, if it fails, to `termination_message`.
     pub fn launch(&self, programs: &Programs, log: &Arc<Log>, termination_message: &Path) -> std::io::Result<Launched> {
-        let json = ["--log-format", "json"];
         match self {
             ReplicaSpec::Server { args } => {
+                let process = ServerProcess {
+                    bind: Some(LOOPBACK),
+                    json_logs: true,
+                    termination_message_path: Some(termination_message.to_string_lossy().into_owned()),
+                };
                 let mut server = Command::new(&programs.server);
-                server.args(args).args(["--bind", "127.0.0.1"]).args(json).env("ORT_DYLIB_PATH", &programs.ort_dylib);
-                server.arg("--termination-message-path").arg(termination_message);
+                server.args(args).args(process.to_args()).env("ORT_DYLIB_PATH", &programs.ort_dylib);
                 let front = spawn(server, Stdio::null())?;
                 Ok(Launched { front, container: None, ready_path: "/v2/health/ready", front_is_log: true })
             }
@@ -115,18 +115,31 @@ impl ReplicaSpec {
                     tokio::spawn(copy_lines(output, log.clone()));
                 }
                 let mut queue_proxy = Command::new(&programs.queue_proxy);
-                queue_proxy.args(json).args(["queue-proxy", "--bind", "127.0.0.1", "--port", "0", "--upstream"]);
-                queue_proxy.arg(format!("127.0.0.1:{port}"));
-                queue_proxy.args(["--container-concurrency", &replica.container_concurrency.to_string()]);
-                queue_proxy.args(["--timeout-secs", &replica.timeout_secs.to_string()]);
-                queue_proxy.args(&replica.agent_args);
-                if let Some(path) = &replica.container.readiness_path {
-                    queue_proxy.args(["--readiness-path", path]);
-                }
+                queue_proxy.args(replica.queue_proxy_args(port).to_args()).args(&replica.agent_args);
                 // A queue-proxy that cannot start drops the container, which kills it.
                 let front = spawn(queue_proxy, Stdio::null())?;
                 Ok(Launched { front, container: Some(container), ready_path: "/healthz", front_is_log: false })
             }
+        }
+    }
+}
+
+/// Where replicas listen: loopback only.
+const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+impl ContainerReplica {
+    /// The queue-proxy's arguments in front of this container on loopback `port`, on a free port
+    /// of its own, with JSON logs; the agent's arguments ([`ContainerReplica::agent_args`]) follow.
+    fn queue_proxy_args(&self, port: u16) -> QueueProxyArgs {
+        QueueProxyArgs {
+            port: 0,
+            bind: Some(LOOPBACK),
+            upstream: SocketAddr::new(LOOPBACK, port),
+            admission: AdmissionArgs { container_concurrency: self.container_concurrency, max_queued: None },
+            timeout_secs: self.timeout_secs,
+            readiness_path: self.container.readiness_path.clone(),
+            json_logs: true,
+            ..QueueProxyArgs::default()
         }
     }
 }

@@ -123,21 +123,12 @@ impl SinkPolicy {
         SinkPolicy::default().with(allow_loopback, protected, allowed)
     }
 
-    /// The flags that give a logger this policy (`skiff-server` and the queue-proxy take them).
-    pub fn args(&self) -> Vec<String> {
-        let mut args = Vec::new();
-        if self.allow_loopback {
-            args.push("--logger-allow-loopback".to_owned());
-        }
-        for (flag, patterns) in
-            [("--logger-protected-hosts", &self.protected), ("--logger-allowed-hosts", &self.allowed)]
-        {
-            if !patterns.is_empty() {
-                let list: Vec<String> = patterns.iter().map(Pattern::to_string).collect();
-                args.extend([flag.to_owned(), list.join(",")]);
-            }
-        }
-        args
+    /// This policy as the logger's flags hold it: whether loopback is allowed, the protected
+    /// hosts and the allowed ones ([`super::LoggerArgs::with_sinks`]; [`SinkPolicy::from_flags`]
+    /// reads them back).
+    pub(crate) fn to_flags(&self) -> (bool, Vec<String>, Vec<String>) {
+        let list = |patterns: &[Pattern]| patterns.iter().map(Pattern::to_string).collect();
+        (self.allow_loopback, list(&self.protected), list(&self.allowed))
     }
 
     /// Checks a sink URL as written: `http://` with a host, and the host allowed.

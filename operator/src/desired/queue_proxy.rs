@@ -1,11 +1,13 @@
 //! The queue-proxy sidecar (Knative's queue-proxy, Skiff's `skiff-activator queue-proxy`), in
 //! front of every container Skiff did not build: a ServingRuntime's or the user's.
 
+use std::net::SocketAddr;
+
 use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPGetAction, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 use skiff_api::isvc::PredictorSpec;
-use skiff_api::serving::{batcher_args, logger_args};
+use skiff_api::serving::{AdmissionArgs, DrainArgs, QueueProxyArgs, batching, logger};
 
 use super::{RevisionRef, SHUTDOWN_DELAY_SECS};
 use crate::platform::Platform;
@@ -27,26 +29,20 @@ pub(super) fn queue_proxy(
     platform: &Platform,
 ) -> Container {
     let serving = revision.serving;
-    let mut args: Vec<String> = [
-        "queue-proxy".to_owned(),
-        "--port".into(),
-        QUEUE_PROXY_PORT.to_string(),
-        "--upstream".into(),
-        format!("127.0.0.1:{upstream}"),
-        "--container-concurrency".into(),
-        serving.container_concurrency.to_string(),
-        "--timeout-secs".into(),
-        serving.timeout_secs.to_string(),
-        "--drain-delay-secs".into(),
-        SHUTDOWN_DELAY_SECS.to_string(),
-    ]
-    .into();
-    args.extend(batcher_args(predictor));
-    args.extend(logger_args(predictor, revision.served(), &platform.logger_sinks));
+    let args = QueueProxyArgs {
+        port: QUEUE_PROXY_PORT as u16,
+        upstream: SocketAddr::from(([127, 0, 0, 1], upstream as u16)),
+        admission: AdmissionArgs { container_concurrency: serving.container_concurrency as usize, max_queued: None },
+        timeout_secs: serving.timeout_secs,
+        drain: DrainArgs { drain_delay_secs: SHUTDOWN_DELAY_SECS.into(), ..DrainArgs::default() },
+        batching: batching(predictor),
+        logger: logger(predictor, revision.served(), &platform.logger_sinks),
+        ..QueueProxyArgs::default()
+    };
     Container {
         name: QUEUE_PROXY.into(),
         image: Some(platform.queue_proxy_image.clone()),
-        args: Some(args),
+        args: Some(args.to_args()),
         ports: Some(vec![ContainerPort {
             name: Some("queue-port".into()),
             container_port: QUEUE_PROXY_PORT,

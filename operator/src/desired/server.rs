@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPGetAction, PodSpe
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::uses_embedded_server;
-use skiff_api::serving::{logger_args, server_args};
+use skiff_api::serving::{DrainArgs, ServerArgs, ServerProcess, admission, batching, logger};
 
 use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, SHUTDOWN_DELAY_SECS, from_fields, security, storage};
 use crate::platform::Platform;
@@ -34,13 +34,20 @@ pub(super) fn model_server(
     let mut container: Container = from_fields(&model.other, &MODEL_CONTAINER_FIELDS, "spec.predictor.model")?;
     container.name = CONTAINER_NAME.into();
     container.image = Some(platform.server_image.clone());
-    let mut args = server_args(&revision.service, &dir, SERVER_PORT as u16, predictor);
-    args.extend(logger_args(predictor, revision.served(), &platform.logger_sinks));
-    args.extend(["--shutdown-delay-secs".to_owned(), SHUTDOWN_DELAY_SECS.to_string()]);
-    // Why a model did not load reaches the pod's lastState.terminated.message (KServe reads it as
-    // ModelLoadFailed); the log's end stands in when the server could not write it.
-    args.extend(["--termination-message-path".to_owned(), TERMINATION_MESSAGE_PATH.to_owned()]);
-    container.args = Some(args);
+    let args = ServerArgs {
+        admission: admission(predictor),
+        batching: batching(predictor),
+        logger: logger(predictor, revision.served(), &platform.logger_sinks),
+        drain: DrainArgs { drain_delay_secs: SHUTDOWN_DELAY_SECS.into(), ..DrainArgs::default() },
+        // Why a model did not load reaches the pod's lastState.terminated.message (KServe reads it
+        // as ModelLoadFailed); the log's end stands in when the server could not write it.
+        process: ServerProcess {
+            termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_owned()),
+            ..ServerProcess::default()
+        },
+        ..ServerArgs::new(&revision.service, &dir, SERVER_PORT as u16)
+    };
+    container.args = Some(args.to_args());
     container.termination_message_path = Some(TERMINATION_MESSAGE_PATH.into());
     container.termination_message_policy = Some("FallbackToLogsOnError".into());
     container.ports = Some(vec![ContainerPort {
@@ -116,7 +123,7 @@ mod tests {
                 "8080",
                 "--container-concurrency",
                 "4",
-                "--shutdown-delay-secs",
+                "--drain-delay-secs",
                 "3",
                 "--termination-message-path",
                 "/dev/termination-log"
