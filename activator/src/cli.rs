@@ -3,7 +3,7 @@
 //! `main` so that the queue-proxy's argument builder (`skiff_api::serving::QueueProxyArgs`) is
 //! tested against this very parser (`tests/args.rs`).
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 use crate::QueueProxyConfig;
 use crate::cluster::ServeArgs;
@@ -29,11 +29,4 @@ pub enum Command {
     QueueProxy(Box<QueueProxyConfig>),
 }
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use skiff_http::telemetry::LogFormat;

@@ -2,20 +2,14 @@
 //! --upstream HOST:PORT --container-concurrency N` (the sidecar): see `--help`.
 
 use clap::Parser;
-use skiff_activator::cli::{Cli, Command, LogFormat};
+use skiff_activator::cli::{Cli, Command};
+use skiff_http::telemetry;
 use tokio::signal::unix::{SignalKind, signal};
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
-    }
+    telemetry::init(cli.log_format, "info");
     let mut terminate = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {

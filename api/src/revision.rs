@@ -91,7 +91,7 @@ pub const EXPLAINER: &str = "explainer";
 pub const DNS_LABEL_MAX: usize = 63;
 /// Digits of a revision number: five, as Knative writes them.
 const REVISION_DIGITS: usize = 5;
-/// The highest revision number, the most that [`REVISION_DIGITS`] digits hold. Past it the next
+/// The highest revision number, the most that five digits hold. Past it the next
 /// name would grow, so Skiff refuses a new revision instead (see [`next_number`]).
 pub const MAX_REVISION: u32 = 99_999;
 /// The longest InferenceService name. Of the names and label values Skiff derives from it, the

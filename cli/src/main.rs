@@ -10,8 +10,9 @@ mod load;
 mod standalone;
 
 use clap::{Parser, Subcommand};
+use skiff_http::telemetry;
+use skiff_server::ServerConfig;
 use skiff_server::config::LogFormat;
-use skiff_server::{ServerConfig, telemetry};
 
 /// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
 #[global_allocator]
@@ -44,12 +45,12 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Up(args) => {
-            telemetry::init(LogFormat::Text);
+            telemetry::init(LogFormat::Text, "info");
             standalone::up(args).await
         }
         Command::Get(args) => standalone::get(args).await,
         Command::Serve(config) => {
-            telemetry::init(config.log_format);
+            telemetry::init(config.log_format, "info");
             skiff_server::run(*config).await?;
             Ok(())
         }

@@ -5,7 +5,8 @@
 //! answers and turns any [`HttpError`] into `{"error": "..."}` with its status; [`grpc`] holds the
 //! gRPC status trailers proxies answer gRPC calls with; [`admin`] answers the admin port's health,
 //! readiness and metrics; [`logger`] sends inference requests and responses to a CloudEvents sink;
-//! [`args`] holds the command-line groups both binaries flatten (admission, batching, drain).
+//! [`args`] holds the command-line groups both binaries flatten (admission, batching, drain);
+//! [`telemetry`] installs the structured logs every Skiff binary writes.
 
 pub mod admin;
 pub mod args;
@@ -15,6 +16,7 @@ mod limits;
 pub mod logger;
 pub mod response;
 mod serve;
+pub mod telemetry;
 
 pub use limits::{MAX_CONCURRENCY, MAX_SECS, ServeLimits, check_concurrency, check_secs};
 pub use response::HttpError;

@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser};
 
 use crate::error::{Error, Result};
 use crate::leader::Timing;
-use crate::telemetry::LogFormat;
+use skiff_http::telemetry::LogFormat;
 
 /// Command line of `skiff-controller`.
 #[derive(Debug, Clone, Parser)]

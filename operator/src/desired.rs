@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value};
@@ -32,7 +32,7 @@ pub const SERVICE_PORT: i32 = 80;
 /// Seconds a model pod (the model server, or the queue-proxy in front of a custom container) keeps
 /// serving after SIGTERM, readiness off, so that routers and activators see it leave its
 /// EndpointSlice before it closes its listener.
-const SHUTDOWN_DELAY_SECS: u32 = 3;
+const DRAIN_DELAY_SECS: u32 = 3;
 /// KServe's name for the serving container.
 pub const CONTAINER_NAME: &str = "kserve-container";
 /// PodSpec fields KServe accepts inline in `spec.predictor`, passed to the pod as written.
@@ -134,6 +134,17 @@ pub fn service(revision: &RevisionRef, owner: &OwnerReference, port: i32) -> Ser
     };
     stamp(&mut service.metadata, &service.spec);
     service
+}
+
+/// The serving container's port, `http1` on [`SERVER_PORT`] (KServe's name and number): the embedded
+/// server's, and that of a runtime's or custom container which declares none.
+fn serving_ports() -> Vec<ContainerPort> {
+    vec![ContainerPort {
+        name: Some("http1".into()),
+        container_port: SERVER_PORT,
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    }]
 }
 
 /// The hash of what is applied, read back to apply again only when it changes.

@@ -8,8 +8,8 @@
 //! ([`revisions`] reads the bookkeeping back from labels and annotations, [`desired`] builds the
 //! children, [`status`] the status, [`platform`] reads the `inferenceservice-config` ConfigMap,
 //! [`leader`] decides on the Lease); [`controller`] does the reads and writes ([`freshness`] skips
-//! stale cached copies, [`backoff`] spaces the retries of failed ones), [`metrics`],
-//! [`admin`] and [`telemetry`] make it observable.
+//! stale cached copies, [`backoff`] spaces the retries of failed ones), [`metrics`]
+//! and [`admin`] make it observable (its logs: `skiff_http::telemetry`).
 
 pub mod admin;
 pub mod autoscaler;
@@ -29,7 +29,6 @@ pub mod platform;
 pub mod revisions;
 pub mod status;
 pub mod storage;
-pub mod telemetry;
 
 pub use config::Settings;
 pub use error::{Error, Result};

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use prometheus_client::registry::Registry;
+use skiff_http::telemetry;
 use skiff_operator::autoscaler::decisions::Decisions;
 use skiff_operator::metrics::Metrics;
-use skiff_operator::{Settings, admin, controller, telemetry};
+use skiff_operator::{Settings, admin, controller};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::parse();
     settings.validate()?;
-    telemetry::init(settings.log_format);
+    telemetry::init(settings.log_format, "info,kube=warn");
     let mut registry = Registry::with_prefix("skiff_controller");
     let metrics = Arc::new(Metrics::new(&mut registry));
     let gate = admin::AutoscalerGate::default();

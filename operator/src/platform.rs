@@ -67,7 +67,7 @@ pub struct Platform {
     /// clusters without cluster DNS (the local test cluster gives a router pod's IP and port).
     pub router_address: Option<String>,
     /// Which request logger sinks InferenceServices may name (`logger.allowedHosts` and the
-    /// platform's own components, see [`Platform::sink_policy`]).
+    /// platform's own components, built from the config map by `sink_policy`).
     pub logger_sinks: SinkPolicy,
 }
 

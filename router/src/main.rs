@@ -14,10 +14,10 @@ use skiff_dataplane::Plane;
 use skiff_dataplane::discovery::{sync_revisions, sync_service};
 use skiff_dataplane::endpoints::Endpoints;
 use skiff_http::ServeLimits;
+use skiff_http::telemetry::{self, LogFormat};
 use skiff_router::cluster::follow_routes;
 use skiff_router::{DownstreamLimits, Router, RouterConfig};
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
 
 /// Command line of `skiff-router`.
 #[derive(Debug, Parser)]
@@ -48,9 +48,9 @@ struct Args {
     /// the Service's endpoints to drop this pod.
     #[arg(long, default_value_t = 3)]
     drain_delay_secs: u64,
-    /// Log line format: text or json.
-    #[arg(long, default_value = "text")]
-    log_format: String,
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 /// The watches that must have listed once before the router is ready.
@@ -59,16 +59,7 @@ const WATCHES: usize = 3;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match args.log_format.as_str() {
-        "json" => logs.json().init(),
-        "text" => logs.init(),
-        other => anyhow::bail!("--log-format must be text or json, not {other:?}"),
-    }
+    telemetry::init(args.log_format, "info");
     let client = kube::Client::try_default().await.context("connecting to Kubernetes (KUBECONFIG or in-cluster)")?;
     let config = RouterConfig {
         listen: args.listen,

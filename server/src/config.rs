@@ -14,14 +14,7 @@ use crate::model::{BatchConfig, LoadOptions};
 /// Jobs that may wait for an inference thread, per model, before requests get 503.
 const INFERENCE_QUEUE: usize = 4096;
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use skiff_http::telemetry::LogFormat;
 
 /// `skiff-server`'s command line, as its `main` parses it (and the argument builder's round trip,
 /// `tests/args.rs`, and `skiff up`'s preflight read it).

@@ -20,7 +20,6 @@ pub mod metrics;
 pub mod model;
 pub mod onnxruntime;
 pub mod proto;
-pub mod telemetry;
 pub mod tensor;
 pub mod termination;
 

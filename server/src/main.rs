@@ -1,8 +1,9 @@
 //! `skiff-server --model-dir DIR [--model-name NAME] [--http-port PORT]`: see `--help`.
 
 use clap::Parser;
+use skiff_http::telemetry;
 use skiff_server::config::Cli;
-use skiff_server::{telemetry, termination};
+use skiff_server::termination;
 
 /// mimalloc: glibc's allocator contends on arena locks between the HTTP and inference threads.
 #[global_allocator]
@@ -11,7 +12,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init(cli.config.log_format);
+    telemetry::init(cli.config.log_format, "info");
     let termination = cli.config.termination_message_path.clone();
     let result = skiff_server::run(cli.config).await;
     if let (Err(error), Some(path)) = (&result, termination) {

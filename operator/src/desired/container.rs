@@ -2,11 +2,11 @@
 //! explainer's, and a predictor's when it gives `containers`), with KServe's contract for a
 //! transformer's or explainer's container.
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 use serde_json::Value;
 use skiff_api::serving::{component_contract, predictor_host};
 
-use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT};
+use super::{CONTAINER_NAME, RevisionRef, serving_ports};
 use crate::platform::Platform;
 
 /// KServe's contract for the container of a transformer or explainer (its `GetContainer`), each
@@ -56,12 +56,7 @@ pub(super) fn custom_containers(containers: &[Value], pod: &mut PodSpec, at: &st
         return Err(format!("{at}.containers: at least one container is needed"));
     };
     if first.ports.as_ref().is_none_or(Vec::is_empty) {
-        first.ports = Some(vec![ContainerPort {
-            name: Some("http1".into()),
-            container_port: SERVER_PORT,
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]);
+        first.ports = Some(serving_ports());
     }
     pod.containers = parsed;
     Ok(())

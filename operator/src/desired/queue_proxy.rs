@@ -9,7 +9,7 @@ use serde_json::json;
 use skiff_api::isvc::PredictorSpec;
 use skiff_api::serving::{AdmissionArgs, DrainArgs, QueueProxyArgs, batching, logger};
 
-use super::{RevisionRef, SHUTDOWN_DELAY_SECS};
+use super::{DRAIN_DELAY_SECS, RevisionRef};
 use crate::platform::Platform;
 
 /// The queue-proxy's port in a custom container's pod (Knative's).
@@ -34,7 +34,7 @@ pub(super) fn queue_proxy(
         upstream: SocketAddr::from(([127, 0, 0, 1], upstream as u16)),
         admission: AdmissionArgs { container_concurrency: serving.container_concurrency as usize, max_queued: None },
         timeout_secs: serving.timeout_secs,
-        drain: DrainArgs { drain_delay_secs: SHUTDOWN_DELAY_SECS.into(), ..DrainArgs::default() },
+        drain: DrainArgs { drain_delay_secs: DRAIN_DELAY_SECS.into(), ..DrainArgs::default() },
         batching: batching(predictor),
         logger: logger(predictor, revision.served(), &platform.logger_sinks),
         ..QueueProxyArgs::default()

@@ -2,12 +2,14 @@
 //! container fields merged over its serving container as KServe merges them, KServe's
 //! placeholders replaced, and the queue-proxy in front.
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 use serde_json::Value;
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::SelectedRuntime;
 
-use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, queue_proxy::queue_proxy, storage::provision_model};
+use super::{
+    CONTAINER_NAME, RevisionRef, SERVER_PORT, queue_proxy::queue_proxy, serving_ports, storage::provision_model,
+};
 use crate::platform::Platform;
 
 /// Where a ServingRuntime's container finds the model (KServe's `DefaultModelLocalMountPath`; its
@@ -69,12 +71,7 @@ pub(super) fn runtime_server(
     }
     *serving = serde_json::from_value(value).map_err(|e| format!("spec.predictor.model: {e}"))?;
     if serving.ports.as_ref().is_none_or(Vec::is_empty) {
-        serving.ports = Some(vec![ContainerPort {
-            name: Some("http1".into()),
-            container_port: SERVER_PORT,
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]);
+        serving.ports = Some(serving_ports());
     }
     let upstream = serving.ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
     let env = serving.env.get_or_insert_with(Vec::new);

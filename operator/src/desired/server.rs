@@ -2,13 +2,15 @@
 //! KServe's container fields of `spec.predictor.model`, its probes, and why a model did not load
 //! in the pod's termination message.
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPGetAction, PodSpec, Probe};
+use k8s_openapi::api::core::v1::{Container, HTTPGetAction, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::uses_embedded_server;
 use skiff_api::serving::{DrainArgs, ServerArgs, ServerProcess, admission, batching, logger};
 
-use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, SHUTDOWN_DELAY_SECS, from_fields, security, storage};
+use super::{
+    CONTAINER_NAME, DRAIN_DELAY_SECS, RevisionRef, SERVER_PORT, from_fields, security, serving_ports, storage,
+};
 use crate::platform::Platform;
 
 /// Container fields KServe accepts in `spec.predictor.model`, passed to the server's container.
@@ -38,7 +40,7 @@ pub(super) fn model_server(
         admission: admission(predictor),
         batching: batching(predictor),
         logger: logger(predictor, revision.served(), &platform.logger_sinks),
-        drain: DrainArgs { drain_delay_secs: SHUTDOWN_DELAY_SECS.into(), ..DrainArgs::default() },
+        drain: DrainArgs { drain_delay_secs: DRAIN_DELAY_SECS.into(), ..DrainArgs::default() },
         // Why a model did not load reaches the pod's lastState.terminated.message (KServe reads it
         // as ModelLoadFailed); the log's end stands in when the server could not write it.
         process: ServerProcess {
@@ -50,12 +52,7 @@ pub(super) fn model_server(
     container.args = Some(args.to_args());
     container.termination_message_path = Some(TERMINATION_MESSAGE_PATH.into());
     container.termination_message_policy = Some("FallbackToLogsOnError".into());
-    container.ports = Some(vec![ContainerPort {
-        name: Some("http1".into()),
-        container_port: SERVER_PORT,
-        protocol: Some("TCP".into()),
-        ..ContainerPort::default()
-    }]);
+    container.ports = Some(serving_ports());
     container.readiness_probe = Some(probe("/v2/health/ready", 1, 3));
     container.liveness_probe = Some(probe("/v2/health/live", 10, 3));
     storage::provision_model(model, &dir, platform, pod, &mut container)?;
