@@ -22,6 +22,9 @@ cargo test --workspace
 # replay.py (which the burst tests use) against journals the cluster recorded; its oracle was built
 # by the differential test above.
 python3 tests/knative-kpa/test_replay.py
+# No two modules of these crates import each other in a circle (issue 21 broke the server's and the
+# router's; api, cli, http-shell and operator, left out, still have some: run the script on them).
+python3 tests/arch/module_cycles.py activator/src autoscaler/src dataplane/src router/src server/src web/src
 
 if [[ "${SKIFF_SKIP_CLUSTER:-0}" == 1 ]]; then
   echo "SKIFF_SKIP_CLUSTER=1: the cluster end-to-end tests did not run"

@@ -2,31 +2,19 @@
 //! how `skiff-server` and the queue-proxy are started for a predictor (through the argument
 //! builders of [`args`]), and when a revision counts as ready.
 
-use std::time::Duration;
-
 use skiff_http::logger::sink::SinkPolicy;
 
 use crate::isvc::PredictorSpec;
 use crate::settings;
-use crate::validate::MAX_TIMEOUT_SECS;
 
 pub mod args;
 
+pub use crate::settings::{DEFAULT_TIMEOUT, request_timeout};
 pub use args::{AdmissionArgs, BatchingArgs, DrainArgs, LoggerArgs, QueueProxyArgs, ServerArgs, ServerProcess};
-
-/// KServe's request timeout when `timeout` is unset: the one definition the router, the activator,
-/// the queue-proxy and both modes' revisions use.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Header naming the revision: `namespace/name` on requests the router sends to the activator, the
 /// revision's name on answers to clients. Written by the router, read by the activator.
 pub const REVISION_HEADER: &str = "x-skiff-revision";
-
-/// The bound on one request to the predictor: its `timeout` in seconds (kept within the 1 s to
-/// [`MAX_TIMEOUT_SECS`] that validation allows), else KServe's 300 s.
-pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
-    predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT_SECS).unsigned_abs()))
-}
 
 /// `skiff-server`'s arguments for `predictor`, serving the model in `model_dir` as `model_name`
 /// on `http_port` (0: a free port, as standalone replicas use): [`ServerArgs::new`] with the
@@ -132,6 +120,8 @@ pub fn revision_ready(has_had_ready_replica: bool, initial_pods: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::isvc::{Batcher, LoggerSpec};
 

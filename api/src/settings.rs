@@ -27,8 +27,17 @@ use crate::isvc::PredictorSpec;
 use crate::labels::{COMPONENT, CONTAINER_CONCURRENCY, QUEUE_PROXY, TIMEOUT_SECONDS};
 use crate::revision::Component;
 use crate::runtime::uses_embedded_server;
-use crate::serving::{DEFAULT_TIMEOUT, request_timeout};
 use crate::validate::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
+
+/// KServe's request timeout when `timeout` is unset: the one definition the router, the activator,
+/// the queue-proxy and both modes' revisions use.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The bound on one request to the predictor: its `timeout` in seconds (kept within the 1 s to
+/// [`MAX_TIMEOUT_SECS`] that validation allows), else KServe's 300 s.
+pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
+    predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT_SECS).unsigned_abs()))
+}
 
 /// What the data plane needs to know of a revision's pods, from its labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Tests of replay.py over journals that the cluster's burst test (tests/cluster/e2e-burst.sh) recorded.
 
-Each recorded journal is one that an unaligned replay failed on although Skiff's decisions were
-Knative's: a scale to zero a tick apart, a panic ending at another phase of the tick, a tick that
-fired late. They must pass; the same journals with issue 26's early scale-down written into them,
+Each recorded journal is one that the first comparison (only decisions within 2 s of a Knative
+tick) failed on although Skiff's decisions were Knative's: a scale to zero a tick apart, a panic
+ending a tick later in Knative than in Skiff, and the same in another journal. They must pass; the same journals with issue 26's early scale-down written into them,
 or with the panic ended three ticks early, must not. Needs the oracle (build.sh, cached).
 
     python3 tests/knative-kpa/test_replay.py
