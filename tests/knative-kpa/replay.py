@@ -16,7 +16,9 @@ decides tick by tick. Skiff's ticks fire at another phase of the second than the
 milliseconds late under load, so a transition (the end of a panic, a step down, the step to zero)
 can come a tick earlier or later in one than in the other: each Knative tick's replicas and panic
 must match one of Skiff's decisions within a tick (2 s, plus 250 ms for a late tick) either side
-of it. Prints how many ticks were compared; exits 1 on a mismatch or when fewer than --min-ticks (default 8) could be compared.
+of it; from the end of Knative's panic on, within two (the steps down each wait for the one before
+and the last for the scale-to-zero grace, so the shift can add up). Prints how many ticks were compared; exits 1 on a mismatch or when
+fewer than --min-ticks (default 8) could be compared.
 
 One difference is Skiff's on purpose, and is named when it shows: while no pod is ready, every
 poke decides at once (Knative's multiscaler pokes only while the scale is 0, so its next decision
@@ -74,11 +76,13 @@ def main():
         run = subprocess.run([oracle(), str(path)], capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"replay.py: kpa-oracle failed:\n{run.stderr}")
+    ticks = [json.loads(line) for line in run.stdout.splitlines()]
     compared, named = 0, []
-    for line in run.stdout.splitlines():
-        tick = json.loads(line)
+    calm = calm_from(ticks)
+    for tick in ticks:
         t = tick["t"] * 1000
-        near = [(s["atMs"], s["desired"], s["panic"]) for s in decided if abs(s["atMs"] - t) <= TICK_MS + JITTER_MS]
+        window = (2 if t >= calm else 1) * TICK_MS + JITTER_MS
+        near = [(s["atMs"], s["desired"], s["panic"]) for s in decided if abs(s["atMs"] - t) <= window]
         if not near:
             continue
         compared += 1
@@ -89,12 +93,22 @@ def main():
             named.append(f"{t} ms: Knative {tick['replicas']}, Skiff {max(d for _, d, _ in near)} (asked for by a poke at zero)")
             continue
         sys.exit(f"at {t} ms Knative decides {tick['replicas']} pods (panic {tick['panic']}); "
-                     f"Skiff's decisions within a tick (atMs, desired, panic): {near}")
+                 f"Skiff's decisions within {window} ms (atMs, desired, panic): {near}")
     if compared < args.min_ticks:
         sys.exit(f"replay.py: only {compared} of Knative's ticks had a Skiff decision near them (at least {args.min_ticks})")
     print(f"Knative's KPA and Skiff's agree within a tick at {compared - len(named)} of Knative's ticks"
           + (f"; the named difference (pokes at zero size the panic) at {len(named)}: {'; '.join(named)}" if named else ""))
 
+
+def calm_from(ticks):
+    """When Knative's last panic ended (ms; never: past the end). From then on the steps down each
+    wait for the previous one and for the scale-to-zero grace, so a tick's shift between the two can
+    grow to two by the last step."""
+    calm = None
+    for before, tick in zip(ticks, ticks[1:]):
+        if before["panic"] and not tick["panic"]:
+            calm = tick["t"] * 1000
+    return calm if calm is not None else float("inf")
 
 if __name__ == "__main__":
     main()
