@@ -18,6 +18,7 @@ use skiff_api::isvc::PredictorSpec;
 use skiff_api::labels::{APPLIED_HASH, INITIAL_SCALE, RUNTIME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 use skiff_api::runtime::SelectedRuntime;
+use skiff_api::serving::DrainArgs;
 
 use crate::platform::Platform;
 
@@ -32,7 +33,12 @@ pub const SERVICE_PORT: i32 = 80;
 /// Seconds a model pod (the model server, or the queue-proxy in front of a custom container) keeps
 /// serving after SIGTERM, readiness off, so that routers and activators see it leave its
 /// EndpointSlice before it closes its listener.
-const DRAIN_DELAY_SECS: u32 = 3;
+const DRAIN_DELAY_SECS: u64 = 3;
+
+/// The drain of a model pod's front process: [`DRAIN_DELAY_SECS`], then the default timeout.
+fn drain() -> DrainArgs {
+    DrainArgs { drain_delay_secs: DRAIN_DELAY_SECS, ..DrainArgs::default() }
+}
 /// KServe's name for the serving container.
 pub const CONTAINER_NAME: &str = "kserve-container";
 /// PodSpec fields KServe accepts inline in `spec.predictor`, passed to the pod as written.

@@ -7,9 +7,9 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, HTTPGetAction, Probe}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 use skiff_api::isvc::PredictorSpec;
-use skiff_api::serving::{AdmissionArgs, DrainArgs, QueueProxyArgs, batching, logger};
+use skiff_api::serving::{AdmissionArgs, QueueProxyArgs, batching, logger};
 
-use super::{DRAIN_DELAY_SECS, RevisionRef};
+use super::{RevisionRef, drain};
 use crate::platform::Platform;
 
 /// The queue-proxy's port in a custom container's pod (Knative's).
@@ -32,9 +32,9 @@ pub(super) fn queue_proxy(
     let args = QueueProxyArgs {
         port: QUEUE_PROXY_PORT as u16,
         upstream: SocketAddr::from(([127, 0, 0, 1], upstream as u16)),
-        admission: AdmissionArgs { container_concurrency: serving.container_concurrency as usize, max_queued: None },
+        admission: AdmissionArgs { container_concurrency: serving.per_replica_limit(), max_queued: None },
         timeout_secs: serving.timeout_secs,
-        drain: DrainArgs { drain_delay_secs: DRAIN_DELAY_SECS.into(), ..DrainArgs::default() },
+        drain: drain(),
         batching: batching(predictor),
         logger: logger(predictor, revision.served(), &platform.logger_sinks),
         ..QueueProxyArgs::default()

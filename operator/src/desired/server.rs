@@ -6,11 +6,9 @@ use k8s_openapi::api::core::v1::{Container, HTTPGetAction, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::uses_embedded_server;
-use skiff_api::serving::{DrainArgs, ServerArgs, ServerProcess, admission, batching, logger};
+use skiff_api::serving::{ServerArgs, ServerProcess, admission, batching, logger};
 
-use super::{
-    CONTAINER_NAME, DRAIN_DELAY_SECS, RevisionRef, SERVER_PORT, from_fields, security, serving_ports, storage,
-};
+use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, drain, from_fields, security, serving_ports, storage};
 use crate::platform::Platform;
 
 /// Container fields KServe accepts in `spec.predictor.model`, passed to the server's container.
@@ -40,7 +38,7 @@ pub(super) fn model_server(
         admission: admission(predictor),
         batching: batching(predictor),
         logger: logger(predictor, revision.served(), &platform.logger_sinks),
-        drain: DrainArgs { drain_delay_secs: DRAIN_DELAY_SECS.into(), ..DrainArgs::default() },
+        drain: drain(),
         // Why a model did not load reaches the pod's lastState.terminated.message (KServe reads it
         // as ModelLoadFailed); the log's end stands in when the server could not write it.
         process: ServerProcess {
