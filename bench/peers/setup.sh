@@ -3,6 +3,10 @@
 # venv (their dependency sets conflict):
 #   .bench/kserve-venv    kserve (its own ModelServer) + onnxruntime + numpy
 #   .bench/mlserver-venv  mlserver + onnxruntime + numpy
+#   .bench/kserve-storage-venv  kserve-storage (KServe's storage initializer, for
+#                         bench/peers/kserve_storage_fetch.py) + huggingface_hub + boto3,
+#                         and onnx + onnxruntime + numpy for bench/models/gen_models.py
+#                         (not in the default set: PEERS=kserve-storage)
 # Run from anywhere; paths are relative to the repository root. Idempotent: a
 # venv whose stamp matches the pinned requirements is left alone.
 # Dependencies are held to constraints-*.txt (a verified pip freeze) so a new
@@ -20,6 +24,8 @@ peers=${PEERS:-kserve mlserver}
 
 KSERVE_REQS=(kserve==0.21.0 onnxruntime==1.31.1 numpy==2.4.6)
 MLSERVER_REQS=(mlserver==1.7.1 onnxruntime==1.31.1 numpy==2.4.6 uvloop==0.21.0)
+KSERVE_STORAGE_REQS=(kserve-storage==0.21.0 huggingface_hub==2.4.0 boto3==1.44.8
+  onnx==1.23.2 onnxruntime==1.31.1 numpy==2.4.6)
 
 pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
@@ -67,7 +73,8 @@ for peer in $peers; do
   case $peer in
     kserve) install_peer kserve 10 13 "${KSERVE_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
     mlserver) install_peer mlserver 9 12 "${MLSERVER_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
-    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver)" >&2; failed=$((failed + 1)) ;;
+    kserve-storage) install_peer kserve-storage 10 13 "${KSERVE_STORAGE_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
+    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver kserve-storage)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 
