@@ -1,0 +1,112 @@
+//! The fetcher's errors. Each names the URI (as [`crate::uri::redact`] shows it: never a
+//! credential) and the cause in words a user can act on.
+
+use std::path::PathBuf;
+
+/// What went wrong with a fetch.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The URI cannot be read: unknown scheme, no bucket, ...
+    #[error("{uri}: {message}")]
+    Uri {
+        /// The URI, redacted.
+        uri: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A store setting from the environment is invalid.
+    #[error("{0}")]
+    Config(String),
+    /// The bucket, object, repository or file does not exist.
+    #[error("{uri}: not found: {cause}")]
+    NotFound {
+        /// The URI, redacted.
+        uri: String,
+        /// What the store said.
+        cause: String,
+    },
+    /// The store refused the credentials, or gave none access.
+    #[error("{uri}: access denied: {cause}")]
+    Denied {
+        /// The URI, redacted.
+        uri: String,
+        /// What the store said.
+        cause: String,
+    },
+    /// The transfer failed: the connection was refused or cut, the store answered an error.
+    #[error("{uri}: {cause}")]
+    Transfer {
+        /// The URI, redacted.
+        uri: String,
+        /// What happened.
+        cause: String,
+    },
+    /// The model is larger than allowed.
+    #[error("{uri}: {what} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// The URI, redacted.
+        uri: String,
+        /// What was measured (the model, an archive's content, the cache's limit).
+        what: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// An archive is corrupt, truncated, or would write outside its folder.
+    #[error("{uri}: archive {archive}: {cause}")]
+    Archive {
+        /// The URI, redacted.
+        uri: String,
+        /// The archive's name.
+        archive: String,
+        /// What is wrong with it.
+        cause: String,
+    },
+    /// Writing to the local disk failed (a full disk says "No space left on device").
+    #[error("{}: {source}", path.display())]
+    Disk {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A phase ran past its time.
+    #[error("{what} took longer than {seconds} s")]
+    Timeout {
+        /// The phase.
+        what: String,
+        /// Its limit.
+        seconds: u64,
+    },
+}
+
+/// The fetcher's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A disk error at `path`.
+    pub fn disk(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Disk { path, source }
+    }
+
+    /// Whether trying again may succeed (a cut connection, a store that answered 5xx).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Transfer { .. } | Error::Timeout { .. })
+    }
+
+    /// The exit code `skiff-fetch` ends with, one per kind, so an init container's status tells
+    /// the kind without its log.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Uri { .. } | Error::Config(_) => 2,
+            Error::NotFound { .. } => 3,
+            Error::Denied { .. } => 4,
+            Error::Transfer { .. } | Error::Timeout { .. } => 5,
+            Error::TooLarge { .. } => 6,
+            Error::Archive { .. } => 7,
+            Error::Disk { .. } => 8,
+        }
+    }
+}
