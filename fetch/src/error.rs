@@ -110,3 +110,9 @@ impl Error {
         }
     }
 }
+
+/// What a failed fetch says where a replica's failure is shown: the model pod's termination
+/// message on a cluster (`skiff-fetch`), a revision's status in `skiff up`.
+pub fn failure_message(error: &Error) -> String {
+    format!("fetching the model failed: {error}")
+}

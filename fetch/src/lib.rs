@@ -24,5 +24,5 @@ pub mod remote;
 pub mod uri;
 
 pub use cache::{Cache, Lease};
-pub use error::{Error, Result};
+pub use error::{Error, Result, failure_message};
 pub use fetcher::{Fetcher, Report};

@@ -18,6 +18,8 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
+pub mod stores;
+
 type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
 
 /// Faults the server injects.
