@@ -13,6 +13,8 @@
 //!   per model however many replicas start at once, atomic, bounded, least recently used evicted
 //!   unless in use.
 //! - [`fetcher`]: the whole fetch, from a URI to a folder or a cache entry.
+//! - [`node`]: the node cache on a cluster: a server owning the node's [`Cache`], and the
+//!   init container's client with its fall back to a direct fetch.
 
 pub mod archive;
 pub mod cache;
@@ -20,6 +22,7 @@ pub mod download;
 pub mod env;
 pub mod error;
 pub mod fetcher;
+pub mod node;
 pub mod remote;
 pub mod uri;
 

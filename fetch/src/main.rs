@@ -3,7 +3,9 @@
 //! variables ([`skiff_fetch::env`]). It prints one JSON line of what it did; on failure the
 //! reason goes to stderr and the termination message, and the exit code tells the kind (2 a
 //! bad URI or setting, 3 not found, 4 access denied, 5 a transfer, 6 too large, 7 a bad
-//! archive, 8 the local disk).
+//! archive, 8 the local disk). With `--node-cache URL` it asks the node's cache
+//! (`skiff-model-cache`) first and copies the model from it; when the node cache does not answer
+//! (or fails on its side) it says so on stderr and fetches directly.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use skiff_fetch::env::StoreEnv;
+use skiff_fetch::node::client::{self, Outcome};
 use skiff_fetch::{Error, Fetcher};
 use tracing_subscriber::EnvFilter;
 
@@ -28,6 +31,10 @@ struct Cli {
     /// The bound on the whole fetch, in seconds.
     #[arg(long, default_value_t = skiff_fetch::fetcher::DEFAULT_TIMEOUT.as_secs())]
     timeout_secs: u64,
+    /// The node cache's base URL (`http://$(HOST_IP):8095` in a model pod): the model is copied
+    /// from it, fetched there first when it has not got it.
+    #[arg(long)]
+    node_cache: Option<String>,
     /// Where the reason of a failure is written (the container's termination message).
     #[arg(long, default_value = "/dev/termination-log")]
     termination_message: PathBuf,
@@ -56,7 +63,28 @@ async fn run(cli: &Cli) -> Result<String, Error> {
     let mut fetcher = Fetcher::new(StoreEnv::from_process()?);
     fetcher.plan.parallel = cli.parallel.max(1);
     fetcher.timeout = Duration::from_secs(cli.timeout_secs);
-    let report = fetcher.fetch(&cli.uri, &cli.dir).await?;
+    let (report, via) = match cli.node_cache.as_deref() {
+        Some(node) if std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").is_some() => {
+            eprintln!(
+                "skiff-fetch: a key file (GOOGLE_APPLICATION_CREDENTIALS) is not sent to the node cache {node}: fetching directly"
+            );
+            (fetcher.fetch(&cli.uri, &cli.dir).await?, "direct")
+        }
+        Some(node) => {
+            let env = client::forwarded_env(|name| std::env::var(name).ok());
+            match client::fetch(node, &cli.uri, env, &cli.dir, fetcher.timeout).await {
+                Ok(report) => (report, "node-cache"),
+                Err(Outcome::Failed(error)) => return Err(error),
+                Err(Outcome::Unavailable(reason)) => {
+                    eprintln!(
+                        "skiff-fetch: the node cache {node} did not give the model ({reason}): fetching directly"
+                    );
+                    (fetcher.fetch(&cli.uri, &cli.dir).await?, "direct")
+                }
+            }
+        }
+        None => (fetcher.fetch(&cli.uri, &cli.dir).await?, "direct"),
+    };
     Ok(serde_json::json!({
         "fetched": report.uri,
         "objects": report.objects,
@@ -64,6 +92,7 @@ async fn run(cli: &Cli) -> Result<String, Error> {
         "downloaded": report.downloaded,
         "cached": report.cached,
         "seconds": report.seconds,
+        "via": via,
     })
     .to_string())
 }

@@ -1,0 +1,218 @@
+//! The node cache (`skiff-model-cache`) and the init container (`skiff-fetch --node-cache`) as
+//! real processes against MinIO: a model downloaded once however many init containers ask
+//! (concurrent cold starts included), the caller's credentials checked against the store on
+//! every request even for a cached model, files read only with a ticket, endpoints on the node's
+//! own addresses refused, and a direct fetch when the node cache is not there.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use common::stores::{self, S3_KEY, Store};
+
+/// A running `skiff-model-cache`, killed when dropped.
+struct NodeCache {
+    child: Child,
+    url: String,
+    _root: tempfile::TempDir,
+}
+
+impl Drop for NodeCache {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn node_cache(args: &[&str]) -> NodeCache {
+    let root = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skiff-model-cache"))
+        .args(["--listen", "127.0.0.1:0", "--root"])
+        .arg(root.path())
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start skiff-model-cache");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("skiff-model-cache exited").unwrap();
+        if let Some(rest) = line.strip_prefix("skiff-model-cache listening on ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    NodeCache { child, url: format!("http://{addr}"), _root: root }
+}
+
+/// Runs `skiff-fetch URI DIR --node-cache NODE` with `env`; its output.
+fn init_container(uri: &str, dir: &Path, node: &str, env: &[(String, String)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skiff-fetch"))
+        .args([uri])
+        .arg(dir)
+        .args(["--node-cache", node, "--termination-message"])
+        .arg(dir.with_extension("termination"))
+        .env_clear()
+        .envs(env.iter().cloned())
+        .output()
+        .unwrap()
+}
+
+/// The JSON line of a successful `skiff-fetch`.
+fn report(out: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "skiff-fetch failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)).collect()
+}
+
+fn minio_with(models: &[(&str, &[u8])]) -> Store {
+    let minio = stores::minio(&["models"]);
+    for (key, content) in models {
+        minio.s3_put("models", key, content);
+    }
+    minio
+}
+
+#[test]
+fn a_model_is_downloaded_once_per_node_and_only_for_callers_the_store_admits() {
+    let weights = bytes(700 << 10, 1);
+    let minio = minio_with(&[("iris/model.onnx", &weights), ("iris/meta/labels.txt", b"a\nb\nc\n")]);
+    let total = weights.len() as u64 + 6;
+    let node = node_cache(&["--allow-loopback"]);
+    let env = minio.s3_env(S3_KEY);
+    let pods = tempfile::tempdir().unwrap();
+
+    let first = pods.path().join("first");
+    let cold = report(&init_container("s3://models/iris", &first, &node.url, &env));
+    assert_eq!(
+        (cold["via"].as_str(), cold["downloaded"].as_u64(), cold["cached"].as_bool()),
+        (Some("node-cache"), Some(total), Some(false))
+    );
+    assert_eq!(std::fs::read(first.join("model.onnx")).unwrap(), weights);
+    assert_eq!(std::fs::read(first.join("meta/labels.txt")).unwrap(), b"a\nb\nc\n");
+
+    let second = pods.path().join("second");
+    let warm = report(&init_container("s3://models/iris", &second, &node.url, &env));
+    assert_eq!(
+        (warm["via"].as_str(), warm["downloaded"].as_u64(), warm["cached"].as_bool()),
+        (Some("node-cache"), Some(0), Some(true))
+    );
+    assert_eq!(warm["bytes"].as_u64(), Some(total));
+    assert_eq!(std::fs::read(second.join("model.onnx")).unwrap(), weights);
+
+    // The model is cached, but a caller whose secret the store refuses gets nothing from it.
+    let wrong = minio.s3_env((S3_KEY.0, "not-the-secret"));
+    let denied_dir = pods.path().join("denied");
+    let denied = init_container("s3://models/iris", &denied_dir, &node.url, &wrong);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert_eq!(denied.status.code(), Some(4), "access denied's exit code: {stderr}");
+    assert!(stderr.contains("fetching the model failed: s3://models/iris: access denied"), "{stderr}");
+    assert!(!stderr.contains("not-the-secret"), "{stderr}");
+    assert!(!stderr.contains("fetching directly"), "a refusal of the store is final: {stderr}");
+    assert!(!denied_dir.join("model.onnx").exists());
+
+    // Nor does a caller without credentials (the bucket is private).
+    let anonymous: Vec<(String, String)> = env.iter().filter(|(k, _)| !k.starts_with("AWS_")).cloned().collect();
+    let anonymous = [anonymous, vec![("AWS_ENDPOINT_URL".to_owned(), minio.url.clone())]].concat();
+    let refused = init_container("s3://models/iris", &pods.path().join("anonymous"), &node.url, &anonymous);
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+
+    // A missing model is the store's answer too: exit 3, no direct fetch.
+    let missing = init_container("s3://models/nothing", &pods.path().join("missing"), &node.url, &env);
+    assert_eq!(missing.status.code(), Some(3), "{}", String::from_utf8_lossy(&missing.stderr));
+}
+
+#[test]
+fn concurrent_cold_starts_on_a_node_download_the_model_once() {
+    let weights = bytes(2 << 20, 2);
+    let minio = minio_with(&[("burst/model.onnx", &weights)]);
+    let node = node_cache(&["--allow-loopback"]);
+    let env = minio.s3_env(S3_KEY);
+    let pods = tempfile::tempdir().unwrap();
+    let starts: Vec<_> = (0..4)
+        .map(|i| {
+            let (dir, url, env) = (pods.path().join(format!("pod-{i}")), node.url.clone(), env.clone());
+            std::thread::spawn(move || (report(&init_container("s3://models/burst", &dir, &url, &env)), dir))
+        })
+        .collect();
+    let mut downloaded = 0;
+    for start in starts {
+        let (line, dir) = start.join().unwrap();
+        assert_eq!(line["via"], "node-cache");
+        downloaded += line["downloaded"].as_u64().unwrap();
+        assert_eq!(std::fs::read(dir.join("model.onnx")).unwrap(), weights);
+    }
+    assert_eq!(downloaded, weights.len() as u64, "four cold starts, one download");
+}
+
+#[test]
+fn without_a_node_cache_the_init_container_fetches_directly() {
+    let weights = bytes(100 << 10, 3);
+    let minio = minio_with(&[("iris/model.onnx", &weights)]);
+    let env = minio.s3_env(S3_KEY);
+    let pods = tempfile::tempdir().unwrap();
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let down = format!("http://{closed}");
+    let out = init_container("s3://models/iris", &pods.path().join("down"), &down, &env);
+    let line = report(&out);
+    assert_eq!((line["via"].as_str(), line["downloaded"].as_u64()), (Some("direct"), Some(weights.len() as u64)));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("the node cache {down} did not give the model")), "{stderr}");
+    assert_eq!(std::fs::read(pods.path().join("down/model.onnx")).unwrap(), weights);
+
+    // A node cache that may not reach the node's own addresses refuses this store (127.0.0.1)
+    // for the caller, which fetches it from its own network instead.
+    let guarded = node_cache(&[]);
+    let out = init_container("s3://models/iris", &pods.path().join("guarded"), &guarded.url, &env);
+    assert_eq!(report(&out)["via"], "direct");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("does not reach 127.0.0.1 for a caller"), "{stderr}");
+}
+
+#[test]
+fn files_are_read_only_with_the_ticket_of_a_request_the_store_admitted() {
+    let minio = minio_with(&[("iris/model.onnx", b"weights")]);
+    let node = node_cache(&["--allow-loopback"]);
+    let curl = |args: &[&str]| {
+        let out = Command::new("curl").args(["-sS", "-w", "\n%{http_code}"]).args(args).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.to_owned(), body.to_owned())
+    };
+    let env: serde_json::Map<String, serde_json::Value> =
+        minio.s3_env(S3_KEY).into_iter().map(|(k, v)| (k, v.into())).collect();
+    let request = serde_json::json!({"uri": "s3://models/iris", "env": env}).to_string();
+    let (code, body) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        &request,
+        &format!("{}/v1/models", node.url),
+    ]);
+    assert_eq!(code, "200", "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["files"], serde_json::json!([{"path": "model.onnx", "size": 7}]));
+    let file = format!("{}/v1/models/{}/model.onnx", node.url, answer["key"].as_str().unwrap());
+    let (code, body) = curl(&[&file]);
+    assert_eq!(code, "401", "{body}");
+    assert!(body.contains("no ticket for model"), "{body}");
+    let (code, _) = curl(&["-H", "authorization: Bearer not-a-ticket", &file]);
+    assert_eq!(code, "401");
+    let ticket = format!("authorization: Bearer {}", answer["ticket"].as_str().unwrap());
+    assert_eq!(curl(&["-H", &ticket, &file]), ("200".to_owned(), "weights".to_owned()));
+    let escape = format!("{}/v1/models/{}/..%2F..%2Fmodels", node.url, answer["key"].as_str().unwrap());
+    assert_eq!(curl(&["-H", &ticket, &escape]).0, "404");
+    let (code, body) = curl(&["-X", "POST", "-d", "{not json", &format!("{}/v1/models", node.url)]);
+    assert_eq!(code, "400", "{body}");
+    assert!(body.contains("the request is not a model request"), "{body}");
+    let big = "x".repeat(100 << 10);
+    assert_eq!(curl(&["-X", "POST", "-d", &big, &format!("{}/v1/models", node.url)]).0, "413");
+}
