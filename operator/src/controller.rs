@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::AutoscalerGate;
 use crate::backoff::Backoff;
 use crate::config::Settings;
+use crate::credentials;
 use crate::error::{Error, Result};
 use crate::freshness::Replaced;
 use crate::leader::Elector;
@@ -147,6 +148,7 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         now: &now,
     };
     let mut plan = plan(inputs);
+    with_credentials(&ctx.client, &namespace, &mut plan.deployments).await?;
 
     // New children first, then the status that routes to them, and only then (after the retention
     // period) the revisions that lost their traffic. Children the API server refuses make the
@@ -175,6 +177,27 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     let ready = written.and_then(|s| s.condition(READY)).is_some_and(|c| c.is_true());
     let resync = if ready { RESYNC } else { NOT_READY_RECHECK };
     Ok(Action::requeue(next.map_or(resync, |n| n.min(resync))))
+}
+
+/// Gives the storage initializer of each Deployment to apply the store credentials of its pod's
+/// ServiceAccount ([`credentials`]). Read only for a Deployment that downloads its model and names
+/// a ServiceAccount; one that does not exist, or a secret it lists that does not, gives nothing
+/// (KServe skips them too; the pod itself then waits for its ServiceAccount).
+async fn with_credentials(client: &Client, namespace: &str, deployments: &mut [Deployment]) -> Result<()> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    for deployment in deployments {
+        let Some(pod) = deployment.spec.as_mut().and_then(|s| s.template.spec.as_mut()) else { continue };
+        let downloads = pod.init_containers.iter().flatten().any(|c| c.name == crate::desired::STORAGE_INITIALIZER);
+        let Some(account) = pod.service_account_name.clone().filter(|_| downloads) else { continue };
+        let Some(account) = accounts.get_opt(&account).await? else { continue };
+        let mut listed = Vec::new();
+        for name in credentials::secret_names(&account) {
+            listed.extend(secrets.get_opt(&name).await?);
+        }
+        credentials::from_secrets(&listed).apply(pod);
+    }
+    Ok(())
 }
 
 /// Every object of a kind, none when the kind is not installed (404: the runtime CRDs are not).
@@ -410,7 +433,8 @@ mod tests {
 
     use super::*;
     use crate::fixtures::calls::{
-        apply_deployment, apply_service, delete_deployment, delete_service, list_children, list_runtimes, write_status,
+        apply_deployment, apply_service, delete_deployment, delete_service, get_account, get_secret, list_children,
+        list_runtimes, write_status,
     };
     use crate::fixtures::{ApiServer, Call, context, inference_service};
 
@@ -434,6 +458,57 @@ mod tests {
         let (result, server) = reconcile_on(server, &script).await;
         assert_eq!(result.unwrap(), Action::requeue(NOT_READY_RECHECK), "not Ready: looked at again soon");
         server
+    }
+
+    #[tokio::test]
+    async fn a_downloaded_model_gets_the_credentials_its_service_account_lists_and_nothing_else_reads_them() {
+        let spec = "  predictor:\n    serviceAccountName: reader\n    model:\n      modelFormat: {name: onnx}\n      storageUri: s3://models/iris\n";
+        let mut server = ApiServer::new(inference_service("iris", spec));
+        server.accounts.push(
+            serde_json::from_value(json!({"metadata": {"name": "reader", "namespace": "ml"},
+                "secrets": [{"name": "gone"}, {"name": "minio"}]}))
+            .unwrap(),
+        );
+        server.secrets.push(
+            serde_json::from_value(json!({"metadata": {"name": "minio", "namespace": "ml",
+                "annotations": {"serving.kserve.io/s3-endpoint": "10.0.0.5:9000", "serving.kserve.io/s3-usehttps": "0"}},
+                "data": {"AWS_ACCESS_KEY_ID": "aWQ=", "AWS_SECRET_ACCESS_KEY": "c2VjcmV0LXZhbHVl"}}))
+            .unwrap(),
+        );
+        let script = [
+            list_children(),
+            vec![get_account("reader")],
+            vec![get_secret("gone")],
+            vec![get_secret("minio")],
+            vec![apply_deployment(FIRST), apply_service(FIRST)],
+            vec![write_status()],
+        ];
+        let (result, server) = reconcile_on(server, &script).await;
+        result.unwrap();
+        let deployment = server.body(&apply_deployment(FIRST));
+        let pod = &deployment["spec"]["template"]["spec"];
+        assert_eq!(pod["serviceAccountName"], "reader");
+        let env = &pod["initContainers"][0]["env"];
+        let named = |name: &str| env.as_array().unwrap().iter().find(|e| e["name"] == name).cloned();
+        assert_eq!(
+            named("AWS_SECRET_ACCESS_KEY"),
+            Some(
+                json!({"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "minio", "key": "AWS_SECRET_ACCESS_KEY"}}})
+            )
+        );
+        assert_eq!(
+            named("AWS_ENDPOINT_URL"),
+            Some(json!({"name": "AWS_ENDPOINT_URL", "value": "http://10.0.0.5:9000"}))
+        );
+        assert!(named("HOST_IP").is_some(), "the node cache's address stays");
+        assert!(!deployment.to_string().contains("c2VjcmV0LXZhbHVl"), "no secret value in the Deployment");
+        assert!(pod["containers"][0].get("env").is_none_or(|e| !e.to_string().contains("AWS_")), "{pod}");
+
+        // A model from the node's disk reads no ServiceAccount.
+        let spec = "  predictor:\n    serviceAccountName: reader\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///models/iris\n";
+        let server = ApiServer::new(inference_service("iris", spec));
+        let script = [list_children(), vec![apply_deployment(FIRST), apply_service(FIRST)], vec![write_status()]];
+        reconcile_on(server, &script).await.0.unwrap();
     }
 
     fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {

@@ -237,6 +237,8 @@ mod storage;
 #[cfg(test)]
 mod testing;
 
+pub use storage::STORAGE_INITIALIZER;
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use kube::client::Body;
 use kube::runtime::reflector;
 use kube::{Client, ResourceExt};
@@ -74,6 +74,10 @@ pub struct ApiServer {
     pub services: Vec<Service>,
     /// Its pods.
     pub pods: Vec<Pod>,
+    /// The ServiceAccounts of its namespace.
+    pub accounts: Vec<ServiceAccount>,
+    /// The Secrets of its namespace.
+    pub secrets: Vec<Secret>,
     /// The bodies of the calls answered, in order.
     pub bodies: Vec<(Call, Value)>,
     version: u64,
@@ -87,6 +91,8 @@ impl ApiServer {
             deployments: Vec::new(),
             services: Vec::new(),
             pods: Vec::new(),
+            accounts: Vec::new(),
+            secrets: Vec::new(),
             bodies: Vec::new(),
             version: 1,
         }
@@ -156,6 +162,8 @@ impl ApiServer {
             ("GET", [.., "services"]) => (StatusCode::OK, list("v1", "ServiceList", &self.services, version)),
             ("GET", [.., "pods"]) => (StatusCode::OK, list("v1", "PodList", &self.pods, version)),
             ("GET", [.., "servingruntimes" | "clusterservingruntimes"]) => not_found(),
+            ("GET", [.., "serviceaccounts", name]) => one(&self.accounts, name),
+            ("GET", [.., "secrets", name]) => one(&self.secrets, name),
             ("PATCH", [.., "deployments", name]) => {
                 let defaults = json!({"revisionHistoryLimit": 10, "progressDeadlineSeconds": 600});
                 (StatusCode::OK, store(&mut self.deployments, name, body, &defaults, version))
@@ -190,6 +198,14 @@ impl ApiServer {
     fn next_version(&mut self) -> u64 {
         self.version += 1;
         self.version
+    }
+}
+
+/// The object named `name`, or the API server's 404.
+fn one<K: Serialize + kube::Resource>(objects: &[K], name: &str) -> (StatusCode, Value) {
+    match objects.iter().find(|o| o.meta().name.as_deref() == Some(name)) {
+        Some(object) => (StatusCode::OK, serde_json::to_value(object).expect("JSON")),
+        None => not_found(),
     }
 }
 
@@ -302,6 +318,16 @@ pub mod calls {
     pub fn write_status() -> Call {
         "PATCH /apis/serving.kserve.io/v1beta1/namespaces/ml/inferenceservices/iris/status?fieldManager=skiff-controller&force=true"
             .into()
+    }
+
+    /// The read of a ServiceAccount of namespace `ml`.
+    pub fn get_account(name: &str) -> String {
+        format!("GET /api/v1/namespaces/ml/serviceaccounts/{name}")
+    }
+
+    /// The read of a Secret of namespace `ml`.
+    pub fn get_secret(name: &str) -> String {
+        format!("GET /api/v1/namespaces/ml/secrets/{name}")
     }
 
     /// A Deployment's deletion.

@@ -7,7 +7,8 @@
 //! Pure cores with a thin I/O shell: [`plan`] decides everything from what the cluster shows
 //! ([`revisions`] reads the bookkeeping back from labels and annotations, [`desired`] builds the
 //! children, [`status`] the status, [`platform`] reads the `inferenceservice-config` ConfigMap,
-//! [`leader`] decides on the Lease); [`controller`] does the reads and writes ([`freshness`] skips
+//! [`leader`] decides on the Lease, [`credentials`] gives the storage initializer the store
+//! credentials of the pod's ServiceAccount); [`controller`] does the reads and writes ([`freshness`] skips
 //! stale cached copies, [`backoff`] spaces the retries of failed ones), [`metrics`]
 //! and [`admin`] make it observable (its logs: `skiff_http::telemetry`).
 
@@ -16,6 +17,7 @@ pub mod autoscaler;
 pub mod backoff;
 pub mod config;
 pub mod controller;
+pub mod credentials;
 pub mod desired;
 pub mod error;
 #[cfg(test)]

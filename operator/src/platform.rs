@@ -2,12 +2,18 @@
 //! in KServe's layout: each key holds a JSON document. Skiff reads
 //!
 //! - `ingress`: `{"ingressDomain": "example.com", "urlScheme": "http"}` (the URL in the status),
-//! - `storageInitializer`: `{"image": "..."}` (downloads models that are not `file://` or `pvc://`),
-//! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "modelDir": "/mnt/models",
-//!   "allowHostPath": true, "routerService": "skiff-system/skiff-router", "routerAddress": ""}` (the
-//!   model server, the queue-proxy sidecar of custom containers, whether `storageUri: file://` may
-//!   mount a directory of the node, and where transformers and explainers reach the router: its
-//!   Service `<namespace>/<name>`, or an address `host[:port]` that replaces the Service's DNS name),
+//! - `storageInitializer`: `{"image": "..."}`: when it names an image, that image (KServe's
+//!   storage initializer, `kserve/storage-initializer:v0.15.2`) downloads models that are not
+//!   `file://` or `pvc://`, with KServe's arguments and no node cache; absent or without an image,
+//!   Skiff's fetcher (`fetchImage`) does,
+//! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "fetchImage": "...",
+//!   "nodeCachePort": 8095, "modelDir": "/mnt/models", "allowHostPath": true, "routerService":
+//!   "skiff-system/skiff-router", "routerAddress": ""}` (the model server, the queue-proxy sidecar of
+//!   custom containers, the init container that fetches models (`skiff-fetch`) and the port of the
+//!   node cache it asks first on the node's IP (`skiff-model-cache`; 0: none), whether
+//!   `storageUri: file://` may mount a directory of the node, and where transformers and explainers
+//!   reach the router: its Service `<namespace>/<name>`, or an address `host[:port]` that replaces
+//!   the Service's DNS name),
 //! - `autoscaler`: Knative's `config-autoscaler` keys as a JSON object of strings (read live by
 //!   the autoscaler, and for the initial scale of a new revision),
 //! - `logger`: `{"allowedHosts": ["10.0.0.5", "*.monitoring.svc", "169.254.10.0/24"]}`: request
@@ -32,8 +38,10 @@ pub const CONFIG_MAP: &str = "inferenceservice-config";
 pub const DEFAULT_SERVER_IMAGE: &str = "ghcr.io/skiff-serving/skiff-server:0.1.0";
 /// The queue-proxy image when the ConfigMap names none.
 pub const DEFAULT_QUEUE_PROXY_IMAGE: &str = "ghcr.io/skiff-serving/skiff-activator:0.1.0";
-/// KServe's storage initializer image.
-pub const DEFAULT_STORAGE_INITIALIZER_IMAGE: &str = "kserve/storage-initializer:v0.15.2";
+/// Skiff's fetcher, the model pods' init container when `storageInitializer` names no image.
+pub const DEFAULT_FETCH_IMAGE: &str = "ghcr.io/skiff-serving/skiff-fetch:0.1.0";
+/// The node cache's port on each node's IP (`skiff-model-cache`, deploy/node-cache).
+pub const DEFAULT_NODE_CACHE_PORT: u16 = 8095;
 /// KServe's default domain.
 pub const DEFAULT_DOMAIN: &str = "example.com";
 /// Where the model is mounted in the server's container (KServe's path).
@@ -50,8 +58,8 @@ pub struct Platform {
     pub url_scheme: String,
     /// The `skiff-server` image.
     pub server_image: String,
-    /// The storage initializer image.
-    pub storage_initializer_image: String,
+    /// What downloads models that are not `file://` or `pvc://` into the pod.
+    pub initializer: Initializer,
     /// The queue-proxy sidecar's image (`skiff-activator`).
     pub queue_proxy_image: String,
     /// Mount path of the model in the server's container.
@@ -77,7 +85,10 @@ impl Default for Platform {
             domain: DEFAULT_DOMAIN.to_owned(),
             url_scheme: "http".to_owned(),
             server_image: DEFAULT_SERVER_IMAGE.to_owned(),
-            storage_initializer_image: DEFAULT_STORAGE_INITIALIZER_IMAGE.to_owned(),
+            initializer: Initializer::Skiff {
+                image: DEFAULT_FETCH_IMAGE.to_owned(),
+                node_cache_port: Some(DEFAULT_NODE_CACHE_PORT),
+            },
             queue_proxy_image: DEFAULT_QUEUE_PROXY_IMAGE.to_owned(),
             model_dir: DEFAULT_MODEL_DIR.to_owned(),
             autoscaler: AutoscalerConfig::default(),
@@ -87,6 +98,23 @@ impl Default for Platform {
             logger_sinks: sink_policy(DEFAULT_ROUTER_SERVICE, None, &[]).expect("the defaults are valid"),
         }
     }
+}
+
+/// The init container that downloads a model into the pod (KServe's `storage-initializer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Initializer {
+    /// Skiff's fetcher (`skiff-fetch URI DIR`), asking the node cache first when it has a port.
+    Skiff {
+        /// Its image (`skiff.fetchImage`).
+        image: String,
+        /// The node cache's port on the node's IP (`skiff.nodeCachePort`); `None`: no node cache.
+        node_cache_port: Option<u16>,
+    },
+    /// The image `storageInitializer.image` names (KServe's), run with KServe's arguments only.
+    Kserve {
+        /// Its image.
+        image: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -113,6 +141,8 @@ struct Image {
 struct Skiff {
     server_image: Option<String>,
     queue_proxy_image: Option<String>,
+    fetch_image: Option<String>,
+    node_cache_port: Option<u16>,
     model_dir: Option<String>,
     allow_host_path: Option<bool>,
     router_service: Option<String>,
@@ -128,10 +158,22 @@ impl Platform {
             set(&mut platform.domain, ingress.ingress_domain);
             set(&mut platform.url_scheme, ingress.url_scheme);
         }
-        if let Some(init) = key::<Image>(data, "storageInitializer")? {
-            set(&mut platform.storage_initializer_image, init.image);
+        let kserve = key::<Image>(data, "storageInitializer")?.and_then(|init| init.image).filter(|i| !i.is_empty());
+        let skiff = key::<Skiff>(data, "skiff")?;
+        if let Some(skiff) = &skiff
+            && let Initializer::Skiff { image, node_cache_port } = &mut platform.initializer
+        {
+            set(image, skiff.fetch_image.clone());
+            *node_cache_port = match skiff.node_cache_port {
+                Some(0) => None,
+                Some(port) => Some(port),
+                None => *node_cache_port,
+            };
         }
-        if let Some(skiff) = key::<Skiff>(data, "skiff")? {
+        if let Some(image) = kserve {
+            platform.initializer = Initializer::Kserve { image };
+        }
+        if let Some(skiff) = skiff {
             set(&mut platform.server_image, skiff.server_image);
             set(&mut platform.queue_proxy_image, skiff.queue_proxy_image);
             set(&mut platform.model_dir, skiff.model_dir);
@@ -225,7 +267,7 @@ mod tests {
         ])))
         .unwrap();
         assert_eq!(p.domain, "models.local");
-        assert_eq!(p.storage_initializer_image, "init:1");
+        assert_eq!(p.initializer, Initializer::Kserve { image: "init:1".into() });
         assert_eq!(p.server_image, "skiff-server");
         assert_eq!(p.autoscaler.initial_scale, 0);
         assert_eq!(p.model_dir, DEFAULT_MODEL_DIR);
@@ -233,6 +275,33 @@ mod tests {
         let closed = Platform::from_data(Some(&data(&[("skiff", r#"{"allowHostPath": false}"#)]))).unwrap();
         assert!(!closed.allow_host_path);
         assert_eq!(closed.server_image, DEFAULT_SERVER_IMAGE);
+    }
+
+    #[test]
+    fn skiffs_fetcher_is_the_initializer_unless_storage_initializer_names_an_image() {
+        let skiff = |image: &str, port| Initializer::Skiff { image: image.into(), node_cache_port: port };
+        assert_eq!(Platform::default().initializer, skiff(DEFAULT_FETCH_IMAGE, Some(DEFAULT_NODE_CACHE_PORT)));
+        let parse = |pairs: &[(&str, &str)]| Platform::from_data(Some(&data(pairs))).unwrap().initializer;
+        assert_eq!(
+            parse(&[("skiff", r#"{"fetchImage": "fetch:2", "nodeCachePort": 9000}"#)]),
+            skiff("fetch:2", Some(9000))
+        );
+        assert_eq!(
+            parse(&[("skiff", r#"{"nodeCachePort": 0}"#)]),
+            skiff(DEFAULT_FETCH_IMAGE, None),
+            "0: no node cache"
+        );
+        assert_eq!(parse(&[("storageInitializer", r#"{"memoryLimit": "1Gi"}"#)]), Platform::default().initializer);
+        assert_eq!(parse(&[("storageInitializer", r#"{"image": ""}"#)]), Platform::default().initializer);
+        assert_eq!(
+            parse(&[
+                ("storageInitializer", r#"{"image": "kserve/storage-initializer:v0.15.2"}"#),
+                ("skiff", r#"{"fetchImage": "fetch:2"}"#)
+            ]),
+            Initializer::Kserve { image: "kserve/storage-initializer:v0.15.2".into() }
+        );
+        let err = Platform::from_data(Some(&data(&[("skiff", r#"{"nodeCachePort": 70000}"#)]))).unwrap_err();
+        assert!(err.to_string().starts_with("config map inferenceservice-config, key skiff:"), "{err}");
     }
 
     #[test]

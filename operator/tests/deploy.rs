@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use skiff_operator::Settings;
-use skiff_operator::platform::{CONFIG_MAP, Platform};
+use skiff_operator::platform::{CONFIG_MAP, Initializer, Platform};
 
 fn deploy(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(path)
@@ -29,6 +29,16 @@ fn the_config_map_parses() {
     let platform = Platform::from_data(maps[0].data.as_ref()).unwrap();
     assert_eq!(platform.domain, "example.com");
     assert!(platform.server_image.contains("skiff-server"));
+    // Skiff's fetcher downloads models, asking the node cache of deploy/node-cache at its port.
+    let node_cache: Vec<DaemonSet> = documents("node-cache/daemonset.yaml", "DaemonSet");
+    let cache = &node_cache[0].spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
+    let port = cache.ports.as_ref().unwrap()[0].container_port;
+    assert!(cache.args.as_ref().unwrap().contains(&format!("$(HOST_IP):{port}")), "{:?}", cache.args);
+    let Initializer::Skiff { image, node_cache_port } = &platform.initializer else {
+        panic!("KServe's initializer by default: {:?}", platform.initializer)
+    };
+    assert!(image.contains("skiff-fetch"), "{image}");
+    assert_eq!(node_cache_port.map(i32::from), Some(port));
     // Transformers and explainers reach their predictor through the router's Service, as deployed.
     let services: Vec<k8s_openapi::api::core::v1::Service> = documents("base/router.yaml", "Service");
     let router = &services[0].metadata;
@@ -51,7 +61,7 @@ fn the_controller_deployment_is_accepted_by_its_binary() {
 }
 
 /// Every (API group, resource, verb) the controller uses, cluster-wide and in its namespace.
-const CLUSTER_CALLS: [(&str, &str, &str); 18] = [
+const CLUSTER_CALLS: [(&str, &str, &str); 20] = [
     ("serving.kserve.io", "inferenceservices", "list"),
     ("serving.kserve.io", "inferenceservices", "watch"),
     ("serving.kserve.io", "inferenceservices/status", "patch"),
@@ -70,6 +80,8 @@ const CLUSTER_CALLS: [(&str, &str, &str); 18] = [
     ("", "services", "patch"),
     ("", "services", "delete"),
     ("", "pods", "list"),
+    ("", "serviceaccounts", "get"),
+    ("", "secrets", "get"),
 ];
 const NAMESPACE_CALLS: [(&str, &str, &str); 6] = [
     ("", "configmaps", "list"),

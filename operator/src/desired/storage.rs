@@ -1,20 +1,27 @@
 //! How the model reaches the container that serves it: its `storageUri` as a read-only volume
-//! (a hostPath, a claim, or an emptyDir the storage initializer downloads into).
+//! (a hostPath, a claim, or an emptyDir the storage initializer downloads into). The storage
+//! initializer is Skiff's fetcher (`skiff-fetch URI DIR --node-cache http://$(HOST_IP):PORT`, the
+//! node's IP from the downward API) or the image `storageInitializer` names (KServe's arguments
+//! only); [`crate::credentials`] adds the store's credentials from the pod's ServiceAccount.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, Volume, VolumeMount};
 use serde_json::{Value, json};
 use skiff_api::isvc::ModelSpec;
 
 use super::security;
-use crate::platform::Platform;
+use crate::platform::{Initializer, Platform};
 use crate::storage::{self, ModelSource};
 
 /// KServe's name for the volume the model is provided in.
 pub(super) const MODEL_VOLUME: &str = "kserve-provision-location";
+/// The init container that downloads the model (KServe's name).
+pub const STORAGE_INITIALIZER: &str = "storage-initializer";
+/// The variable that holds the node's IP in the storage initializer (for the node cache).
+const HOST_IP: &str = "HOST_IP";
 
 /// Provides the model's `storageUri` to `container` at `dir`, read-only: `file://` as a hostPath
 /// volume (where the platform allows it), `pvc://` as the claim's volume (its sub-path), anything
-/// else downloaded by KServe's storage initializer (an init container) into an emptyDir.
+/// else downloaded by the storage initializer (an init container) into an emptyDir.
 pub(super) fn provision_model(
     model: &ModelSpec,
     dir: &str,
@@ -46,10 +53,33 @@ pub(super) fn provision_model(
             mount((!path.is_empty()).then_some(path)),
         ),
         ModelSource::Download(uri) => {
+            let mut args = vec![uri, dir.clone()];
+            let mut env = Vec::new();
+            let image = match &platform.initializer {
+                Initializer::Skiff { image, node_cache_port } => {
+                    if let Some(port) = node_cache_port {
+                        env.push(EnvVar {
+                            name: HOST_IP.into(),
+                            value_from: Some(EnvVarSource {
+                                field_ref: Some(ObjectFieldSelector {
+                                    field_path: "status.hostIP".into(),
+                                    ..ObjectFieldSelector::default()
+                                }),
+                                ..EnvVarSource::default()
+                            }),
+                            ..EnvVar::default()
+                        });
+                        args.extend(["--node-cache".to_owned(), format!("http://$({HOST_IP}):{port}")]);
+                    }
+                    image
+                }
+                Initializer::Kserve { image } => image,
+            };
             let mut init = Container {
-                name: "storage-initializer".into(),
-                image: Some(platform.storage_initializer_image.clone()),
-                args: Some(vec![uri, dir.clone()]),
+                name: STORAGE_INITIALIZER.into(),
+                image: Some(image.clone()),
+                args: Some(args),
+                env: (!env.is_empty()).then_some(env),
                 volume_mounts: Some(vec![VolumeMount { read_only: None, ..mount(None) }]),
                 ..Container::default()
             };
@@ -76,7 +106,7 @@ mod tests {
 
     use crate::desired::deployment;
     use crate::desired::testing::*;
-    use crate::platform::Platform;
+    use crate::platform::{Initializer, Platform};
 
     #[test]
     fn a_pvc_is_mounted_with_its_sub_path_and_other_schemes_are_downloaded() {
@@ -90,10 +120,55 @@ mod tests {
         assert_eq!(pod["volumes"][0]["emptyDir"], json!({}));
         let init = &pod["initContainers"][0];
         assert_eq!(init["name"], "storage-initializer");
-        assert_eq!(init["image"], crate::platform::DEFAULT_STORAGE_INITIALIZER_IMAGE);
-        assert_eq!(init["args"], json!(["gs://bucket/iris", "/mnt/models"]));
+        assert_eq!(init["image"], crate::platform::DEFAULT_FETCH_IMAGE);
+        assert_eq!(
+            init["args"],
+            json!(["gs://bucket/iris", "/mnt/models", "--node-cache", "http://$(HOST_IP):8095"]),
+            "Skiff's fetcher asks the node cache first"
+        );
+        assert_eq!(
+            init["env"][0],
+            json!({"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
+        );
         assert_eq!(init["volumeMounts"][0]["mountPath"], "/mnt/models");
         assert!(init["volumeMounts"][0].get("readOnly").is_none());
+        assert_eq!(pod["containers"][0]["volumeMounts"][0]["readOnly"], true);
+    }
+
+    #[test]
+    fn kserves_initializer_is_run_with_its_own_arguments_when_the_config_names_it() {
+        let kserve = Platform {
+            initializer: Initializer::Kserve { image: "kserve/storage-initializer:v0.15.2".into() },
+            ..Platform::default()
+        };
+        let s3 = predictor(&MODEL.replace("file:///models/iris", "s3://models/iris"));
+        let d = deployment(&revision(), &owner(), &s3, &record(), None, &kserve, None).unwrap();
+        let init = &pod_of(&d)["initContainers"][0];
+        assert_eq!(init["image"], "kserve/storage-initializer:v0.15.2");
+        assert_eq!(init["args"], json!(["s3://models/iris", "/mnt/models"]));
+        assert!(init["env"].as_array().unwrap().iter().all(|e| e["name"] != "HOST_IP"), "{init}");
+        let no_cache = Platform {
+            initializer: Initializer::Skiff { image: "fetch:1".into(), node_cache_port: None },
+            ..Platform::default()
+        };
+        let d = deployment(&revision(), &owner(), &s3, &record(), None, &no_cache, None).unwrap();
+        assert_eq!(pod_of(&d)["initContainers"][0]["args"], json!(["s3://models/iris", "/mnt/models"]));
+    }
+
+    #[test]
+    fn a_downloading_pod_keeps_the_restricted_profile() {
+        let d = build(&MODEL.replace("file:///models/iris", "s3://models/iris")).unwrap();
+        let pod = pod_of(&d);
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert!(pod.get("hostNetwork").is_none() && pod.get("hostPID").is_none(), "{pod}");
+        for volume in pod["volumes"].as_array().unwrap() {
+            assert!(volume.get("hostPath").is_none(), "no hostPath: {volume}");
+        }
+        let init = &pod["initContainers"][0]["securityContext"];
+        assert_eq!(init["allowPrivilegeEscalation"], false);
+        assert_eq!(init["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(init["readOnlyRootFilesystem"], true);
     }
 
     #[test]

@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1.7
+# skiff-fetch and skiff-model-cache, from one build (two final stages):
+#   docker build -f deploy/docker/fetch.Dockerfile --target fetch       -t ghcr.io/skiff-serving/skiff-fetch:0.1.0 .
+#   docker build -f deploy/docker/fetch.Dockerfile --target model-cache -t ghcr.io/skiff-serving/skiff-model-cache:0.1.0 .
+# skiff-fetch is the model pods' init container (`storage-initializer`: URI DIR [--node-cache URL]);
+# skiff-model-cache is the node cache DaemonSet (deploy/node-cache), listening on the node's IP:8095.
+# Digest (multi-arch index) from TerminallyLazy/tree-ring-memory-agent-zero .github/workflows/build-bundled-binaries.yml
+FROM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
+RUN apt-get update && apt-get install -y --no-install-recommends cmake && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p skiff-fetch --bin skiff-fetch --bin skiff-model-cache \
+ && cp target/release/skiff-fetch target/release/skiff-model-cache /
+
+# Digest (multi-arch OCI index) from NDDev-OpenNetwork/pi-setup-system Dockerfile (also chrisbennight/mcp-unifi-rs Dockerfile)
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f AS model-cache
+COPY --from=build /skiff-model-cache /usr/local/bin/skiff-model-cache
+USER 65532:65532
+EXPOSE 8095
+ENTRYPOINT ["/usr/local/bin/skiff-model-cache"]
+
+# The last stage is what a build without --target gives: the init container.
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f AS fetch
+COPY --from=build /skiff-fetch /usr/local/bin/skiff-fetch
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/skiff-fetch"]
