@@ -43,6 +43,7 @@ if [[ "$(id -u)" == 0 ]]; then
   tests/cluster/e2e-serverless.sh
   tests/cluster/e2e-burst.sh
   tests/cluster/e2e-runtimes.sh
+  tests/cluster/e2e-storage.sh
   tests/cluster/e2e-web.sh
 else
   # Pods need network namespaces, so root; without it the operator is tested without a node.
