@@ -5,7 +5,9 @@
 //! - `skiff get [-o json]`: what a running `skiff up` serves, like `kubectl get isvc`.
 //! - `skiff serve`: the embedded model server in this process (the same flags as `skiff-server`).
 //! - `skiff load URL | --model NAME`: load that knows about scale to zero (cold starts, phases, HTML report).
+//! - `skiff cache ls | prune`: the model cache `skiff up` fetches models into.
 
+mod cache;
 mod load;
 mod standalone;
 
@@ -39,6 +41,9 @@ enum Command {
     Serve(Box<ServerConfig>),
     /// Load a service and report cold starts, latency per phase and errors (scale-to-zero aware).
     Load(Box<load::LoadArgs>),
+    /// Show or trim the model cache `skiff up` fetches models into.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
 }
 
 #[tokio::main]
@@ -49,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
             standalone::up(args).await
         }
         Command::Get(args) => standalone::get(args).await,
+        Command::Cache(command) => cache::run(command),
         Command::Serve(config) => {
             telemetry::init(config.log_format, "info");
             skiff_server::run(*config).await?;

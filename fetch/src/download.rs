@@ -149,8 +149,20 @@ async fn fetch_once(
                 .map_err(|e| Error::Config(format!("a disk task failed: {e}")))?
         }
     };
+    let expected = range.as_ref().map(|r| r.end - r.start).or(object.size);
+    let cut = |received: u64, cause: &str| Error::Transfer {
+        uri: remote.uri().to_owned(),
+        cause: match expected {
+            Some(expected) => format!("{}: the connection ended after {received} of {expected} bytes: {cause}", object.path),
+            None => format!("{}: the connection ended after {received} bytes: {cause}", object.path),
+        },
+    };
     while let Some(bytes) = body.next().await {
-        let bytes = bytes?;
+        let bytes = match bytes {
+            Ok(bytes) => bytes,
+            Err(Error::Transfer { cause, .. }) => return Err(cut(offset + buffer.len() as u64 - start, &cause)),
+            Err(other) => return Err(other),
+        };
         let received = offset + (buffer.len() + bytes.len()) as u64 - start;
         if range.as_ref().is_some_and(|r| received > r.end - r.start) {
             return Err(Error::Transfer {
@@ -174,13 +186,9 @@ async fn fetch_once(
         flush(buffer, offset).await?;
         offset += length;
     }
-    let expected = range.map(|r| r.end - r.start).or(object.size);
     let received = offset - start;
     match expected {
-        Some(expected) if received != expected => Err(Error::Transfer {
-            uri: remote.uri().to_owned(),
-            cause: format!("{}: the connection ended after {received} of {expected} bytes", object.path),
-        }),
+        Some(expected) if received != expected => Err(cut(received, "the body was short")),
         _ => Ok(received),
     }
 }

@@ -116,3 +116,51 @@ impl Error {
 pub fn failure_message(error: &Error) -> String {
     format!("fetching the model failed: {error}")
 }
+
+/// The most of a store's or an archive's own words kept in a message.
+const CAUSE_CHARS: usize = 300;
+
+/// A cause as a store or a library gave it, made fit for a status line: an S3-style XML error
+/// body becomes its `Code: Message`, control characters (an archive's garbage) become `?`, and
+/// the text is cut at [`CAUSE_CHARS`].
+pub fn tidy(cause: &str) -> String {
+    let between = |open: &str, close: &str| {
+        let start = cause.find(open)? + open.len();
+        Some(&cause[start..start + cause[start..].find(close)?])
+    };
+    let text = match (cause.find("<?xml").or_else(|| cause.find("<Error>")), between("<Code>", "</Code>")) {
+        (Some(at), Some(code)) => {
+            let head = cause[..at].trim_end().trim_end_matches(':');
+            match between("<Message>", "</Message>") {
+                Some(message) => format!("{head}: {code}: {message}"),
+                None => format!("{head}: {code}"),
+            }
+        }
+        (Some(at), None) => cause[..at].trim_end().trim_end_matches(':').to_owned(),
+        _ => cause.trim_end().trim_end_matches(':').to_owned(),
+    };
+    let clean: String = text.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    match clean.char_indices().nth(CAUSE_CHARS) {
+        Some((cut, _)) => format!("{}…", &clean[..cut]),
+        None => clean,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tidy;
+
+    #[test]
+    fn causes_are_tidied_for_a_status_line() {
+        let s3 = "Error performing GET http://h/b?list-type=2 - Server returned non-2xx status code: 404 Not Found: \
+                  <?xml version=\"1.0\"?>\n<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message></Error>";
+        assert_eq!(
+            tidy(s3),
+            "Error performing GET http://h/b?list-type=2 - Server returned non-2xx status code: 404 Not Found: \
+             NoSuchBucket: The specified bucket does not exist"
+        );
+        assert_eq!(tidy("404 Not Found: "), "404 Not Found");
+        assert_eq!(tidy("not a number: \u{7}\u{7}"), "not a number: ??");
+        assert_eq!(tidy(&"x".repeat(400)).chars().count(), 301);
+    }
+}

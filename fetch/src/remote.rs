@@ -104,7 +104,7 @@ pub(crate) fn transfer_error(uri: &str, error: &reqwest::Error) -> Error {
     if let Some(url) = error.url() {
         cause = cause.replace(url.as_str(), &uri::redact(url.as_str()));
     }
-    Error::Transfer { uri: uri.to_owned(), cause }
+    Error::Transfer { uri: uri.to_owned(), cause: crate::error::tidy(&cause) }
 }
 
 /// The last segment of a `/`-separated path.

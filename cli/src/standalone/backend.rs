@@ -8,6 +8,10 @@
 //! except once `skiff up` is shutting down: then a replica that exits (Ctrl-C reaches the whole
 //! process group) was asked to.
 //!
+//! A model at a store is fetched into the model cache before the first replica starts
+//! ([`super::models`]; every later start reads the same folder), and held while any replica runs,
+//! so it is never evicted under one; a failed fetch is a failure as below.
+//!
 //! A model server's models are checked before each start ([`ReplicaSpec::preflight`]); a refused
 //! model, or a replica that exits on its own, is a failure: its reason ([`super::failure`]:
 //! `ModelLoadFailed` with the server's termination message or the end of its log) goes to the
@@ -24,11 +28,13 @@ use std::time::{Duration, Instant};
 use skiff_dataplane::endpoints::{Replica, RevisionEndpoints};
 use skiff_dataplane::readiness::{self, ReadinessProbe};
 use skiff_dataplane::{ReplicaBackend, RevisionKey};
+use skiff_fetch::Lease;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
 use super::failure::{self, Exit, LOG_TAIL_BYTES};
 use super::logs::ReplicaLogs;
+use super::models::{FetchStatus, ModelStore};
 use super::replica::{Launched, Programs, ReplicaSpec, terminate, wait};
 use super::restart::{BackOff, CrashLoop};
 use super::status::{FailureInfo, ReplicaHealth};
@@ -46,6 +52,8 @@ pub struct ReplicaCounts {
     pub last_start_ms: Option<u64>,
     /// Of that: spawn until the process listened (process start), in milliseconds.
     pub last_spawn_ms: Option<u64>,
+    /// The latest fetch of its model from a store.
+    pub fetched: Option<FetchStatus>,
     /// Starts, the latest failure and the back-off.
     pub health: ReplicaHealth,
 }
@@ -65,11 +73,14 @@ struct Counts {
     spawns: AtomicU32,
     /// The latest failure, and the wait before the next start while backing off.
     failing: Mutex<(Option<FailureInfo>, Option<Duration>)>,
+    /// The latest fetch of the model.
+    fetched: Mutex<Option<FetchStatus>>,
 }
 
 /// The standalone [`ReplicaBackend`].
 pub struct LocalProcesses {
     programs: Programs,
+    models: Arc<ModelStore>,
     backoff: BackOff,
     /// Where the replicas write their termination messages.
     messages: PathBuf,
@@ -82,10 +93,12 @@ pub struct LocalProcesses {
 }
 
 impl LocalProcesses {
-    /// Replicas run `programs`, and restart after failures backing off as `backoff` says.
-    pub fn new(programs: Programs, backoff: BackOff) -> Arc<LocalProcesses> {
+    /// Replicas run `programs` on models in `models`, and restart after failures backing off as
+    /// `backoff` says.
+    pub fn new(programs: Programs, models: Arc<ModelStore>, backoff: BackOff) -> Arc<LocalProcesses> {
         Arc::new(LocalProcesses {
             programs,
+            models,
             backoff,
             messages: std::env::temp_dir().join(format!("skiff-up-{}", std::process::id())),
             revisions: Mutex::new(HashMap::new()),
@@ -111,6 +124,7 @@ impl LocalProcesses {
             revision: revision.to_string(),
             spec,
             programs: self.programs.clone(),
+            models: self.models.clone(),
             endpoints,
             counts: counts.clone(),
             shutting_down: self.shutting_down.clone(),
@@ -146,6 +160,7 @@ impl LocalProcesses {
             restarts: h.counts.restarts.load(Ordering::Acquire),
             last_start_ms: millis(&h.counts.last_start_ms),
             last_spawn_ms: millis(&h.counts.last_spawn_ms),
+            fetched: h.counts.fetched.lock().expect("replica counts lock").clone(),
             health: h.counts.health(),
         })
     }
@@ -200,6 +215,7 @@ impl ReplicaBackend for LocalProcesses {
 }
 
 enum Event {
+    Fetched(Result<Lease, String>),
     Ready { id: u64, addr: SocketAddr, started: Instant, listening: Instant, path: &'static str },
     Exited { id: u64, exit: Exit },
 }
@@ -228,6 +244,7 @@ struct Supervisor {
     revision: String,
     spec: ReplicaSpec,
     programs: Programs,
+    models: Arc<ModelStore>,
     endpoints: Arc<RevisionEndpoints>,
     counts: Arc<Counts>,
     shutting_down: Arc<AtomicBool>,
@@ -243,44 +260,90 @@ impl Supervisor {
         let mut removed = false;
         let mut crash_loop = CrashLoop::default();
         let mut hold_until: Option<tokio::time::Instant> = None;
+        // The fetched model's folder, held while a replica may use it; a fetch in flight.
+        let mut model: Option<Lease> = None;
+        let mut fetching = false;
         loop {
             let desired = if removed { 0 } else { *wanted.borrow_and_update() as usize };
             let live = children.iter().filter(|c| !c.stopping).count();
             let shutting_down = self.shutting_down.load(Ordering::Acquire);
             if !shutting_down && live < desired && hold_until.is_none_or(|t| t <= tokio::time::Instant::now()) {
                 hold_until = None;
-                match self.spec.preflight() {
-                    Ok(()) => {
-                        self.counts.set_back_off(None);
-                        for _ in live..desired {
-                            next_id += 1;
-                            children.push(self.spawn(next_id, events.clone()));
+                match (self.spec.fetches(), &model) {
+                    (Some(uri), None) => {
+                        if !fetching {
+                            fetching = true;
+                            let (models, uri, events) = (self.models.clone(), uri.to_owned(), events.clone());
+                            tokio::spawn(async move {
+                                let _ = events.send(Event::Fetched(models.get(&uri).await));
+                            });
                         }
                     }
-                    Err(message) => {
-                        let wait = crash_loop.failed(&self.backoff, Duration::ZERO);
-                        self.failed(failure::refused(message), wait);
-                        hold_until = Some(tokio::time::Instant::now() + wait);
+                    (_, lease) => {
+                        let spec =
+                            lease.as_ref().map_or_else(|| self.spec.clone(), |l| self.spec.with_model_dir(&l.dir));
+                        // A fetched model's refusal names where it came from, not only the cache's folder.
+                        let checked = spec.preflight().map_err(|m| match lease {
+                            Some(lease) => format!("{}: {m}", lease.report.uri),
+                            None => m,
+                        });
+                        match checked {
+                            Ok(()) => {
+                                self.counts.set_back_off(None);
+                                for _ in live..desired {
+                                    next_id += 1;
+                                    children.push(self.spawn(&spec, next_id, events.clone()));
+                                }
+                            }
+                            Err(message) => {
+                                let wait = crash_loop.failed(&self.backoff, Duration::ZERO);
+                                self.failed(failure::refused(message), wait);
+                                hold_until = Some(tokio::time::Instant::now() + wait);
+                            }
+                        }
                     }
                 }
             }
             for _ in desired..live {
                 self.stop_one(&mut children);
             }
-            if removed && children.is_empty() {
+            if children.is_empty() && desired == 0 {
+                // Nothing runs on the model: the cache may evict it (the next start looks again).
+                model = None;
+            }
+            if removed && children.is_empty() && !fetching {
                 return;
             }
             let hold = hold_until.unwrap_or_else(tokio::time::Instant::now);
             tokio::select! {
                 changed = wanted.changed(), if !removed => removed = changed.is_err(),
-                Some(event) = inbox.recv() => match self.handle(event, &mut children) {
-                    Outcome::Crashed(ran, failure) => {
-                        let wait = crash_loop.failed(&self.backoff, ran);
-                        self.failed(failure, wait);
-                        self.counts.restarts.fetch_add(1, Ordering::AcqRel);
-                        hold_until = Some(tokio::time::Instant::now() + wait);
+                Some(event) = inbox.recv() => match event {
+                    Event::Fetched(fetched) => {
+                        fetching = false;
+                        match fetched {
+                            Ok(lease) => {
+                                tracing::info!(revision = %self.revision, uri = %lease.report.uri,
+                                    downloaded = lease.report.downloaded, cached = lease.report.cached,
+                                    seconds = lease.report.seconds, "model fetched");
+                                *self.counts.fetched.lock().expect("replica counts lock") = Some(FetchStatus::from(&lease.report));
+                                model = Some(lease);
+                            }
+                            Err(message) => {
+                                let wait = crash_loop.failed(&self.backoff, Duration::ZERO);
+                                self.failed(failure::refused(message), wait);
+                                hold_until = Some(tokio::time::Instant::now() + wait);
+                            }
+                        }
                     }
-                    Outcome::Ready | Outcome::Other => {}
+                    event => match self.handle(event, &mut children) {
+                        Outcome::Crashed(ran, failure) => {
+                            let wait = crash_loop.failed(&self.backoff, ran);
+                            self.failed(failure, wait);
+                            self.counts.restarts.fetch_add(1, Ordering::AcqRel);
+                            hold_until = Some(tokio::time::Instant::now() + wait);
+                        }
+                        Outcome::Ready | Outcome::Other => {}
+                    },
                 },
                 () = tokio::time::sleep_until(hold), if hold_until.is_some() => {}
             }
@@ -306,6 +369,7 @@ impl Supervisor {
                 self.publish(children);
                 Outcome::Ready
             }
+            Event::Fetched(_) => Outcome::Other,
             Event::Exited { id, mut exit } => {
                 let Some(at) = children.iter().position(|c| c.id == id) else { return Outcome::Other };
                 let child = children.remove(at);
@@ -360,7 +424,7 @@ impl Supervisor {
         self.publish(children);
     }
 
-    fn spawn(&self, id: u64, events: mpsc::UnboundedSender<Event>) -> Child {
+    fn spawn(&self, spec: &ReplicaSpec, id: u64, events: mpsc::UnboundedSender<Event>) -> Child {
         let started = Instant::now();
         let revision = self.revision.clone();
         let (logs, key) = (self.logs.clone(), self.key.clone());
@@ -369,7 +433,7 @@ impl Supervisor {
         let _ = std::fs::create_dir_all(&self.messages);
         let _ = std::fs::remove_file(&message_path);
         self.counts.spawns.fetch_add(1, Ordering::AcqRel);
-        let launched = match self.spec.launch(&self.programs, &log, &message_path) {
+        let launched = match spec.launch(&self.programs, &log, &message_path) {
             Ok(launched) => launched,
             Err(e) => {
                 tracing::error!(%revision, error = %e, programs = ?self.programs, "cannot start a replica");

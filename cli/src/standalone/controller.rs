@@ -25,7 +25,7 @@ use super::backend::LocalProcesses;
 use super::config::UpConfig;
 use super::container::knative_env;
 use super::folder::ManifestFolder;
-use super::manifests::{Manifest, Predictor};
+use super::manifests::{Manifest, ModelSource, Predictor};
 use super::replica::{ContainerReplica, ReplicaSpec};
 use super::status::{RevisionStatus, ServiceStatus, Status};
 
@@ -174,6 +174,7 @@ impl Controller {
                             restarts: counts.restarts,
                             last_start_ms: counts.last_start_ms,
                             last_spawn_ms: counts.last_spawn_ms,
+                            fetched: counts.fetched,
                             replicas: self
                                 .plane
                                 .plane
@@ -290,10 +291,14 @@ fn provision(
         revision: &key.name,
     };
     let replica = match manifest.runs(component).expect("the component is in the manifest") {
-        Predictor::Model(dir) => {
-            let mut args = server_args(isvc.name(), &dir.to_string_lossy(), 0, spec);
+        Predictor::Model(source) => {
+            let (dir, fetch) = match source {
+                ModelSource::Dir(dir) => (dir.to_string_lossy().into_owned(), None),
+                ModelSource::Fetched(uri) => (String::new(), Some(uri)),
+            };
+            let mut args = server_args(isvc.name(), &dir, 0, spec);
             args.extend(logger_args(spec, served, &SinkPolicy::standalone()));
-            ReplicaSpec::Server { args }
+            ReplicaSpec::Server { args, fetch }
         }
         Predictor::Container(mut container) => {
             let mut env = knative_env(&format!("{}-{}", isvc.name(), component.name()), &key.name);

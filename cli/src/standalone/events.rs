@@ -150,6 +150,7 @@ mod tests {
                 restarts,
                 last_start_ms: None,
                 last_spawn_ms: None,
+                fetched: None,
                 replicas: Vec::new(),
                 queued: 0,
                 cold_start_last_ms: None,

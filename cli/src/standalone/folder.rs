@@ -298,7 +298,7 @@ mod tests {
     use skiff_server::model::MODEL_FILE;
 
     use super::*;
-    use crate::standalone::manifests::Predictor;
+    use crate::standalone::manifests::{ModelSource, Predictor};
 
     fn examples() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
@@ -327,7 +327,9 @@ mod tests {
         let folder = ManifestFolder::new(examples(), UpConfig::default()).refresh();
         assert_eq!(folder.errors, Vec::<String>::new());
         assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["default/adder", "default/iris", "default/mlp"]);
-        let Predictor::Model(dir) = &folder.manifests["default/iris"].predictor else { panic!("a model") };
+        let Predictor::Model(ModelSource::Dir(dir)) = &folder.manifests["default/iris"].predictor else {
+            panic!("a model")
+        };
         assert!(dir.join(MODEL_FILE).is_file());
     }
 

@@ -1,5 +1,6 @@
 //! InferenceService manifests as `skiff up` reads them, with the checks standalone mode adds: it serves
-//! ONNX models from `file://` storage (relative paths resolve against the manifest's folder) and
+//! ONNX models from `file://` storage (relative paths resolve against the manifest's folder) or
+//! from a store the fetcher reads (`s3://`, `gs://`, `https://`, `hf://`: [`ModelSource::Fetched`]) and
 //! custom containers (a predictor's, a transformer's, an explainer's) as local processes
 //! ([`ContainerSpec`]). The folder itself is read by [`super::folder`].
 //!
@@ -38,6 +39,15 @@ pub struct Manifest {
     pub explainer: Option<ContainerSpec>,
 }
 
+/// Where a model predictor's model is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A folder holding `model.onnx` (`file://`).
+    Dir(PathBuf),
+    /// A `storageUri` fetched into the model cache before a replica starts.
+    Fetched(String),
+}
+
 impl Manifest {
     /// What `component` runs; `None` when the manifest does not have it.
     pub fn runs(&self, component: Component) -> Option<Predictor> {
@@ -52,8 +62,8 @@ impl Manifest {
 /// What a predictor runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Predictor {
-    /// `skiff-server` on the folder holding `model.onnx`.
-    Model(PathBuf),
+    /// `skiff-server` on a model.
+    Model(ModelSource),
     /// A custom container.
     Container(ContainerSpec),
 }
@@ -145,7 +155,7 @@ pub fn check(
         (None, Some(containers)) => {
             Predictor::Container(ContainerSpec::parse("spec.predictor.containers", containers, &config.images, base)?)
         }
-        _ => Predictor::Model(model_dir(&isvc, base)?),
+        _ => Predictor::Model(model_source(&isvc, base)?),
     };
     let container = |component: Component| match component.spec(&isvc).and_then(|spec| spec.containers.as_ref()) {
         Some(containers) => {
@@ -158,8 +168,9 @@ pub fn check(
     Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer })
 }
 
-/// The folder of a `model` predictor's ONNX model.
-fn model_dir(isvc: &InferenceService, base: &Path) -> Result<PathBuf, String> {
+/// Where a `model` predictor's ONNX model is: a `file://` folder, which must hold it now, or a URI
+/// the fetcher reads, checked when a replica starts.
+fn model_source(isvc: &InferenceService, base: &Path) -> Result<ModelSource, String> {
     let Some(model) = &isvc.spec.predictor.model else {
         return Err("spec.predictor: skiff up serves `model` predictors and custom `containers`; framework \
                     shorthands need the Kubernetes mode"
@@ -173,13 +184,20 @@ fn model_dir(isvc: &InferenceService, base: &Path) -> Result<PathBuf, String> {
     }
     let uri = model.storage_uri.as_deref().unwrap_or_default();
     let Some(location) = uri.strip_prefix("file://") else {
-        return Err(format!("spec.predictor.model.storageUri: skiff up reads file:// URIs, not {uri:?}"));
+        if uri.starts_with("pvc://") {
+            return Err(format!(
+                "spec.predictor.model.storageUri: {uri}: skiff up has no PersistentVolumeClaims; use file:// or a store \
+                 (s3://, gs://, https://, hf://)"
+            ));
+        }
+        skiff_fetch::uri::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
+        return Ok(ModelSource::Fetched(uri.to_owned()));
     };
     let model_dir = base.join(location);
     if !model_dir.join(MODEL_FILE).is_file() {
         return Err(format!("spec.predictor.model.storageUri: {} holds no {MODEL_FILE}", model_dir.display()));
     }
-    Ok(model_dir)
+    Ok(ModelSource::Dir(model_dir))
 }
 
 #[cfg(test)]

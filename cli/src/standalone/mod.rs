@@ -13,6 +13,7 @@ mod failure;
 mod folder;
 mod logs;
 mod manifests;
+pub(crate) mod models;
 mod replica;
 mod restart;
 mod signal;
@@ -92,6 +93,14 @@ pub struct UpArgs {
     /// commands on this machine (off: a page that reached the app could run any).
     #[arg(long)]
     pub web_allow_containers: bool,
+    /// The model cache's folder: a model at a store (s3://, gs://, https://, hf://) is fetched
+    /// into it once and every replica reads it there (default: `$XDG_CACHE_HOME/skiff/models`).
+    #[arg(long, env = "SKIFF_MODEL_CACHE")]
+    pub model_cache: Option<PathBuf>,
+    /// The model cache's bound (bytes, or `500M`, `50G`): past it, least recently used models no
+    /// replica holds are evicted.
+    #[arg(long, default_value = "50G", value_parser = crate::cache::parse_size)]
+    pub model_cache_limit: u64,
 }
 
 /// `skiff get` flags.
@@ -177,7 +186,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
-    let backend = LocalProcesses::new(Programs { server: server_bin, queue_proxy, ort_dylib }, config.restart_backoff);
+    let model_cache = args.model_cache.clone().unwrap_or_else(models::default_dir);
+    let models = models::ModelStore::open(&model_cache, args.model_cache_limit)
+        .with_context(|| format!("the model cache at {}", model_cache.display()))?;
+    let programs = Programs { server: server_bin, queue_proxy, ort_dylib };
+    let backend = LocalProcesses::new(programs, models, config.restart_backoff);
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);
     let limits = Limits { max_pending: config.max_pending, ..Limits::default() };

@@ -29,6 +29,9 @@ pub enum ReplicaSpec {
     Server {
         /// The server's arguments.
         args: Vec<String>,
+        /// A `storageUri` fetched into the model cache before a replica starts; its folder takes
+        /// the place of `--model-dir`'s ([`ReplicaSpec::with_model_dir`]).
+        fetch: Option<String>,
     },
     /// A custom container behind a queue-proxy.
     Container(ContainerReplica),
@@ -80,18 +83,36 @@ impl ReplicaSpec {
     /// it finds and checks them ([`skiff_server::model::preflight`]: a missing, empty, truncated,
     /// text or unreadable `model.onnx`). A container is not checked.
     pub fn preflight(&self) -> Result<(), String> {
-        let ReplicaSpec::Server { args } = self else { return Ok(()) };
+        let ReplicaSpec::Server { args, .. } = self else { return Ok(()) };
         let command = std::iter::once("skiff-server").chain(args.iter().map(String::as_str));
         let server = ServerCommand::try_parse_from(command).map_err(|e| e.to_string())?.config;
         let dir = server.model_dir().map_err(|e| e.to_string())?;
         skiff_server::model::preflight(&dir, server.model_name.as_deref()).map(drop).map_err(|e| e.to_string())
     }
 
+    /// The storageUri a replica's model is fetched from, if it is.
+    pub fn fetches(&self) -> Option<&str> {
+        match self {
+            ReplicaSpec::Server { fetch, .. } => fetch.as_deref(),
+            ReplicaSpec::Container(_) => None,
+        }
+    }
+
+    /// This spec serving the model in `dir` (a fetched model's folder in the cache).
+    pub fn with_model_dir(&self, dir: &Path) -> ReplicaSpec {
+        let ReplicaSpec::Server { args, .. } = self else { return self.clone() };
+        let mut args = args.clone();
+        if let Some(at) = args.iter().position(|a| a == "--model-dir") {
+            args[at + 1] = dir.to_string_lossy().into_owned();
+        }
+        ReplicaSpec::Server { args, fetch: None }
+    }
+
     /// Starts a replica's processes; a container's output goes to `log`; a model server writes
     /// why it stopped, if it fails, to `termination_message`.
     pub fn launch(&self, programs: &Programs, log: &Arc<Log>, termination_message: &Path) -> std::io::Result<Launched> {
         match self {
-            ReplicaSpec::Server { args } => {
+            ReplicaSpec::Server { args, .. } => {
                 let process = ServerProcess {
                     bind: Some(LOOPBACK),
                     json_logs: true,

@@ -6,6 +6,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use super::models::FetchStatus;
+
 /// Everything `skiff up` is serving.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
@@ -61,6 +63,10 @@ pub struct RevisionStatus {
     pub last_start_ms: Option<u64>,
     /// Of that, spawn until the process listened; the rest is loading the model.
     pub last_spawn_ms: Option<u64>,
+    /// The latest fetch of its model from a store (`s3://`, `gs://`, `https://`, `hf://`), before
+    /// the replica started.
+    #[serde(default)]
+    pub fetched: Option<FetchStatus>,
     /// Addresses of its ready replicas.
     pub replicas: Vec<String>,
     /// Requests the activator holds for it.
@@ -232,6 +238,7 @@ mod tests {
             restarts: 0,
             last_start_ms: Some(80),
             last_spawn_ms: Some(30),
+            fetched: None,
             replicas: vec!["127.0.0.1:4000".into()],
             queued: 0,
             cold_start_last_ms: (tag == "latest").then_some(45),
@@ -286,6 +293,7 @@ mod tests {
             restarts: 0,
             last_start_ms: None,
             last_spawn_ms: None,
+            fetched: None,
             replicas: Vec::new(),
             queued: 0,
             cold_start_last_ms: None,

@@ -91,9 +91,9 @@ impl ObjectRemote {
     fn error(&self, error: object_store::Error) -> Error {
         let uri = self.uri.clone();
         match error {
-            object_store::Error::NotFound { source, .. } => Error::NotFound { uri, cause: source.to_string() },
+            object_store::Error::NotFound { source, .. } => Error::NotFound { uri, cause: chain(source.as_ref()) },
             object_store::Error::PermissionDenied { source, .. }
-            | object_store::Error::Unauthenticated { source, .. } => Error::Denied { uri, cause: source.to_string() },
+            | object_store::Error::Unauthenticated { source, .. } => Error::Denied { uri, cause: chain(source.as_ref()) },
             other => {
                 let cause = chain(&other);
                 // object_store reports some refusals as generic errors carrying the status.
@@ -109,6 +109,7 @@ impl ObjectRemote {
     }
 }
 
+/// An error and its sources as one tidied line ([`crate::error::tidy`]).
 fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -120,7 +121,7 @@ fn chain(error: &dyn std::error::Error) -> String {
         }
         source = inner.source();
     }
-    text
+    crate::error::tidy(&text)
 }
 
 #[async_trait]

@@ -1,0 +1,72 @@
+//! The models `skiff up` fetches (`s3://`, `gs://`, `https://`, `hf://`): one node-local cache
+//! ([`skiff_fetch::Cache`], under the user's cache folder by default) that every replica of every
+//! revision reads from, and the fetcher with the store settings of `skiff up`'s own environment
+//! (KServe's variables: [`skiff_fetch::env`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use skiff_fetch::env::StoreEnv;
+use skiff_fetch::{Cache, Fetcher, Lease, Report};
+
+/// The cache and the fetcher.
+#[derive(Debug)]
+pub struct ModelStore {
+    /// The cache.
+    pub cache: Cache,
+    /// The fetcher.
+    pub fetcher: Fetcher,
+}
+
+/// What the latest fetch of a revision's model did, as the status shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FetchStatus {
+    /// The URI, as it may be shown.
+    pub uri: String,
+    /// Bytes of the model.
+    pub bytes: u64,
+    /// Bytes downloaded (0: it came from the cache).
+    pub downloaded: u64,
+    /// Whether the cache held it.
+    pub cached: bool,
+    /// How long the fetch took, listing the store included.
+    pub millis: u64,
+}
+
+impl From<&Report> for FetchStatus {
+    fn from(report: &Report) -> FetchStatus {
+        FetchStatus {
+            uri: report.uri.clone(),
+            bytes: report.bytes,
+            downloaded: report.downloaded,
+            cached: report.cached,
+            millis: (report.seconds * 1000.0).round() as u64,
+        }
+    }
+}
+
+impl ModelStore {
+    /// The cache at `dir` bounded to `limit` bytes, fetching with this process's store settings.
+    pub fn open(dir: &Path, limit: u64) -> anyhow::Result<Arc<ModelStore>> {
+        let env = StoreEnv::from_process()?;
+        Ok(Arc::new(ModelStore { cache: Cache::open(dir, limit)?, fetcher: Fetcher::new(env) }))
+    }
+
+    /// The model `uri` names, held for a replica; the error is the message a status shows.
+    pub async fn get(&self, uri: &str) -> Result<Lease, String> {
+        self.cache.get(&self.fetcher, uri).await.map_err(|e| skiff_fetch::failure_message(&e))
+    }
+}
+
+/// The cache's folder unless told otherwise: `$XDG_CACHE_HOME/skiff/models`, else
+/// `$HOME/.cache/skiff/models`.
+pub fn default_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("skiff").join("models")
+}
