@@ -12,19 +12,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SKIFF_SKIP_BUILD=1 ./scripts/setup.sh
-# KServe's Python SDK (and ONNX Runtime for Python), for the conformance tests of its clients.
-PEERS=kserve bench/peers/setup.sh
+# KServe's Python SDK (and ONNX Runtime for Python), for the conformance tests of its clients;
+# KServe's storage package and huggingface_hub, whose real client checks tests/stores/hf_hub.py.
+PEERS="kserve kserve-storage" bench/peers/setup.sh
+# The real stores the model fetcher's tests start: MinIO and fake-gcs-server built from their Go
+# modules (cached in ~/.cache/skiff-stores; about 7 minutes on 2 cores the first time).
+tests/stores/build.sh >/dev/null
 # shellcheck source=/dev/null
 source .ort/env
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+# tests/stores/hf_hub.py (the fetcher's Hub in the tests) has the Hub's layout: the real
+# huggingface_hub client downloads from it.
+.bench/kserve-storage-venv/bin/python tests/stores/test_hf_hub.py
 # replay.py (which the burst tests use) against journals the cluster recorded; its oracle was built
 # by the differential test above.
 python3 tests/knative-kpa/test_replay.py
 # No two modules of these crates import each other in a circle (issue 21 broke the server's and the
 # router's; api, cli, http-shell and operator, left out, still have some: run the script on them).
-python3 tests/arch/module_cycles.py activator/src autoscaler/src dataplane/src router/src server/src web/src
+python3 tests/arch/module_cycles.py activator/src autoscaler/src dataplane/src fetch/src router/src server/src web/src
 
 if [[ "${SKIFF_SKIP_CLUSTER:-0}" == 1 ]]; then
   echo "SKIFF_SKIP_CLUSTER=1: the cluster end-to-end tests did not run"
