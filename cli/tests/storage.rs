@@ -71,7 +71,8 @@ async fn every_store_serves_and_a_second_cold_start_downloads_nothing() {
         assert_eq!(reply.status, StatusCode::OK, "{name}: {:?}", reply.body);
         assert_eq!(reply.json()["outputs"], local.json()["outputs"], "{name} answers as the local copy");
     }
-    let fetched = |s: &Value| ["s3", "gs", "hf", "web"].iter().all(|n| revision(s, n).is_some_and(|r| !r["fetched"].is_null()));
+    let fetched =
+        |s: &Value| ["s3", "gs", "hf", "web"].iter().all(|n| revision(s, n).is_some_and(|r| !r["fetched"].is_null()));
     let status = up.wait_for("every store's fetch in the status", Duration::from_secs(10), fetched).await;
     for name in ["s3", "gs", "hf", "web"] {
         let r = revision(&status, name).unwrap();
@@ -81,8 +82,10 @@ async fn every_store_serves_and_a_second_cold_start_downloads_nothing() {
     assert_eq!((first["cached"].as_bool(), first["downloaded"].as_u64()), (Some(false), Some(model.len() as u64)));
     assert_eq!(first["uri"], "s3://models/iris");
 
-    up.wait_for("s3 at zero", Duration::from_secs(60), |s| revision(s, "s3").is_some_and(|r| r["desired"] == 0 && r["ready"] == 0))
-        .await;
+    up.wait_for("s3 at zero", Duration::from_secs(60), |s| {
+        revision(s, "s3").is_some_and(|r| r["desired"] == 0 && r["ready"] == 0)
+    })
+    .await;
     let again = up.infer("s3").await.unwrap();
     assert_eq!(again.status, StatusCode::OK);
     let cached = |s: &Value| revision(s, "s3").is_some_and(|r| r["fetched"]["cached"] == true);
@@ -90,14 +93,16 @@ async fn every_store_serves_and_a_second_cold_start_downloads_nothing() {
     let second = &revision(&status, "s3").unwrap()["fetched"];
     assert_eq!((second["cached"].as_bool(), second["downloaded"].as_u64()), (Some(true), Some(0)), "{second}");
 
-    let listing = Command::new(env!("CARGO_BIN_EXE_skiff")).args(["cache", "ls", "--dir"]).arg(&cache).output().unwrap();
+    let listing =
+        Command::new(env!("CARGO_BIN_EXE_skiff")).args(["cache", "ls", "--dir"]).arg(&cache).output().unwrap();
     let listing = String::from_utf8(listing.stdout).unwrap();
     for uri in ["s3://models/iris", "gs://models/iris", "hf://org/iris"] {
         assert!(listing.lines().any(|l| l.starts_with(uri)), "{uri} in\n{listing}");
     }
     assert!(listing.contains("\n4 models, "), "s3, gs, hf and the web file: {listing}");
     drop(up);
-    let pruned = Command::new(env!("CARGO_BIN_EXE_skiff")).args(["cache", "prune", "--dir"]).arg(&cache).output().unwrap();
+    let pruned =
+        Command::new(env!("CARGO_BIN_EXE_skiff")).args(["cache", "prune", "--dir"]).arg(&cache).output().unwrap();
     assert!(String::from_utf8(pruned.stdout).unwrap().ends_with("the cache holds 0 B\n"));
 }
 
@@ -110,7 +115,10 @@ async fn fetch_faults_name_the_uri_and_the_cause_and_back_off_while_others_serve
     let mut archive = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut archive, &[7u8; 5000]).unwrap();
     let archive = archive.finish().unwrap();
-    let cutting = stores::hf_hub(&[("org/iris/model.onnx", &model), ("org/bad/model.tar.gz", &archive[..archive.len() / 2])], &["--cut-after", "300"]);
+    let cutting = stores::hf_hub(
+        &[("org/iris/model.onnx", &model), ("org/bad/model.tar.gz", &archive[..archive.len() / 2])],
+        &["--cut-after", "300"],
+    );
     let hub = stores::hf_hub(&[("org/iris/model.onnx", &model)], &["--token", "hf_right"]);
     let dir = folder(&[]);
     let faults = [
@@ -118,7 +126,11 @@ async fn fetch_faults_name_the_uri_and_the_cause_and_back_off_while_others_serve
         ("nobucket", "s3://no-such-bucket/iris".to_owned(), "s3://no-such-bucket/iris: not found"),
         ("denied", "hf://org/iris".to_owned(), "hf://org/iris: access denied: "),
         ("cut", format!("{}/org/iris/resolve/main/model.onnx", cutting.url), "the connection ended after 300 of"),
-        ("corrupt", format!("{}/org/bad/resolve/main/model.tar.gz", cutting.url), "archive model.tar.gz: corrupt or truncated"),
+        (
+            "corrupt",
+            format!("{}/org/bad/resolve/main/model.tar.gz", cutting.url),
+            "archive model.tar.gz: corrupt or truncated",
+        ),
         ("text", "s3://models/text".to_owned(), "s3://models/text: cannot load model 'text' from "),
     ];
     std::fs::write(dir.path().join("good.yaml"), at("good", "s3://models/iris", "minReplicas: 1")).unwrap();
@@ -150,9 +162,17 @@ async fn fetch_faults_name_the_uri_and_the_cause_and_back_off_while_others_serve
     let good = up.infer("good").await.unwrap();
     assert_eq!(good.status, StatusCode::OK, "the good service serves throughout");
 
-    let table = Command::new(env!("CARGO_BIN_EXE_skiff")).args(["get", "--admin-port", &up.admin.port().to_string()]).output().unwrap();
+    let table = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["get", "--admin-port", &up.admin.port().to_string()])
+        .output()
+        .unwrap();
     let table = String::from_utf8(table.stdout).unwrap();
-    assert!(table.lines().any(|l| l.starts_with("missing-predictor-00001: ModelLoadFailed: fetching the model failed: s3://models/nothing: not found")), "{table}");
+    assert!(
+        table.lines().any(|l| l.starts_with(
+            "missing-predictor-00001: ModelLoadFailed: fetching the model failed: s3://models/nothing: not found"
+        )),
+        "{table}"
+    );
     let url = format!("http://{}/models/api/namespaces/default/inferenceservices/nobucket", up.admin);
     let view = send(Method::GET, &url, Bytes::new(), &[]).await.unwrap().json();
     let condition = view["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "PredictorReady").unwrap();
