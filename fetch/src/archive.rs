@@ -39,7 +39,11 @@ pub fn format_of(name: &str) -> Option<Format> {
 /// `uri` names the model in errors, `max_bytes` bounds what is unpacked.
 pub fn unpack(uri: &str, archive: &Path, format: Format, dir: &Path, max_bytes: u64) -> Result<u64> {
     let name = archive.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let fail = |cause: String| Error::Archive { uri: uri.to_owned(), archive: name.clone(), cause: crate::error::tidy(&cause) };
+    let fail = |cause: String| Error::Archive {
+        uri: uri.to_owned(),
+        archive: name.clone(),
+        cause: crate::error::tidy(&cause),
+    };
     let file = File::open(archive).map_err(Error::disk(archive))?;
     let mut budget = Budget { left: max_bytes };
     let unpacked = match format {

@@ -153,7 +153,9 @@ async fn fetch_once(
     let cut = |received: u64, cause: &str| Error::Transfer {
         uri: remote.uri().to_owned(),
         cause: match expected {
-            Some(expected) => format!("{}: the connection ended after {received} of {expected} bytes: {cause}", object.path),
+            Some(expected) => {
+                format!("{}: the connection ended after {received} of {expected} bytes: {cause}", object.path)
+            }
             None => format!("{}: the connection ended after {received} bytes: {cause}", object.path),
         },
     };

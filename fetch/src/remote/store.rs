@@ -93,7 +93,9 @@ impl ObjectRemote {
         match error {
             object_store::Error::NotFound { source, .. } => Error::NotFound { uri, cause: chain(source.as_ref()) },
             object_store::Error::PermissionDenied { source, .. }
-            | object_store::Error::Unauthenticated { source, .. } => Error::Denied { uri, cause: chain(source.as_ref()) },
+            | object_store::Error::Unauthenticated { source, .. } => {
+                Error::Denied { uri, cause: chain(source.as_ref()) }
+            }
             other => {
                 let cause = chain(&other);
                 // object_store reports some refusals as generic errors carrying the status.
