@@ -1,12 +1,15 @@
 //! Benchmark programs for Skiff: a closed-loop HTTP load generator ([`load`]), peer processes
-//! started and stopped side by side ([`peer`]), the table that compares them ([`report`]), and a
-//! REST and gRPC load generator with HDR percentiles and byte counts ([`wire`]).
+//! started and stopped side by side ([`peer`]), the table that compares them ([`report`]), a
+//! REST and gRPC load generator with HDR percentiles and byte counts ([`wire`]), and the storage
+//! benchmark's MinIO ([`minio`]) and figures ([`storage`]).
 //! Benchmarks print figures; they never assert on timings.
 
 pub mod load;
+pub mod minio;
 pub mod peer;
 pub mod report;
 pub mod status;
+pub mod storage;
 pub mod wire;
 
 /// The request every benchmark sends: a V2 infer of one iris row.
