@@ -8,6 +8,7 @@
 //!   kind keeps its HTTP status, its message and its exit code).
 //! - [`guard`]: which store endpoints the node cache refuses to reach for a caller (its own
 //!   loopback and link-local addresses, seen from the host network).
+//! - [`metrics`]: what it counts (`GET /metrics`).
 //! - [`server`]: the HTTP server: `POST /v1/models` lists the store with the caller's credentials
 //!   on every request (a tenant never gets a model its credentials cannot read) and answers a
 //!   ticket and the file list; `GET /v1/models/{key}/{path}` streams a file to that ticket's holder.
@@ -16,6 +17,7 @@
 
 pub mod client;
 pub mod guard;
+pub mod metrics;
 pub mod server;
 pub mod wire;
 

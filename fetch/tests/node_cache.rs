@@ -125,6 +125,19 @@ fn a_model_is_downloaded_once_per_node_and_only_for_callers_the_store_admits() {
     // A missing model is the store's answer too: exit 3, no direct fetch.
     let missing = init_container("s3://models/nothing", &pods.path().join("missing"), &node.url, &env);
     assert_eq!(missing.status.code(), Some(3), "{}", String::from_utf8_lossy(&missing.stderr));
+
+    let out = Command::new("curl").args(["-fsS", &format!("{}/metrics", node.url)]).output().unwrap();
+    let metrics = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "skiff_model_cache_requests_total{outcome=\"download\"} 1".to_owned(),
+        "skiff_model_cache_requests_total{outcome=\"hit\"} 1".to_owned(),
+        "skiff_model_cache_requests_total{outcome=\"denied\"} 2".to_owned(),
+        "skiff_model_cache_requests_total{outcome=\"not_found\"} 1".to_owned(),
+        format!("skiff_model_cache_downloaded_bytes_total {total}"),
+        format!("skiff_model_cache_sent_bytes_total {}", 2 * total),
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+    }
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! with the caller's own credentials before anything is served ([`crate::Cache::get`] does), so
 //! a model in the cache reaches only callers whose credentials read it now; the answer carries a
 //! ticket that holds the entry (never evicted while the ticket lives) and authorises reading its
-//! files. Errors become HTTP answers in one place ([`Refusal`]'s `IntoResponse`).
+//! files. Errors become HTTP answers in one place ([`Refusal`]'s `IntoResponse`). `GET /metrics`
+//! counts the outcomes and bytes ([`super::metrics`]); `GET /healthz` answers `ok`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -19,6 +20,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use tokio::net::TcpListener;
 
 use super::guard;
+use super::metrics::Metrics;
 use super::wire::{ErrorBody, FORWARDED, File, MAX_REQUEST_BYTES, ModelAnswer, ModelRequest, WireError};
 use crate::download::{self, Plan};
 use crate::env::StoreEnv;
@@ -61,6 +63,7 @@ struct Node {
     settings: Settings,
     tickets: Mutex<HashMap<String, Ticket>>,
     random: SystemRandom,
+    metrics: Metrics,
 }
 
 /// Serves `cache` on `listener` until the process ends.
@@ -70,9 +73,16 @@ pub async fn serve(listener: TcpListener, cache: Cache, settings: Settings) -> s
 
 /// The node cache's routes.
 pub fn router(cache: Cache, settings: Settings) -> Router {
-    let node = Arc::new(Node { cache, settings, tickets: Mutex::default(), random: SystemRandom::new() });
+    let node = Arc::new(Node {
+        cache,
+        settings,
+        tickets: Mutex::default(),
+        random: SystemRandom::new(),
+        metrics: Metrics::default(),
+    });
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(|State(node): State<Arc<Node>>| async move { node.metrics.encode() }))
         .route("/v1/models", post(model))
         .route("/v1/models/{key}", delete(release))
         .route("/v1/models/{key}/{*path}", get(file))
@@ -117,7 +127,17 @@ impl IntoResponse for Refusal {
 }
 
 async fn model(State(node): State<Arc<Node>>, body: Bytes) -> Result<axum::Json<ModelAnswer>, Refusal> {
-    let request: ModelRequest = serde_json::from_slice(&body)
+    let answer = answer(&node, &body).await;
+    match &answer {
+        Ok(answer) => node.metrics.answered(answer.downloaded),
+        Err(Refusal::Fetch(error)) => node.metrics.failed(error),
+        Err(Refusal::Node(..)) => node.metrics.refused(),
+    }
+    answer.map(axum::Json)
+}
+
+async fn answer(node: &Node, body: &[u8]) -> Result<ModelAnswer, Refusal> {
+    let request: ModelRequest = serde_json::from_slice(body)
         .map_err(|e| Refusal::Node(StatusCode::BAD_REQUEST, format!("the request is not a model request: {e}")))?;
     let env: BTreeMap<&str, &str> = request
         .env
@@ -154,7 +174,7 @@ async fn model(State(node): State<Arc<Node>>, body: Bytes) -> Result<axum::Json<
     let now = Instant::now();
     tickets.retain(|_, t| t.expires > now);
     tickets.insert(ticket.clone(), Ticket { key: key.clone(), lease, expires: now + node.settings.ticket_ttl });
-    Ok(axum::Json(ModelAnswer {
+    Ok(ModelAnswer {
         key,
         ticket,
         uri: report.uri,
@@ -163,7 +183,7 @@ async fn model(State(node): State<Arc<Node>>, body: Bytes) -> Result<axum::Json<
         cached: report.cached,
         seconds: report.seconds,
         files,
-    }))
+    })
 }
 
 /// The bearer token of a request.
@@ -194,6 +214,7 @@ async fn file(
     let file = download::inside(&dir, &path).ok_or_else(missing)?;
     let opened = tokio::fs::File::open(&file).await.map_err(|_| missing())?;
     let size = opened.metadata().await.map_err(Error::disk(&file))?.len();
+    node.metrics.sent(size);
     let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(opened, 256 << 10));
     Ok(([(header::CONTENT_LENGTH, size.to_string())], body).into_response())
 }
