@@ -18,7 +18,8 @@
 #   3. the first V2 infer through the router scales iris from zero: the init container's report says
 #      it came through the node cache, which downloaded the model (downloaded = its size)
 #   4. idle, iris scales to zero; the next infer brings a new pod whose init container's report
-#      says the node cache had the model: downloaded 0
+#      says the node cache had the model: downloaded 0; the node cache's /metrics count one download
+#      and one hit
 #   5. denied (same model, a ServiceAccount whose secret has a wrong key): its init container ends
 #      with exit code 4 and "access denied" in its termination message, though the model is cached
 # Each cold start's time (request sent to answer) is printed: the figures of an empty and a warm node cache.
@@ -237,6 +238,10 @@ line="$(report "$second")"
 [[ "$(field "$line" via)" == node-cache && "$(field "$line" downloaded)" == 0 && "$(field "$line" cached)" == True ]] ||
   fail "4. the second cold start's init container reported '$line' (wanted via node-cache, downloaded 0)"
 pass "4. the second cold start (new pod $second) in ${warm} s downloaded nothing: $line"
+metric() { curl -fsS "http://$node_ip:8095/metrics" | awk -v name="$1" '$1 == name {print $2}'; }
+counts="$(metric 'skiff_model_cache_requests_total{outcome="download"}') $(metric 'skiff_model_cache_requests_total{outcome="hit"}') $(metric skiff_model_cache_downloaded_bytes_total)"
+[[ "$counts" == "1 1 $model_bytes" ]] || fail "4. the node cache's metrics say downloads, hits, bytes: $counts (wanted 1 1 $model_bytes)"
+pass "4. the node cache's /metrics: 1 download, 1 hit, $model_bytes bytes downloaded in all"
 log "cold start through the router, iris ($model_bytes bytes) from s3://: empty node cache ${cold} s, warm node cache ${warm} s"
 
 # --- 5. credentials the store refuses get nothing from the cache ----------------------------------------------
