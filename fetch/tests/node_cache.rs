@@ -223,6 +223,10 @@ fn files_are_read_only_with_the_ticket_of_a_request_the_store_admitted() {
     assert_eq!(curl(&["-H", &ticket, &file]), ("200".to_owned(), "weights".to_owned()));
     let escape = format!("{}/v1/models/{}/..%2F..%2Fmodels", node.url, answer["key"].as_str().unwrap());
     assert_eq!(curl(&["-H", &ticket, &escape]).0, "404");
+    let (code, body) =
+        curl(&["-H", &ticket, &format!("{}/v1/models/{}/nothing.onnx", node.url, answer["key"].as_str().unwrap())]);
+    assert_eq!(code, "404", "{body}");
+    assert!(body.contains("has no file") && body.contains("nothing.onnx"), "{body}");
     let (code, body) = curl(&["-X", "POST", "-d", "{not json", &format!("{}/v1/models", node.url)]);
     assert_eq!(code, "400", "{body}");
     assert!(body.contains("the request is not a model request"), "{body}");

@@ -212,7 +212,7 @@ infer() { # -> "code seconds"
     -H 'Content-Type: application/json' "http://$router/v2/models/iris/infer" -d "$body"
 }
 report() { # pod -> the storage initializer's JSON line
-  local pod="$1" file="$dir/pods/${ns}_${1}_storage-initializer.log"
+  local file="$dir/pods/${ns}_${1}_storage-initializer.log"
   grep -h '"fetched"' "$file" 2>/dev/null | tail -n 1
 }
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }

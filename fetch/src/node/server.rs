@@ -213,7 +213,11 @@ async fn file(
     let missing = || Refusal::Node(StatusCode::NOT_FOUND, format!("model {key} has no file {path:?}"));
     let file = download::inside(&dir, &path).ok_or_else(missing)?;
     let opened = tokio::fs::File::open(&file).await.map_err(|_| missing())?;
-    let size = opened.metadata().await.map_err(Error::disk(&file))?.len();
+    let metadata = opened.metadata().await.map_err(Error::disk(&file))?;
+    if !metadata.is_file() {
+        return Err(missing());
+    }
+    let size = metadata.len();
     node.metrics.sent(size);
     let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(opened, 256 << 10));
     Ok(([(header::CONTENT_LENGTH, size.to_string())], body).into_response())
