@@ -4,7 +4,8 @@
 //! copy does; a revision at zero starts again from the cache without downloading; and each fault
 //! (a missing object or bucket, a refused token, a connection cut every time, a corrupt archive, a
 //! file that is not ONNX) ends in `ModelLoadFailed` naming the URI and the cause in the status,
-//! `skiff get` and the web app, retried with back-off, while the good services keep serving.
+//! `skiff get` and the web app, retried with back-off, while the good services keep serving; so
+//! does a full disk (the model cache on a 1 MiB tmpfs, in a mount namespace of its own).
 
 mod common;
 #[path = "../../fetch/tests/common/stores.rs"]
@@ -179,4 +180,34 @@ async fn fetch_faults_name_the_uri_and_the_cause_and_back_off_while_others_serve
     assert_eq!(condition["reason"], "ModelLoadFailed");
     assert!(condition["message"].as_str().unwrap().contains("s3://no-such-bucket/iris: not found"), "{condition}");
     assert!(std::fs::read_dir(cache.join("tmp")).unwrap().next().is_none(), "no partial download is left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_names_the_uri_and_the_cause_while_a_small_model_serves() {
+    let minio = stores::minio(&["models"]);
+    minio.s3_put("models", "iris/model.onnx", &iris());
+    minio.s3_put("models", "big/model.onnx", &vec![7u8; 3 << 20]);
+    let dir = folder(&[]);
+    std::fs::write(dir.path().join("iris.yaml"), at("iris", "s3://models/iris", "minReplicas: 1")).unwrap();
+    std::fs::write(dir.path().join("big.yaml"), at("big", "s3://models/big", "minReplicas: 1")).unwrap();
+    let cache = dir.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let mount = format!("mount -t tmpfs -o size=1m tmpfs {} && exec \"$0\" \"$@\"", cache.display());
+    let wrapper = ["unshare", "--mount", "--propagation", "private", "sh", "-c", &mount];
+    let env = minio.s3_env(stores::S3_KEY);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let up = Up::start_under(&wrapper, dir.path(), CONFIG, &env, &["--model-cache", cache.to_str().unwrap()]);
+
+    let status = up
+        .wait_for("the big model refused twice", Duration::from_secs(60), |s| {
+            revision(s, "big").is_some_and(|r| r["backOffMs"].as_u64() >= Some(1000))
+        })
+        .await;
+    let failure = &revision(&status, "big").unwrap()["lastFailureInfo"];
+    assert_eq!(failure["reason"], "ModelLoadFailed");
+    let message = failure["message"].as_str().unwrap();
+    assert!(message.starts_with("fetching the model failed: s3://models/big: "), "{message}");
+    assert!(message.contains("No space left on device"), "{message}");
+    let iris = up.infer("iris").await.unwrap();
+    assert_eq!(iris.status, StatusCode::OK, "the small model fits and serves");
 }

@@ -50,7 +50,7 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            let message = skiff_fetch::failure_message(&error);
+            let message = skiff_fetch::failure_message(&cli.uri, &error);
             eprintln!("{message}");
             // The file is there only in a container; elsewhere the message is on stderr alone.
             let _ = std::fs::write(&cli.termination_message, &message);

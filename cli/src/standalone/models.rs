@@ -56,7 +56,7 @@ impl ModelStore {
 
     /// The model `uri` names, held for a replica; the error is the message a status shows.
     pub async fn get(&self, uri: &str) -> Result<Lease, String> {
-        self.cache.get(&self.fetcher, uri).await.map_err(|e| skiff_fetch::failure_message(&e))
+        self.cache.get(&self.fetcher, uri).await.map_err(|e| skiff_fetch::failure_message(uri, &e))
     }
 }
 

@@ -75,13 +75,28 @@ impl Up {
 
     /// [`Up::start`] with extra environment variables and flags.
     pub fn start_with(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Up {
+        Up::start_under(&[], dir, config, env, args)
+    }
+
+    /// [`Up::start_with`] run by `wrapper` (a command whose last argument runs the rest, e.g.
+    /// `sh -c 'mount ... && exec "$0" "$@"'`); empty: `skiff up` itself.
+    pub fn start_under(wrapper: &[&str], dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Up {
         let config_path = dir.join("skiff-config.yml.txt");
         std::fs::write(&config_path, config).unwrap();
         let ort = std::env::var("ORT_DYLIB_PATH")
             .unwrap_or_else(|_| repo().join(".ort/onnxruntime/capi/libonnxruntime.so.1.31.1").display().to_string());
         let server = PathBuf::from(env!("CARGO_BIN_EXE_skiff")).with_file_name("skiff-server");
         assert!(server.exists(), "{} is missing: build the workspace", server.display());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        let skiff = env!("CARGO_BIN_EXE_skiff");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(skiff);
+                command
+            }
+            None => Command::new(skiff),
+        };
+        let mut child = command
             .arg("up")
             .arg(dir)
             .args(["--http-port", "0", "--admin-port", "0", "--config"])
