@@ -6,6 +6,7 @@
 //! exits 99 when a `--max-errors` or `--max-p99` threshold is crossed.
 
 mod client;
+mod coldstart;
 pub(crate) mod flags;
 mod model;
 mod phase;

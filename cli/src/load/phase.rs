@@ -94,6 +94,7 @@ mod tests {
                     ready: *ready,
                     addresses: addresses.map(|a| a.iter().map(|s| (*s).to_owned()).collect()),
                     panic: None,
+                    started: Default::default(),
                 })
                 .collect(),
         }

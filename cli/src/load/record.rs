@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use super::coldstart::ColdStart;
 use super::phase::Phase;
 
 /// Latencies are recorded in microseconds, up to an hour, to 3 significant digits.
@@ -72,6 +73,8 @@ pub struct Record {
     pub seconds: Vec<Second>,
     /// Replica samples.
     pub samples: Vec<Sample>,
+    /// Revisions that started from zero, at the sample that saw them ready.
+    pub cold_starts: Vec<(Duration, ColdStart)>,
     /// The most requests in flight in each sampling interval (with or without a replica source).
     pub in_flight: Vec<(Duration, usize)>,
     /// The open-loop cycles' schedules kept.
@@ -93,6 +96,7 @@ impl Default for Record {
             errors: BTreeMap::new(),
             seconds: Vec::new(),
             samples: Vec::new(),
+            cold_starts: Vec::new(),
             in_flight: Vec::new(),
             dispatches: Vec::new(),
             cycles: Vec::new(),

@@ -3,9 +3,10 @@
 //! errors, rendered here from the [`Summary`].
 
 use std::fmt::Write;
+use std::time::Duration;
 
 use super::summary::Summary;
-use super::table::{ms, table};
+use super::table::{ms, secs, size, table};
 
 /// Chart size and margins, in SVG units.
 const WIDTH: f64 = 960.0;
@@ -124,18 +125,57 @@ pub fn render(summary: &Summary) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>skiff load: {target}</title>\
          <style>{STYLE}</style></head><body><h1>skiff load</h1><p class=\"target\">{target} — {scenario}</p>\
-         <pre class=\"summary\">{table}</pre>{replicas}{in_flight}{latency}{errors}</body></html>\n",
+         <pre class=\"summary\">{table}</pre>{cold}{replicas}{in_flight}{latency}{errors}</body></html>\n",
+        cold = cold_starts(summary),
         target = escape(&summary.target),
         scenario = escape(&summary.scenario),
         table = escape(&table(summary)),
     )
 }
 
+/// The cold starts from zero as a table, one row each: the model's fetch (its time, size,
+/// bytes downloaded, from the cache or not), the spawn and the load; empty without any.
+fn cold_starts(summary: &Summary) -> String {
+    let Some(cold) = summary.cold_starts.as_ref().filter(|c| !c.starts.is_empty()) else { return String::new() };
+    let known = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| ms(v as f64));
+    let mut out = String::from(
+        "<h2>Cold starts</h2><table class=\"cold\"><tr><th>at</th><th>revision</th><th>fetch</th><th>model</th>\
+         <th>downloaded</th><th>from</th><th>spawn</th><th>load</th><th>total</th></tr>",
+    );
+    for view in &cold.starts {
+        let c = &view.start;
+        let (fetch, bytes, downloaded, from) = match &c.fetch {
+            Some(f) => (
+                ms(f.ms as f64),
+                size(f.bytes),
+                size(f.downloaded),
+                format!("{} ({})", f.uri, if f.cached { "cache" } else { "store" }),
+            ),
+            None => ("–".into(), "–".into(), "–".into(), "–".into()),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{fetch}</td><td>{bytes}</td><td>{downloaded}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            secs(Duration::from_secs_f64(view.t)),
+            escape(&c.revision),
+            escape(&from),
+            known(c.spawn_ms),
+            known(c.load_ms),
+            known(c.total_ms()),
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
 const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:24px;color:#0f172a;max-width:1000px}\
 h1{font-size:20px;margin:0 0 4px}.target{color:#475569;margin:0 0 12px}\
 pre.summary{background:#f8fafc;border:1px solid #e2e8f0;padding:12px;font-size:12px;overflow-x:auto}\
 figure{margin:16px 0}svg{background:#fff;border:1px solid #e2e8f0}\
-svg text{font:11px system-ui,sans-serif;fill:#475569}svg .heading{font-size:13px;font-weight:600;fill:#0f172a}";
+svg text{font:11px system-ui,sans-serif;fill:#475569}svg .heading{font-size:13px;font-weight:600;fill:#0f172a}\
+h2{font-size:15px;margin:16px 0 4px}table.cold{border-collapse:collapse;font-size:12px}\
+table.cold td,table.cold th{border:1px solid #e2e8f0;padding:3px 8px;text-align:right}";
 
 fn series(name: &'static str, colour: &'static str, style: Style, points: impl Iterator<Item = (f64, f64)>) -> Series {
     Series { name, colour, style, points: points.collect() }
@@ -338,6 +378,7 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::coldstart::{ColdStart, Fetch};
     use crate::load::record::{Record, Sample};
     use crate::load::summary::{About, summarize};
     use std::time::Duration;
@@ -354,16 +395,34 @@ mod tests {
             cycles: vec![(ms(10), ms(1200))],
             ..Record::default()
         };
+        record.cold_starts = vec![(
+            ms(1000),
+            ColdStart {
+                revision: "iris-predictor-00001".into(),
+                fetch: Some(Fetch {
+                    uri: "s3://models/<1G>".into(),
+                    bytes: 1 << 30,
+                    downloaded: 0,
+                    cached: true,
+                    ms: 4,
+                }),
+                spawn_ms: Some(12),
+                load_ms: Some(2100),
+            },
+        )];
         record.add(ms(10), None, ms(900), None);
         record.add(ms(1100), None, ms(3), Some("HTTP 503".into()));
-        let about = About {
+        render(&summarize(&record, &about()))
+    }
+
+    fn about() -> About {
+        About {
             target: "http://127.0.0.1:8080/v2/models/iris/infer (Host <iris>)".into(),
             scenario: "burst of 20".into(),
             cycles: 1,
             rate: None,
             replica_source: Some("skiff up".into()),
-        };
-        render(&summarize(&record, &about))
+        }
     }
 
     #[test]
@@ -378,6 +437,26 @@ mod tests {
         assert!(html.contains("fill=\"#fee2e2\""), "time at zero is shaded");
         assert!(html.contains("class=\"start\""), "replica starts are marked");
         assert!(html.contains(">panic</text>"), "the autoscaler's panic is drawn beside the replicas");
+    }
+
+    #[test]
+    fn the_report_tables_each_cold_start_with_its_fetch() {
+        let html = report();
+        assert!(
+            html.contains(
+                "<tr><td>1s</td><td>iris-predictor-00001</td><td>4.00ms</td><td>1.00 GiB</td><td>0 B</td>\
+                 <td>s3://models/&lt;1G&gt; (cache)</td><td>12.0ms</td><td>2.10s</td><td>2.12s</td></tr>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("fetch 4.00ms (1.00 GiB from the cache, s3://models/&lt;1G&gt;)"), "and in the summary");
+        let sampled = Record {
+            samples: vec![Sample { at: Duration::ZERO, ready: 1, desired: 1, starts: 0, panic: false }],
+            ..Record::default()
+        };
+        let summary = summarize(&sampled, &about());
+        assert!(summary.cold_starts.as_ref().is_some_and(|c| c.starts.is_empty()));
+        assert!(!render(&summary).contains("<h2>Cold starts"), "no cold start, no table");
     }
 
     #[test]

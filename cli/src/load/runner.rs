@@ -10,6 +10,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
 use super::client::{self, Connection, Failure, Pool, Target};
+use super::coldstart;
 use super::flags::Idle;
 use super::phase::{self, Phase};
 use super::record::{Dispatch, REFUSED, Recorder, Sample};
@@ -275,10 +276,14 @@ pub async fn sample(
                     failing = false;
                 }
                 let starts = previous.as_ref().map_or(0, |p| phase::starts(p, &snapshot));
+                let cold = previous.as_ref().map(|p| coldstart::from_zero(p, &snapshot)).unwrap_or_default();
                 let (ready, desired) = (snapshot.ready(), snapshot.desired());
                 recorder.set_phase(phase::classify(ready, desired));
                 let panic = snapshot.panic().unwrap_or(false);
-                recorder.with(|r| r.samples.push(Sample { at, ready, desired, starts, panic }));
+                recorder.with(|r| {
+                    r.samples.push(Sample { at, ready, desired, starts, panic });
+                    r.cold_starts.extend(cold.into_iter().map(|c| (at, c)));
+                });
                 previous = Some(snapshot.clone());
                 latest.send_replace(Some((asked, snapshot)));
             }

@@ -16,7 +16,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
 use skiff_api::labels::{INFERENCE_SERVICE, REVISION_NAME};
 
-use crate::standalone::status::Status;
+use super::coldstart::{Fetch, Started};
+use crate::standalone::status::{RevisionStatus, Status};
 
 /// The admin port `skiff up` listens on unless told otherwise.
 pub const DEFAULT_ADMIN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 9091));
@@ -37,6 +38,8 @@ pub struct Revision {
     pub addresses: Option<Vec<String>>,
     /// Whether the autoscaler is in panic mode for it, where the source knows.
     pub panic: Option<bool>,
+    /// Its latest replica start (the model's fetch, spawn, load), where the source tells it.
+    pub started: Started,
 }
 
 /// A service's revisions at one moment.
@@ -137,9 +140,25 @@ pub fn from_status(body: &[u8], service: &Service) -> anyhow::Result<Snapshot> {
             ready: r.ready,
             addresses: Some(r.replicas.clone()),
             panic: r.autoscaler.as_ref().map(|a| a.panic),
+            started: started(r),
         })
         .collect();
     Ok(Snapshot { revisions })
+}
+
+/// A `skiff up` revision's latest start: `fetched`, `lastSpawnMs` and `lastStartMs`.
+fn started(revision: &RevisionStatus) -> Started {
+    Started {
+        fetch: revision.fetched.as_ref().map(|f| Fetch {
+            uri: f.uri.clone(),
+            bytes: f.bytes,
+            downloaded: f.downloaded,
+            cached: f.cached,
+            ms: f.millis,
+        }),
+        spawn_ms: revision.last_spawn_ms,
+        start_ms: revision.last_start_ms,
+    }
 }
 
 /// A cluster: the Deployments the operator made for the InferenceService's revisions.
@@ -198,6 +217,7 @@ pub fn from_deployments(deployments: &[Deployment]) -> Snapshot {
             ready: d.status.as_ref().and_then(|s| s.ready_replicas).map_or(0, |r| r.max(0) as u32),
             addresses: None,
             panic: None,
+            started: Started::default(),
         })
         .collect();
     Snapshot { revisions }
@@ -281,11 +301,36 @@ mod tests {
                 ready: 1,
                 addresses: Some(vec!["127.0.0.1:4000".into()]),
                 panic: None,
+                started: Started::default(),
             }]
         );
         let other = Service { namespace: "default".into(), name: "mlp".into() };
         let error = from_status(body, &other).unwrap_err().to_string();
         assert!(error.contains("default/mlp") && error.contains("default/iris"), "{error}");
+    }
+
+    #[test]
+    fn skiff_up_status_gives_the_latest_start_with_its_fetch() {
+        let body = br#"{"services":[{"name":"iris","namespace":"default","url":"u","ready":true,"file":"f",
+            "latestCreatedRevision":null,"latestReadyRevision":null,"latestRolledoutRevision":null,
+            "previousRolledoutRevision":null,"revisions":[{"name":"iris-predictor-00001","percent":100,"tag":null,
+            "desired":1,"ready":1,"restarts":0,"lastStartMs":420,"lastSpawnMs":20,"replicas":["127.0.0.1:4000"],
+            "fetched":{"uri":"s3://models/100M","bytes":104857738,"downloaded":104857738,"cached":false,"millis":1234},
+            "queued":0},{"name":"iris-predictor-00002","percent":0,"tag":null,"desired":0,"ready":0,"restarts":0,
+            "lastStartMs":null,"lastSpawnMs":null,"replicas":[],"queued":0}]}],"errors":[]}"#;
+        let snapshot = from_status(body, &iris()).unwrap();
+        let fetch = Fetch {
+            uri: "s3://models/100M".into(),
+            bytes: 104_857_738,
+            downloaded: 104_857_738,
+            cached: false,
+            ms: 1234,
+        };
+        assert_eq!(
+            snapshot.revisions[0].started,
+            Started { fetch: Some(fetch), spawn_ms: Some(20), start_ms: Some(420) }
+        );
+        assert_eq!(snapshot.revisions[1].started, Started::default(), "no start yet, no fetch");
     }
 
     #[test]
@@ -304,6 +349,7 @@ mod tests {
         let snapshot = from_deployments(&[deployment, at_zero]);
         assert_eq!((snapshot.desired(), snapshot.ready()), (3, 1));
         assert_eq!(snapshot.revisions[1].name, "iris-predictor-00001");
+        assert_eq!(snapshot.revisions[0].started, Started::default(), "a Deployment tells no fetch, spawn or load");
         assert_eq!(selector(&iris()), "serving.kserve.io/inferenceservice=iris");
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::coldstart::ColdStart;
 use super::phase::{self, Phase};
 use super::record::Record;
 use super::threshold::Threshold;
@@ -129,7 +130,7 @@ pub struct PhaseLatency {
 }
 
 /// What scale from zero cost.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ColdStarts {
     /// Replicas that became ready during the run.
@@ -138,6 +139,20 @@ pub struct ColdStarts {
     pub from_zero: u32,
     /// Latency of the requests sent while no replica was ready.
     pub at_zero: Latency,
+    /// Each revision's start from zero, with its phases where the source tells them (the model's
+    /// fetch, the spawn, the load).
+    pub starts: Vec<ColdStartView>,
+}
+
+/// One revision's start from zero.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ColdStartView {
+    /// Seconds since the run began, at the sample that saw it ready.
+    pub t: f64,
+    /// Its phases.
+    #[serde(flatten)]
+    pub start: ColdStart,
 }
 
 /// One cycle.
@@ -222,6 +237,12 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
             .filter(|w| w[1].at >= first_request && w[0].ready == 0 && w[1].ready > 0)
             .count() as u32,
         at_zero: Latency::of(&record.phases[Phase::AtZero.index()]),
+        starts: record
+            .cold_starts
+            .iter()
+            .filter(|(at, _)| *at >= first_request)
+            .map(|(at, start)| ColdStartView { t: at.as_secs_f64(), start: start.clone() })
+            .collect(),
     });
     let rate = about.rate.map(|asked| {
         let sent: u64 = record.dispatches.iter().map(|d| d.sent.saturating_sub(1)).sum();
@@ -299,6 +320,7 @@ fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::coldstart::Fetch;
     use crate::load::record::{Dispatch, Sample};
 
     fn about(rate: Option<f64>) -> About {
@@ -324,15 +346,27 @@ mod tests {
             cycles: vec![(ms(100), ms(1200))],
             ..Record::default()
         };
+        let fetch = Fetch { uri: "s3://m/1G".into(), bytes: 1 << 30, downloaded: 1 << 30, cached: false, ms: 300 };
+        let start =
+            |fetch: Option<Fetch>| ColdStart { revision: "r1".into(), fetch, spawn_ms: Some(10), load_ms: Some(80) };
+        record.cold_starts = vec![(ms(50), start(None)), (ms(500), start(Some(fetch.clone())))];
         for _ in 0..3 {
             record.add(ms(100), Some(Phase::AtZero), ms(400), None);
         }
         record.add(ms(600), Some(Phase::Scaling), ms(5), Some("HTTP 503".into()));
         let s = summarize(&record, &about(None));
         assert_eq!((s.requests, s.ok, s.errors), (4, 3, 1));
-        let cold = s.cold_starts.unwrap();
+        let cold = s.cold_starts.clone().unwrap();
         assert_eq!((cold.replica_starts, cold.from_zero, cold.at_zero.count), (4, 1, 3));
         assert!((cold.at_zero.p50_ms - 400.0).abs() < 1.0, "{cold:?}");
+        assert_eq!(
+            cold.starts,
+            [ColdStartView { t: 0.5, start: start(Some(fetch)) }],
+            "the start before the first request is not the load's"
+        );
+        let json = serde_json::to_value(&cold.starts).unwrap();
+        assert_eq!(json[0]["fetch"]["downloaded"], 1 << 30);
+        assert_eq!((json[0]["revision"].as_str(), json[0]["loadMs"].as_u64()), (Some("r1"), Some(80)));
         assert_eq!(s.cycle_results[0].needed_replicas, Some(4));
         assert!((s.cycle_results[0].time_to_needed_s.unwrap() - 0.9).abs() < 1e-9);
         assert_eq!(s.phases.len(), 3);
@@ -340,6 +374,10 @@ mod tests {
         let text = crate::load::table::table(&s);
         assert!(text.contains("1 from zero, 4 replica starts in all"), "{text}");
         assert!(text.contains("HTTP 503"), "{text}");
+        assert!(
+            text.contains("from zero at 0.5s     r1: fetch 300ms (1.00 GiB downloaded, s3://m/1G) + spawn 10.0ms + load 80.0ms = 390ms"),
+            "{text}"
+        );
     }
 
     #[test]

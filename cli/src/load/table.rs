@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use super::coldstart::ColdStart;
 use super::summary::{Latency, Summary};
 
 /// A latency to three significant digits: `850µs`, `3.10ms`, `120ms`, `1.23s`.
@@ -33,6 +34,44 @@ pub fn secs(d: Duration) -> String {
     let seconds = d.as_secs_f64();
     let text = if seconds < 10.0 { format!("{seconds:.3}") } else { format!("{seconds:.1}") };
     format!("{}s", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// Bytes in binary units: `512 B`, `1.0 MiB`, `1.00 GiB`.
+pub fn size(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if b < KIB {
+        format!("{bytes} B")
+    } else if b < KIB * KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else if b < KIB * KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else {
+        format!("{:.2} GiB", b / (KIB * KIB * KIB))
+    }
+}
+
+/// A cold start's phases in one line: `r: fetch 1.20s (100.0 MiB downloaded, s3://m) + spawn
+/// 20.0ms + load 400ms = 1.62s`; a model on local disk has no fetch.
+pub fn cold_start(c: &ColdStart) -> String {
+    let phase = |name: &str, value: Option<u64>| value.map(|v| format!("{name} {}", ms(v as f64)));
+    let fetch = c.fetch.as_ref().map(|f| {
+        let how = if f.cached {
+            format!("{} from the cache", size(f.bytes))
+        } else if f.downloaded == f.bytes {
+            format!("{} downloaded", size(f.downloaded))
+        } else {
+            format!("{} downloaded of {}", size(f.downloaded), size(f.bytes))
+        };
+        format!("fetch {} ({how}, {})", ms(f.ms as f64), f.uri)
+    });
+    let phases: Vec<String> =
+        fetch.into_iter().chain(phase("spawn", c.spawn_ms)).chain(phase("load", c.load_ms)).collect();
+    match (phases.is_empty(), c.total_ms()) {
+        (true, _) => format!("{}: phases not reported by the source", c.revision),
+        (false, Some(total)) => format!("{}: {} = {}", c.revision, phases.join(" + "), ms(total as f64)),
+        (false, None) => format!("{}: {}", c.revision, phases.join(" + ")),
+    }
 }
 
 fn percentiles(l: &Latency) -> String {
@@ -76,6 +115,9 @@ pub fn table(s: &Summary) -> String {
     if let Some(cold) = &s.cold_starts {
         row("Cold starts", format!("{} from zero, {} replica starts in all", cold.from_zero, cold.replica_starts));
         row("  latency at zero", percentiles(&cold.at_zero));
+        for start in &cold.starts {
+            row(&format!("  from zero at {}", secs(Duration::from_secs_f64(start.t))), cold_start(&start.start));
+        }
     }
     for c in s.cycle_results.iter().filter(|c| c.needed_replicas.is_some()) {
         let needed = c.needed_replicas.unwrap_or(0);
@@ -111,5 +153,36 @@ mod tests {
         assert_eq!(secs(Duration::from_millis(1500)), "1.5s");
         assert_eq!(secs(Duration::from_secs(30)), "30s");
         assert_eq!(secs(Duration::from_millis(14_501)), "14.5s");
+    }
+
+    #[test]
+    fn a_cold_start_reads_as_its_fetch_spawn_and_load() {
+        use crate::load::coldstart::Fetch;
+        let fetch = |downloaded: u64, cached: bool| Fetch {
+            uri: "s3://models/100M".into(),
+            bytes: 100 << 20,
+            downloaded,
+            cached,
+            ms: 1234,
+        };
+        let start = |fetch: Option<Fetch>| ColdStart {
+            revision: "m-predictor-00001".into(),
+            fetch,
+            spawn_ms: Some(20),
+            load_ms: Some(400),
+        };
+        assert_eq!(
+            cold_start(&start(Some(fetch(100 << 20, false)))),
+            "m-predictor-00001: fetch 1.23s (100.0 MiB downloaded, s3://models/100M) + spawn 20.0ms + load 400ms = 1.65s"
+        );
+        assert_eq!(
+            cold_start(&start(Some(fetch(0, true)))),
+            "m-predictor-00001: fetch 1.23s (100.0 MiB from the cache, s3://models/100M) + spawn 20.0ms + load 400ms = 1.65s"
+        );
+        assert!(cold_start(&start(Some(fetch(1 << 20, false)))).contains("(1.0 MiB downloaded of 100.0 MiB,"));
+        assert_eq!(cold_start(&start(None)), "m-predictor-00001: spawn 20.0ms + load 400ms = 420ms");
+        let unknown = ColdStart { revision: "r".into(), fetch: None, spawn_ms: None, load_ms: None };
+        assert_eq!(cold_start(&unknown), "r: phases not reported by the source");
+        assert_eq!((size(512), size(1536), size(3 << 30)), ("512 B".into(), "1.5 KiB".into(), "3.00 GiB".into()));
     }
 }
