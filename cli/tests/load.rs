@@ -1,10 +1,13 @@
 //! `skiff load` end to end, as a user runs it: the real binary against a real `skiff up` with
 //! real `skiff-server` replicas. A burst at zero reports the replica starts `skiff up` itself
 //! recorded as events, and its HTML report shows its charts in headless Chromium (screenshot under
-//! `target/web-screenshots/load-report/`); an open-loop rate is kept; thresholds and an
-//! unreachable target set the exit code.
+//! `target/web-screenshots/load-report/`); a cold start from a store (MinIO, started by the test)
+//! reports its fetch, downloaded into the empty cache then read from it; an open-loop rate is
+//! kept; thresholds and an unreachable target set the exit code.
 
 mod common;
+#[path = "../../fetch/tests/common/stores.rs"]
+mod stores;
 
 use std::time::Duration;
 
@@ -115,6 +118,57 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
             eprintln!("report screenshot: {}", shot.display());
         })
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_start_from_a_store_reports_its_fetch_as_its_own_phase() {
+    let model = std::fs::read(common::repo().join("examples/models/iris/model.onnx")).unwrap();
+    let minio = stores::minio(&["models"]);
+    minio.s3_put("models", "iris/model.onnx", &model);
+    let dir = folder(&["iris"]);
+    let text = manifest("s3", "unused", "minReplicas: 0").replace("file://./models/unused", "s3://models/iris");
+    std::fs::write(dir.path().join("s3.yaml"), text).unwrap();
+    let env = minio.s3_env(stores::S3_KEY);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let cache = dir.path().join("cache");
+    let up = Up::start_with(dir.path(), CONFIG, &env, &["--model-cache", cache.to_str().unwrap()]);
+    up.wait_for("s3 listed at zero", Duration::from_secs(60), |s| {
+        s["services"][0]["revisions"][0]["desired"] == 0 && s["services"][0]["ready"] == true
+    })
+    .await;
+
+    // Two cycles from zero: the first downloads the model into the empty cache, the second reads it there.
+    let report = dir.path().join("report.html");
+    let url = format!("http://{}/v2/models/s3/infer", up.addr);
+    let admin = up.admin.to_string();
+    let mut args = vec![url.as_str(), "-b", IRIS_ROW, "--admin", &admin, "--json", "-o", report.to_str().unwrap()];
+    args.extend(["--burst", "4", "--idle", "zero", "--cycles", "2", "--settle", "1s", "-d", "30s"]);
+    let (code, stdout) = load(&args).await;
+    assert_eq!(code, 0, "{stdout}");
+    let summary: Value = serde_json::from_str(&stdout).unwrap();
+    let starts = summary["coldStarts"]["starts"].as_array().unwrap();
+    assert_eq!(starts.len(), 2, "one start from zero per cycle: {starts:?}");
+    let bytes = model.len() as u64;
+    let (first, second) = (&starts[0], &starts[1]);
+    assert_eq!(first["revision"], "s3-predictor-00001", "{first}");
+    assert_eq!(first["fetch"]["uri"], "s3://models/iris", "{first}");
+    assert_eq!((first["fetch"]["cached"].as_bool(), first["fetch"]["downloaded"].as_u64()), (Some(false), Some(bytes)));
+    assert_eq!((second["fetch"]["cached"].as_bool(), second["fetch"]["downloaded"].as_u64()), (Some(true), Some(0)));
+    for start in starts {
+        assert_eq!(start["fetch"]["bytes"].as_u64(), Some(bytes), "{start}");
+        assert!(start["fetch"]["ms"].is_u64() && start["spawnMs"].is_u64() && start["loadMs"].is_u64(), "{start}");
+    }
+    // The second start is the one skiff up's status shows last.
+    let status = up.status().await;
+    let fetched = &status["services"][0]["revisions"][0]["fetched"];
+    assert_eq!(
+        (fetched["millis"].clone(), fetched["cached"].clone()),
+        (second["fetch"]["ms"].clone(), Value::Bool(true))
+    );
+
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<table class=\"cold\">"), "the report tables the cold starts");
+    assert!(html.contains("<td>s3://models/iris (store)</td>") && html.contains("<td>s3://models/iris (cache)</td>"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
