@@ -10,7 +10,9 @@
 //! - **Single flight**: a download holds its key's lock (`flock`, so across processes too); a
 //!   second replica waits for it and then reads the entry.
 //! - **Atomic**: a download lands in `tmp/` and is renamed into `models/`; a folder in `models/`
-//!   is always whole.
+//!   is always whole. Its files are flushed to the disk in the background once it serves (the
+//!   replica need not wait for the disk); an entry of an earlier boot that was never known
+//!   flushed is fetched again rather than trusted.
 //! - **Bounded**: after a download, least recently used entries are evicted until the cache is
 //!   within its limit; an entry with a lease held is never evicted.
 
@@ -45,6 +47,25 @@ pub struct Meta {
     pub objects: usize,
     /// When it was downloaded (Unix seconds).
     pub fetched_at: u64,
+    /// The boot it was downloaded in (`/proc/sys/kernel/random/boot_id`).
+    #[serde(default)]
+    pub boot: String,
+    /// Whether its files have reached the disk (flushed after it was first served).
+    #[serde(default)]
+    pub durable: bool,
+}
+
+impl Meta {
+    /// Whether the entry may be torn: written in an earlier boot and never known flushed (a crash
+    /// of the machine can leave such files short or zero-filled).
+    fn suspect(&self, boot: &str) -> bool {
+        !self.durable && self.boot != boot
+    }
+}
+
+/// This boot's id; empty where the kernel does not say.
+fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|id| id.trim().to_owned()).unwrap_or_default()
 }
 
 /// An entry as [`Cache::entries`] lists it.
@@ -144,6 +165,7 @@ impl Cache {
             return Err(Error::TooLarge { uri: shown, what: "the model".into(), size: known, limit: self.limit });
         }
         let key = hex(&digest::digest(&digest::SHA256, format!("{shown}\n{version}").as_bytes()).as_ref()[..16]);
+        self.drop_if_suspect(&key)?;
         loop {
             if let Some(lock) = self.lease(&key, deadline).await? {
                 let bytes = self.meta(&key).map_or(0, |m| m.bytes);
@@ -180,6 +202,8 @@ impl Cache {
                 bytes,
                 objects: objects.len(),
                 fetched_at: unix_now(),
+                boot: boot_id(),
+                durable: false,
             };
             self.commit(&key, &tmp, &meta)?;
             let lease = self.lease(&key, deadline).await?;
@@ -197,13 +221,57 @@ impl Cache {
         }
     }
 
+    /// Renames the download `tmp` into place with its metadata, then flushes it to the disk in
+    /// the background and records that it was.
     fn commit(&self, key: &str, tmp: &Path, meta: &Meta) -> Result<()> {
-        let json = self.file(key, "json");
-        let staged = self.root.join("tmp").join(format!("{key}.json"));
-        fs::write(&staged, serde_json::to_vec_pretty(meta).unwrap_or_default()).map_err(Error::disk(&staged))?;
-        fs::rename(&staged, &json).map_err(Error::disk(&json))?;
+        self.write_meta(key, meta)?;
         let dir = self.model(key);
-        fs::rename(tmp, &dir).map_err(Error::disk(&dir))
+        fs::rename(tmp, &dir).map_err(Error::disk(&dir))?;
+        let (cache, key, mut meta) = (self.clone(), key.to_owned(), meta.clone());
+        tokio::task::spawn_blocking(move || {
+            let flushed = flush(&dir).and_then(|()| File::open(cache.root.join("models")).and_then(|d| d.sync_all()));
+            match flushed {
+                Ok(()) if dir.is_dir() => {
+                    meta.durable = true;
+                    if let Err(error) = cache.write_meta(&key, &meta) {
+                        tracing::warn!(%error, "the model cache could not record a flushed entry");
+                    }
+                }
+                Ok(()) => {}
+                Err(error) => tracing::warn!(%error, dir = %dir.display(), "the model cache could not flush an entry"),
+            }
+        });
+        Ok(())
+    }
+
+    fn write_meta(&self, key: &str, meta: &Meta) -> Result<()> {
+        let json = self.file(key, "json");
+        let staged = self.root.join("tmp").join(format!("{key}.{}.json", unique()));
+        fs::write(&staged, serde_json::to_vec_pretty(meta).unwrap_or_default()).map_err(Error::disk(&staged))?;
+        fs::rename(&staged, &json).map_err(Error::disk(&json))
+    }
+
+    /// Evicts `key`'s entry when it may be torn ([`Meta::suspect`]) and nobody holds it.
+    fn drop_if_suspect(&self, key: &str) -> Result<()> {
+        let suspect = self.meta(key).is_some_and(|meta| meta.suspect(&boot_id()));
+        if suspect
+            && self.model(key).is_dir()
+            && let Some(held) = try_lock(&self.file(key, "lease"), FlockArg::LockExclusiveNonblock)
+        {
+            tracing::warn!(key, "a cached model of an earlier boot was never flushed; fetching it again");
+            self.remove(key)?;
+            drop(held);
+        }
+        Ok(())
+    }
+
+    /// Removes `key`'s entry (its lease held exclusively by the caller): renamed away, then deleted.
+    fn remove(&self, key: &str) -> Result<()> {
+        let gone = self.root.join("tmp").join(format!("evicted-{key}-{}", unique()));
+        let dir = self.model(key);
+        fs::rename(&dir, &gone).map_err(Error::disk(&dir))?;
+        let _ = fs::remove_file(self.file(key, "json"));
+        fs::remove_dir_all(&gone).map_err(Error::disk(&gone))
     }
 
     /// A shared lock on `key`'s entry when it is there (its last use set to now).
@@ -254,12 +322,8 @@ impl Cache {
             let Some(held) = try_lock(&self.file(&entry.key, "lease"), FlockArg::LockExclusiveNonblock) else {
                 continue;
             };
-            let gone = self.root.join("tmp").join(format!("evicted-{}-{}", entry.key, unique()));
-            let dir = self.model(&entry.key);
-            fs::rename(&dir, &gone).map_err(Error::disk(&dir))?;
-            let _ = fs::remove_file(self.file(&entry.key, "json"));
+            self.remove(&entry.key)?;
             drop(held);
-            fs::remove_dir_all(&gone).map_err(Error::disk(&gone))?;
             total -= entry.meta.bytes;
             evicted.push(entry);
         }
@@ -273,8 +337,9 @@ impl Cache {
         for item in fs::read_dir(&dir).map_err(Error::disk(&dir))? {
             let path = item.map_err(Error::disk(&dir))?.path();
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
-            let key = name.trim_end_matches(".json");
-            if name.starts_with("unversioned-") || !self.file(key, "lock").exists() {
+            // `<key>` (a download) or `<key>.<unique>.json` (metadata being written).
+            let key = name.split('.').next().unwrap_or(name);
+            if name.starts_with("unversioned-") || name.starts_with("evicted-") || !self.file(key, "lock").exists() {
                 continue;
             }
             if let Some(held) = try_lock(&self.file(key, "lock"), FlockArg::LockExclusiveNonblock) {
@@ -294,6 +359,20 @@ fn version_of(objects: &[Object]) -> Option<String> {
     }
     lines.sort();
     Some(hex(&digest::digest(&digest::SHA256, lines.join("\n").as_bytes()).as_ref()[..16]))
+}
+
+/// Flushes every file under `dir` to the disk.
+fn flush(dir: &Path) -> std::io::Result<()> {
+    for item in fs::read_dir(dir)? {
+        let path = item?.path();
+        let kind = fs::symlink_metadata(&path)?.file_type();
+        if kind.is_dir() {
+            flush(&path)?;
+        } else if kind.is_file() {
+            File::open(&path)?.sync_data()?;
+        }
+    }
+    File::open(dir)?.sync_all()
 }
 
 fn hex(bytes: &[u8]) -> String {

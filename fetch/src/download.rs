@@ -1,7 +1,9 @@
 //! Objects downloaded straight to disk: each large object in ranges fetched in parallel and
 //! written at their offsets (never whole in memory: at most [`Plan::parallel`] buffers of
 //! [`WRITE_BUFFER`] bytes), a failed range retried with back-off, every byte counted so a
-//! connection cut halfway is an error rather than a short file, and the total bounded.
+//! connection cut halfway is an error rather than a short file, and the total bounded. Nothing is
+//! flushed to the disk here (an init container's emptyDir does not outlive a crash of its node;
+//! the cache flushes its entries after they serve: [`crate::cache`]).
 
 use std::fs::File;
 use std::ops::Range;
@@ -93,13 +95,6 @@ pub async fn download(remote: &dyn Remote, objects: &[Object], dir: &Path, plan:
         .buffer_unordered(plan.parallel.max(1))
         .try_fold(0u64, |total, bytes| async move { Ok(total + bytes) })
         .await?;
-    for (file, path) in &files {
-        let file = Arc::clone(file);
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || file.sync_data().map_err(Error::disk(path)))
-            .await
-            .map_err(|e| Error::Config(format!("a disk task failed: {e}")))??;
-    }
     Ok(written)
 }
 

@@ -169,3 +169,36 @@ async fn a_model_larger_than_the_cache_is_refused_before_downloading() {
     assert!(error.to_string().contains("the model is 65536 bytes, over the limit of 1024 bytes"), "{error}");
     assert_eq!(server.sent.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn an_entry_is_flushed_and_one_of_an_earlier_boot_never_flushed_is_fetched_again() {
+    let model = content(300 << 10, 8);
+    let (_root, server) = server_with(&[("model.onnx", &model)]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(cache_dir.path(), 1 << 30).unwrap();
+    let uri = server.url("model.onnx");
+    drop(cache.get(&fetcher(), &uri).await.unwrap());
+    let meta_path = || {
+        std::fs::read_dir(cache_dir.path().join("models"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .unwrap()
+    };
+    let meta = || serde_json::from_slice::<serde_json::Value>(&std::fs::read(meta_path()).unwrap()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while meta()["durable"] != true {
+        assert!(std::time::Instant::now() < deadline, "the entry was never recorded flushed: {}", meta());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(cache.get(&fetcher(), &uri).await.unwrap().report.downloaded, 0, "a flushed entry is trusted");
+
+    let mut torn = meta();
+    torn["durable"] = false.into();
+    torn["boot"] = "an-earlier-boot".into();
+    std::fs::write(meta_path(), serde_json::to_vec(&torn).unwrap()).unwrap();
+    let again = cache.get(&fetcher(), &uri).await.unwrap();
+    assert_eq!(again.report.downloaded, model.len() as u64, "an unflushed entry of another boot is fetched again");
+    assert_eq!(std::fs::read(again.dir.join("model.onnx")).unwrap(), model);
+    assert_eq!(cache.entries().unwrap().len(), 1);
+}
