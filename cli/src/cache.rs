@@ -142,6 +142,8 @@ mod tests {
             bytes: 2 << 20,
             objects: 1,
             fetched_at: 0,
+            boot: String::new(),
+            durable: true,
         };
         let entry = Entry { key: "k".into(), meta, last_used: now - Duration::from_secs(90), in_use: true };
         let table = table(&[entry], now);
