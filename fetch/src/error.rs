@@ -111,19 +111,6 @@ impl Error {
     }
 }
 
-/// What a failed fetch of `uri` says where a replica's failure is shown: the model pod's
-/// termination message on a cluster (`skiff-fetch`), a revision's status in `skiff up`. It names
-/// the URI (redacted) even for errors that are about the local disk or a time limit.
-pub fn failure_message(uri: &str, error: &Error) -> String {
-    let shown = crate::uri::redact(uri);
-    let text = error.to_string();
-    if text.starts_with(&shown) {
-        format!("fetching the model failed: {text}")
-    } else {
-        format!("fetching the model failed: {shown}: {text}")
-    }
-}
-
 /// The most of a store's or an archive's own words kept in a message.
 const CAUSE_CHARS: usize = 300;
 
@@ -155,7 +142,7 @@ pub fn tidy(cause: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Error, failure_message, tidy};
+    use super::tidy;
 
     #[test]
     fn causes_are_tidied_for_a_status_line() {
@@ -169,17 +156,5 @@ mod tests {
         assert_eq!(tidy("404 Not Found: "), "404 Not Found");
         assert_eq!(tidy("not a number: \u{7}\u{7}"), "not a number: ??");
         assert_eq!(tidy(&"x".repeat(400)).chars().count(), 301);
-    }
-
-    #[test]
-    fn a_failure_always_names_the_uri_and_never_its_credentials() {
-        let disk =
-            Error::Disk { path: "/cache/tmp/k/model.onnx".into(), source: std::io::Error::from_raw_os_error(28) };
-        assert_eq!(
-            failure_message("https://u:SECRET@h/m.onnx?sig=SECRET", &disk),
-            "fetching the model failed: https://h/m.onnx?…: /cache/tmp/k/model.onnx: No space left on device (os error 28)"
-        );
-        let missing = Error::NotFound { uri: "s3://b/m".into(), cause: "NoSuchKey".into() };
-        assert_eq!(failure_message("s3://b/m", &missing), "fetching the model failed: s3://b/m: not found: NoSuchKey");
     }
 }

@@ -10,6 +10,7 @@ use crate::download::{self, Plan};
 use crate::env::StoreEnv;
 use crate::error::{Error, Result};
 use crate::remote::{self, Object, Remote};
+use crate::uri::redact;
 
 /// How long a whole fetch may take by default (listing, download, unpacking, a wait for another
 /// replica's download of the same model).
@@ -92,5 +93,35 @@ impl Fetcher {
         tokio::time::timeout(self.timeout, work)
             .await
             .map_err(|_| Error::Timeout { what: what.to_owned(), seconds: self.timeout.as_secs() })?
+    }
+}
+
+/// What a failed fetch of `uri` says where a replica's failure is shown: the model pod's
+/// termination message on a cluster (`skiff-fetch`), a revision's status in `skiff up`. It names
+/// the URI (redacted) even for errors that are about the local disk or a time limit.
+pub fn failure_message(uri: &str, error: &Error) -> String {
+    let shown = redact(uri);
+    let text = error.to_string();
+    if text.starts_with(&shown) {
+        format!("fetching the model failed: {text}")
+    } else {
+        format!("fetching the model failed: {shown}: {text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_always_names_the_uri_and_never_its_credentials() {
+        let disk =
+            Error::Disk { path: "/cache/tmp/k/model.onnx".into(), source: std::io::Error::from_raw_os_error(28) };
+        assert_eq!(
+            failure_message("https://u:SECRET@h/m.onnx?sig=SECRET", &disk),
+            "fetching the model failed: https://h/m.onnx?…: /cache/tmp/k/model.onnx: No space left on device (os error 28)"
+        );
+        let missing = Error::NotFound { uri: "s3://b/m".into(), cause: "NoSuchKey".into() };
+        assert_eq!(failure_message("s3://b/m", &missing), "fetching the model failed: s3://b/m: not found: NoSuchKey");
     }
 }

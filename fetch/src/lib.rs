@@ -27,5 +27,5 @@ pub mod remote;
 pub mod uri;
 
 pub use cache::{Cache, Lease};
-pub use error::{Error, Result, failure_message};
-pub use fetcher::{Fetcher, Report};
+pub use error::{Error, Result};
+pub use fetcher::{Fetcher, Report, failure_message};
