@@ -4,7 +4,8 @@
 Each recorded journal is one that the first comparison (only decisions within 2 s of a Knative
 tick) failed on although Skiff's decisions were Knative's: a scale to zero a tick apart, a panic
 ending a tick later in Knative than in Skiff, the same in another journal, and a step to zero two
-ticks apart after the steps down (CI's failure). They must pass; the same journals with issue 26's early scale-down written into them,
+ticks apart after the steps down (CI's failure), and Knative's panic kept one tick more by a tie at
+its even-second tick (the oracle's clock) that Skiff's late ticks never meet. They must pass; the same journals with issue 26's early scale-down written into them,
 or with the panic ended three ticks early, must not. Needs the oracle (build.sh, cached).
 
     python3 tests/knative-kpa/test_replay.py
