@@ -160,15 +160,15 @@ async fn fetch_once(
             Err(Error::Transfer { cause, .. }) => return Err(cut(offset + buffer.len() as u64 - start, &cause)),
             Err(other) => return Err(other),
         };
-        let received = offset + (buffer.len() + bytes.len()) as u64 - start;
-        if range.as_ref().is_some_and(|r| received > r.end - r.start) {
+        let end = offset + (buffer.len() + bytes.len()) as u64;
+        if range.as_ref().is_some_and(|r| end - start > r.end - r.start) {
             return Err(Error::Transfer {
                 uri: remote.uri().to_owned(),
                 cause: format!("{}: more bytes than asked", object.path),
             });
         }
-        if offset + (buffer.len() + bytes.len()) as u64 > plan.max_bytes {
-            return Err(too_large(remote, &object.path, offset + (buffer.len() + bytes.len()) as u64, plan.max_bytes));
+        if end > plan.max_bytes {
+            return Err(too_large(remote, &object.path, end, plan.max_bytes));
         }
         buffer.extend_from_slice(&bytes);
         if buffer.len() >= WRITE_BUFFER {

@@ -44,7 +44,11 @@ impl HfRemote {
     }
 
     fn get(&self, url: &str) -> reqwest::RequestBuilder {
-        let request = self.client.get(url);
+        self.authorized(self.client.get(url))
+    }
+
+    /// `request` with the token, when there is one.
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.env.token {
             Some(token) => request.bearer_auth(&token.0),
             None => request,
@@ -93,12 +97,11 @@ impl Remote for HfRemote {
             let (size, ranged) = match sibling.size {
                 Some(size) => (Some(size), true),
                 None => {
-                    let head = self.client.head(&source);
-                    let head = match &self.env.token {
-                        Some(token) => head.bearer_auth(&token.0),
-                        None => head,
-                    };
-                    let response = head.send().await.map_err(|e| transfer_error(&self.uri, &e))?;
+                    let response = self
+                        .authorized(self.client.head(&source))
+                        .send()
+                        .await
+                        .map_err(|e| transfer_error(&self.uri, &e))?;
                     if !response.status().is_success() {
                         return Err(status_error(&self.uri, response.status(), &sibling.rfilename));
                     }
