@@ -23,6 +23,7 @@ pub mod scaling;
 pub mod schema;
 pub mod serving;
 pub mod settings;
+pub mod shorthand;
 pub mod status;
 pub mod traffic;
 pub mod validate;

@@ -635,3 +635,71 @@ fn both_kinds_share_one_schema_that_keeps_unknown_fields() {
     assert_eq!(formats["properties"]["priority"]["minimum"], json!(1.0));
     assert_eq!(formats["x-kubernetes-preserve-unknown-fields"], json!(true));
 }
+
+#[test]
+fn the_shipped_kserve_runtimes_are_listed_copied_into_the_chart_and_parse() {
+    let dir = repo().join(defaults::RUNTIMES_DIR);
+    let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("kserve-") && n.ends_with(".yaml"))
+        .collect();
+    on_disk.sort();
+    let mut built_in: Vec<String> = defaults::RUNTIME_FILES.iter().map(|(n, _)| (*n).to_owned()).collect();
+    built_in.sort();
+    assert_eq!(built_in, on_disk, "every file of deploy/runtimes is built in");
+    for (name, text) in defaults::RUNTIME_FILES {
+        assert!(kustomization.contains(&format!("- {name}")), "deploy/runtimes/kustomization.yaml lists {name}");
+        let chart = std::fs::read_to_string(repo().join("deploy/helm/skiff/runtimes").join(name)).unwrap_or_default();
+        assert!(chart == *text, "deploy/helm/skiff/runtimes/{name} differs: cp deploy/runtimes/{name} there");
+        let runtime = cluster_serving_runtime_from_yaml(text).unwrap();
+        assert_eq!(format!("{}.yaml", runtime.metadata.name.as_deref().unwrap()), *name);
+        let image = runtime.spec.containers[0].image.as_deref().unwrap();
+        assert!(!image.ends_with(":replace") && image.contains(':'), "{name}: {image} has a concrete tag");
+    }
+    assert_eq!(defaults::kserve_runtimes().unwrap().len(), on_disk.len());
+}
+
+#[test]
+fn the_shipped_runtimes_are_chosen_as_kserve_chooses_its_own() {
+    let runtimes = defaults::kserve_runtimes().unwrap();
+    let chosen = |predictor: &str| {
+        let text = format!(
+            "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {{name: m}}\nspec:\n  predictor:\n    {predictor}\n"
+        );
+        let isvc = crate::InferenceService::from_yaml(&text).unwrap();
+        let model = crate::shorthand::model_of(&isvc.spec.predictor).unwrap().unwrap();
+        if uses_embedded_server(&model) {
+            return "embedded".to_owned();
+        }
+        select_runtime(&model, &[], &runtimes).map(|r| r.name.to_owned()).unwrap_or_else(|e| e.to_string())
+    };
+    let cases = [
+        ("sklearn: {storageUri: 'gs://kfserving-examples/models/sklearn/1.0/model'}", "kserve-sklearnserver"),
+        ("model: {modelFormat: {name: sklearn}, storageUri: 'gs://b/m'}", "kserve-sklearnserver"),
+        ("sklearn: {protocolVersion: v2, storageUri: 'gs://seldon-models/sklearn/iris'}", "kserve-mlserver"),
+        ("xgboost: {storageUri: 'gs://b/m'}", "kserve-xgbserver"),
+        ("xgboost: {storageUri: 'gs://b/m', protocolVersion: v2}", "kserve-mlserver"),
+        ("lightgbm: {storageUri: 'gs://b/m'}", "kserve-lgbserver"),
+        ("tensorflow: {storageUri: 'gs://b/m'}", "kserve-tensorflow-serving"),
+        ("tensorflow: {storageUri: 'gs://b/m', protocolVersion: v2}", "kserve-tritonserver"),
+        ("pytorch: {storageUri: 'gs://b/m'}", "kserve-torchserve"),
+        ("triton: {storageUri: 'gs://b/m'}", "kserve-tritonserver"),
+        ("huggingface: {storageUri: 'hf://org/m'}", "kserve-huggingfaceserver"),
+        ("pmml: {storageUri: 'gs://b/m'}", "kserve-pmmlserver"),
+        ("paddle: {storageUri: 'gs://b/m'}", "kserve-paddleserver"),
+        ("model: {modelFormat: {name: mlflow}, protocolVersion: v2, storageUri: 'gs://b/m'}", "kserve-mlserver"),
+        ("onnx: {storageUri: 'gs://b/m'}", "embedded"),
+        ("model: {modelFormat: {name: onnx}, storageUri: 'gs://b/m'}", "embedded"),
+        (
+            "model: {modelFormat: {name: onnx}, runtime: kserve-tritonserver, storageUri: 'gs://b/m'}",
+            "kserve-tritonserver",
+        ),
+    ];
+    for (predictor, want) in cases {
+        assert_eq!(chosen(predictor), want, "{predictor}");
+    }
+    let none = chosen("model: {modelFormat: {name: pytorch}, protocolVersion: grpc-v1, storageUri: 'gs://b/m'}");
+    assert!(none.contains("pytorch"), "{none}");
+}
