@@ -1,7 +1,8 @@
 //! Skiff's shared vocabulary. KServe `InferenceService` v1beta1 types ([`isvc`]) that keep every
 //! field a user wrote, their validation with errors naming the field ([`validate`]), revisions
 //! ([`revision`]) and their rollout and canary traffic split ([`traffic`]), the bridge to the
-//! autoscaler's per-revision settings ([`scaling`]), and what `skiff up` and the operator must
+//! autoscaler's per-revision settings ([`scaling`]) and KServe's autoscaler classes and deployment
+//! modes ([`autoscaling`]), and what `skiff up` and the operator must
 //! agree on about a revision's pods ([`serving`]), how a container image runs as a local
 //! program without a container runtime (the node agent and `skiff up`, [`image`]), and KServe's
 //! ServingRuntimes and ClusterServingRuntimes with the rule that picks one for a model that
@@ -12,6 +13,7 @@
 //! creates ([`labels`]). What the control plane tells the data plane about a revision through those
 //! labels and annotations is written and read in one place ([`settings`]).
 
+pub mod autoscaling;
 pub mod error;
 pub mod image;
 pub mod isvc;

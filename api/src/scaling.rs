@@ -1,12 +1,15 @@
-//! From an InferenceService to the autoscaler's per-revision [`ScalingSpec`]. The inputs are
-//! recorded on each revision (its Deployment's `skiff.dev/scaling` annotation), so a revision keeps
-//! the settings it was made with while the cluster-wide `config-autoscaler` can change under it.
+//! From an InferenceService to the autoscaler's per-revision [`ScalingSpec`], and to the
+//! component's [`Scaler`] (its autoscaler class, [`crate::autoscaling`]). The inputs are recorded
+//! on each revision (its Deployment's `skiff.dev/scaling` annotation), so a revision keeps the
+//! settings it was made with while the cluster-wide `config-autoscaler` can change under it.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use skiff_autoscaler::{AutoscalerConfig, PredictorScaling, ScalingSpec};
 
+use crate::autoscaling::{self, Class, Scaler, ScalerInputs};
 use crate::error::{Error, Result};
 use crate::isvc::InferenceService;
 use crate::labels::SCALING;
@@ -38,6 +41,16 @@ pub struct ScalingInputs {
     /// The `autoscaling.knative.dev/*` annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// `scaleMetricType`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_metric_type: Option<String>,
+    /// `autoScaling` (KServe 0.15+), as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scaling: Option<Value>,
+    /// The `serving.kserve.io/*` autoscaling annotations ([`autoscaling::ANNOTATIONS`]): the class,
+    /// the deployment mode and the HPA's older metric annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kserve: BTreeMap<String, String>,
 }
 
 impl ScalingInputs {
@@ -64,7 +77,41 @@ impl ScalingInputs {
                 .filter(|(k, _)| k.starts_with(AUTOSCALING_PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            scale_metric_type: p
+                .other
+                .get("scaleMetricType")
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
+            auto_scaling: p.other.get("autoScaling").cloned(),
+            kserve: isvc
+                .metadata
+                .annotations
+                .iter()
+                .filter(|(k, _)| autoscaling::ANNOTATIONS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
+    }
+
+    /// What scales the component's revisions ([`autoscaling::scaler`]); errors name the field or
+    /// annotation of `component`.
+    pub fn scaler(&self, component: Component) -> Result<Scaler> {
+        let at = format!("spec.{}", component.name());
+        autoscaling::scaler(&ScalerInputs {
+            at: &at,
+            min_replicas: self.min_replicas,
+            max_replicas: self.max_replicas,
+            scale_target: self.scale_target,
+            scale_metric: self.scale_metric.as_deref(),
+            scale_metric_type: self.scale_metric_type.as_deref(),
+            auto_scaling: self.auto_scaling.as_ref(),
+            annotations: &self.kserve,
+        })
+    }
+
+    /// The component's autoscaler class; the KPA when the recorded inputs name none or an invalid one
+    /// (which [`ScalingInputs::resolve_for`] refuses).
+    pub fn class(&self) -> Class {
+        Class::of(&self.kserve).unwrap_or_default()
     }
 
     /// The annotation that records the inputs on a revision's Deployment ([`SCALING`], JSON).
@@ -87,12 +134,28 @@ impl ScalingInputs {
     }
 
     /// [`ScalingInputs::resolve`] for `component`'s inputs (errors name its fields).
+    ///
+    /// The component's class is checked first ([`ScalingInputs::scaler`]). With a class other than
+    /// the KPA, `scaleMetric` and `scaleTarget` belong to that class's autoscaler, and an
+    /// `autoscaling.knative.dev/*` annotation is refused (nothing would read it); the spec then
+    /// gives the replicas a new revision starts with.
     pub fn resolve_for(&self, config: &AutoscalerConfig, component: Component) -> Result<ScalingSpec> {
+        let kpa = self.scaler(component)?.class() == Class::Kpa;
+        if let Some(key) = self.annotations.keys().find(|_| !kpa) {
+            return Err(Error::invalid(
+                format!("metadata.annotations[{key}]"),
+                format!(
+                    "is a setting of the kpa class; this InferenceService's class is {} ({})",
+                    self.class().name(),
+                    autoscaling::AUTOSCALER_CLASS
+                ),
+            ));
+        }
         let fields = PredictorScaling {
             min_replicas: self.min_replicas,
             max_replicas: self.max_replicas,
-            scale_target: self.scale_target,
-            scale_metric: self.scale_metric.clone(),
+            scale_target: self.scale_target.filter(|_| kpa),
+            scale_metric: self.scale_metric.clone().filter(|_| kpa),
             container_concurrency: self.container_concurrency,
         };
         ScalingSpec::resolve(&fields, &self.annotations, config).map_err(|e| {

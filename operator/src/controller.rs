@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -42,8 +43,9 @@ use crate::error::{Error, Result};
 use crate::freshness::Replaced;
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::plan::{Inputs, Plan, Runtimes, needs_runtime, plan, refused};
+use crate::plan::{Inputs, Plan, Runtimes, needs_runtime, plan, refused, refused_because};
 use crate::platform::{CONFIG_MAP, Platform};
+use crate::scalers::{self, SCALED_OBJECT_CRD, ScalerPlan};
 
 /// Periodic re-check of an InferenceService that nothing changed (writes nothing when all is right).
 const RESYNC: Duration = Duration::from_secs(300);
@@ -136,6 +138,13 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     } else {
         (Vec::new(), Vec::new())
     };
+    // The autoscaler objects of the hpa and keda classes, read only where a revision has one of them.
+    let needs = scalers::needs(&isvc.to_manifest(), &observed_deployments.items);
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &namespace);
+    let scaled: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &scalers::scaled_object_resource());
+    let (observed_hpas, observed_scaled) =
+        futures::try_join!(list_if(needs.hpa, &hpas, &children), list_scaled(needs.keda, &scaled, &children))?;
     let platform = ctx.platform()?;
     let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let inputs = Inputs {
@@ -148,16 +157,28 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         now: &now,
     };
     let mut plan = plan(inputs);
+    if needs.keda_wanted && observed_scaled.is_none() && plan.refused.is_none() {
+        plan = refused_because(inputs, KEDA_NOT_INSTALLED, keda_missing());
+    }
     with_credentials(&ctx.client, &namespace, &mut plan.deployments).await?;
 
-    // New children first, then the status that routes to them, and only then (after the retention
-    // period) the revisions that lost their traffic. Children the API server refuses make the
-    // spec unrealisable, as the plan's own refusals do.
+    // New children first (with the autoscaler objects of their revisions), then the status that
+    // routes to them, and only then (after the retention period) the revisions that lost their
+    // traffic. Children the API server refuses make the spec unrealisable, as the plan's own
+    // refusals do.
     match apply_children(&plan, &deployments, &services, &ctx.metrics).await {
         Err(Error::Kube(kube::Error::Api(e))) if invalid_child(e.code) => {
             plan = refused(inputs, format!("the API server refused a child of this InferenceService: {}", e.message));
         }
-        other => other?,
+        Ok(applied) if plan.refused.is_none() && (needs.hpa || needs.keda) => {
+            let revisions = owned_revisions(&observed_deployments.items, applied, &uid);
+            let keda = observed_scaled.is_some();
+            let writes = scalers::plan(&revisions, &observed_hpas, observed_scaled.as_deref().unwrap_or(&[]), keda);
+            apply_scalers(&writes, &hpas, &scaled, &ctx.metrics).await?;
+        }
+        other => {
+            other?;
+        }
     }
     if let Some(status) = &plan.status
         && !write_status(&ctx, &isvc, status).await?
@@ -197,6 +218,83 @@ async fn with_credentials(client: &Client, namespace: &str, deployments: &mut [D
         }
         credentials::from_secrets(&listed).apply(pod);
     }
+    Ok(())
+}
+
+/// The reason of the conditions of a `keda` InferenceService on a cluster without KEDA.
+pub const KEDA_NOT_INSTALLED: &str = "KedaNotInstalled";
+
+/// The message of those conditions, naming the missing CRD.
+fn keda_missing() -> String {
+    format!(
+        "metadata.annotations[{}]: keda needs KEDA's ScaledObject CRD ({SCALED_OBJECT_CRD}, keda.sh/v1alpha1), which \
+         this cluster does not have: install KEDA, or choose another autoscaler class",
+        skiff_api::autoscaling::AUTOSCALER_CLASS
+    )
+}
+
+/// The objects of a kind labelled as `params` selects, when `wanted` (none otherwise).
+async fn list_if<K>(wanted: bool, api: &Api<K>, params: &ListParams) -> Result<Vec<K>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if !wanted {
+        return Ok(Vec::new());
+    }
+    Ok(api.list(params).await?.items)
+}
+
+/// The ScaledObjects `params` selects when `wanted` (none otherwise); `None` when the cluster has
+/// no ScaledObject CRD (404: KEDA is not installed).
+async fn list_scaled(
+    wanted: bool,
+    api: &Api<DynamicObject>,
+    params: &ListParams,
+) -> Result<Option<Vec<DynamicObject>>> {
+    if !wanted {
+        return Ok(Some(Vec::new()));
+    }
+    match api.list(params).await {
+        Ok(list) => Ok(Some(list.items)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The revision Deployments of the InferenceService `uid` as they stand after `applied` (which
+/// carry the uids of new ones, for their autoscaler objects' owner references).
+fn owned_revisions(observed: &[Deployment], applied: Vec<Deployment>, uid: &str) -> Vec<Deployment> {
+    let names: Vec<String> = applied.iter().map(ResourceExt::name_any).collect();
+    observed
+        .iter()
+        .filter(|d| !names.contains(&d.name_any()))
+        .cloned()
+        .chain(applied)
+        .filter(|d| d.owner_references().iter().any(|o| o.uid == uid))
+        .collect()
+}
+
+/// Applies and deletes the revisions' HPAs and ScaledObjects, all at once.
+async fn apply_scalers(
+    plan: &ScalerPlan,
+    hpas: &Api<HorizontalPodAutoscaler>,
+    scaled: &Api<DynamicObject>,
+    metrics: &Metrics,
+) -> Result<()> {
+    let apply = &PatchParams::apply(FIELD_MANAGER).force();
+    let applies = futures::future::try_join_all(plan.hpas.iter().map(|h| apply_child(hpas, h, apply, metrics)));
+    let scaled_applies = futures::future::try_join_all(plan.scaled_objects.iter().map(|object| async move {
+        scaled.patch(&object.name_any(), apply, &Patch::Apply(object)).await?;
+        metrics.applied("ScaledObject");
+        Ok::<_, Error>(())
+    }));
+    let deletes = futures::future::try_join_all(
+        plan.delete_hpas
+            .iter()
+            .map(|name| delete_ignoring_absent(hpas, name).boxed())
+            .chain(plan.delete_scaled_objects.iter().map(|name| delete_ignoring_absent(scaled, name).boxed())),
+    );
+    futures::try_join!(applies, scaled_applies, deletes)?;
     Ok(())
 }
 
@@ -258,31 +356,31 @@ async fn write_status(ctx: &Context, isvc: &InferenceServiceResource, status: &I
     }
 }
 
-/// Applies the children the plan names, all at once: they do not depend on each other.
+/// Applies the children the plan names, all at once: they do not depend on each other. Returns
+/// the Deployments as the API server stored them.
 async fn apply_children(
     plan: &Plan,
     deployments: &Api<Deployment>,
     services: &Api<Service>,
     metrics: &Metrics,
-) -> Result<()> {
+) -> Result<Vec<Deployment>> {
     let apply = PatchParams::apply(FIELD_MANAGER).force();
-    let writes = plan
-        .deployments
-        .iter()
-        .map(|d| apply_child(deployments, d, &apply, metrics).boxed())
-        .chain(plan.services.iter().map(|s| apply_child(services, s, &apply, metrics).boxed()));
-    futures::future::try_join_all(writes).await?;
-    Ok(())
+    let deployment_writes =
+        futures::future::try_join_all(plan.deployments.iter().map(|d| apply_child(deployments, d, &apply, metrics)));
+    let service_writes =
+        futures::future::try_join_all(plan.services.iter().map(|s| apply_child(services, s, &apply, metrics)));
+    let (applied, _) = futures::try_join!(deployment_writes, service_writes)?;
+    Ok(applied)
 }
 
-async fn apply_child<K>(api: &Api<K>, child: &K, apply: &PatchParams, metrics: &Metrics) -> Result<()>
+async fn apply_child<K>(api: &Api<K>, child: &K, apply: &PatchParams, metrics: &Metrics) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
 {
-    api.patch(&child.name_any(), apply, &Patch::Apply(child)).await?;
+    let stored = api.patch(&child.name_any(), apply, &Patch::Apply(child)).await?;
     metrics.applied(&K::kind(&()));
     tracing::debug!(kind = %K::kind(&()), name = %child.name_any(), "applied");
-    Ok(())
+    Ok(stored)
 }
 
 /// Deletes a revision that no longer takes traffic.

@@ -159,7 +159,7 @@ pub fn applied_hash(meta: &ObjectMeta) -> Option<&str> {
 }
 
 /// Records the hash of the metadata and spec (without the hash itself) in an annotation.
-fn stamp<S: serde::Serialize>(meta: &mut ObjectMeta, spec: &S) {
+pub(crate) fn stamp<S: serde::Serialize>(meta: &mut ObjectMeta, spec: &S) {
     let hash = crate::hash::of(&(&*meta, spec));
     meta.annotations.get_or_insert_with(BTreeMap::new).insert(APPLIED_HASH.into(), hash);
 }

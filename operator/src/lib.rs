@@ -6,7 +6,8 @@
 //!
 //! Pure cores with a thin I/O shell: [`plan`] decides everything from what the cluster shows
 //! ([`revisions`] reads the bookkeeping back from labels and annotations, [`desired`] builds the
-//! children, [`status`] the status, [`platform`] reads the `inferenceservice-config` ConfigMap,
+//! children, [`status`] the status, [`scalers`] the HPAs and KEDA ScaledObjects of the `hpa` and `keda`
+//! autoscaler classes, [`platform`] reads the `inferenceservice-config` ConfigMap,
 //! [`leader`] decides on the Lease, [`credentials`] gives the storage initializer the store
 //! credentials of the pod's ServiceAccount); [`controller`] does the reads and writes ([`freshness`] skips
 //! stale cached copies, [`backoff`] spaces the retries of failed ones), [`metrics`]
@@ -29,6 +30,7 @@ pub mod metrics;
 pub mod plan;
 pub mod platform;
 pub mod revisions;
+pub mod scalers;
 pub mod status;
 pub mod storage;
 

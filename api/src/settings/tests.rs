@@ -104,8 +104,16 @@ proptest! {
         scale_metric in prop::option::of("[a-z\"\\\\ ]{0,8}"),
         container_concurrency in prop::option::of(any::<u32>()),
         annotations in prop::collection::btree_map("autoscaling\\.knative\\.dev/[a-z-]{1,12}", "[ -~]{0,8}", 0..4),
+        scale_metric_type in prop::option::of("[A-Za-z\"]{0,8}"),
+        target in prop::option::of(0..1000u32),
+        kserve in prop::collection::btree_map("serving\\.kserve\\.io/[a-zA-Z]{1,12}", "[ -~]{0,8}", 0..3),
     ) {
-        let inputs = ScalingInputs { min_replicas, max_replicas, scale_target, scale_metric, container_concurrency, annotations };
+        let auto_scaling = target.map(|t| serde_json::json!({"metrics": [{"type": "Resource",
+            "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": t}}}]}));
+        let inputs = ScalingInputs {
+            min_replicas, max_replicas, scale_target, scale_metric, container_concurrency, annotations,
+            scale_metric_type, auto_scaling, kserve,
+        };
         let (key, value) = inputs.annotation();
         prop_assert_eq!(key.as_str(), SCALING);
         let on_deployment = BTreeMap::from([(key, value), ("owner".to_owned(), "team-a".to_owned())]);
