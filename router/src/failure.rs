@@ -31,6 +31,13 @@ pub(crate) enum Failure {
     MethodNotAllowed(Method),
     /// No InferenceService matches (404).
     UnknownService { host: String, path: String },
+    /// A gRPC call routed by the model its message names, and no InferenceService serves that
+    /// model (404, gRPC NOT_FOUND).
+    UnknownModel { model: String },
+    /// A gRPC call to the router itself whose model name cannot be read (400, INVALID_ARGUMENT).
+    NoModelName { method: String, why: String },
+    /// A gRPC method that names no model, called on the router itself (404, UNIMPLEMENTED).
+    NotRoutable { method: String },
     /// The service has no revision taking traffic (503).
     NoRevision { service: String },
     /// No replica has room and no activator is ready (503).
@@ -59,7 +66,8 @@ impl Failure {
     pub(crate) fn status(&self) -> u16 {
         match self {
             Failure::MethodNotAllowed(_) => 405,
-            Failure::UnknownService { .. } => 404,
+            Failure::UnknownService { .. } | Failure::UnknownModel { .. } | Failure::NotRoutable { .. } => 404,
+            Failure::NoModelName { .. } => 400,
             Failure::NoRevision { .. } | Failure::NoActivator { .. } => 503,
             Failure::BadRequest(_) => 400,
             Failure::Upstream(_) => 502,
@@ -72,7 +80,11 @@ impl Failure {
     /// timeout says so (`DEADLINE_EXCEEDED`).
     pub(crate) fn grpc_code(&self) -> Code {
         match self {
-            Failure::UnknownService { .. } | Failure::MethodNotAllowed(_) => Code::Unimplemented,
+            Failure::UnknownService { .. } | Failure::NotRoutable { .. } | Failure::MethodNotAllowed(_) => {
+                Code::Unimplemented
+            }
+            Failure::UnknownModel { .. } => Code::NotFound,
+            Failure::NoModelName { .. } => Code::InvalidArgument,
             Failure::NoRevision { .. } | Failure::NoActivator { .. } | Failure::Upstream(_) => Code::Unavailable,
             Failure::BadRequest(_) => Code::Internal,
             Failure::Timeout(_) => Code::DeadlineExceeded,
@@ -89,6 +101,17 @@ impl Failure {
             Failure::UnknownService { host, path } => {
                 format!("no InferenceService matches host {} and path {}", brief_str(host), brief_str(path))
             }
+            Failure::UnknownModel { model } => {
+                format!("no InferenceService serves model {} (named in the gRPC request)", brief_str(model))
+            }
+            Failure::NoModelName { method, why } => format!(
+                "cannot route gRPC {} by the model it names: {why}; or address a service by its authority",
+                brief_str(method)
+            ),
+            Failure::NotRoutable { method } => format!(
+                "gRPC {} names no model, so only a service's own authority routes it (<name>.<namespace>.<domain>)",
+                brief_str(method)
+            ),
             Failure::NoRevision { service } => format!("InferenceService {service} has no revision taking traffic"),
             Failure::NoActivator { revision } => {
                 format!("revision {revision} has no ready replica with room and no activator is ready")
@@ -183,6 +206,9 @@ mod tests {
         let cases = [
             (Failure::MethodNotAllowed(Method::CONNECT), 405, "method CONNECT is not allowed"),
             (Failure::UnknownService { host: "a.example.com".into(), path: "/x".into() }, 404, "host a.example.com"),
+            (Failure::UnknownModel { model: "mnist".into() }, 404, "model mnist"),
+            (Failure::NoModelName { method: "ModelInfer".into(), why: "compressed".into() }, 400, "ModelInfer"),
+            (Failure::NotRoutable { method: "RepositoryIndex".into() }, 404, "RepositoryIndex names no model"),
             (Failure::NoRevision { service: "default/iris".into() }, 503, "default/iris"),
             (Failure::NoActivator { revision: "default/iris-predictor-00001".into() }, 503, "no activator"),
             (Failure::BadRequest("body ended early".into()), 400, "body ended early"),
@@ -202,6 +228,8 @@ mod tests {
         assert_eq!(Failure::NoActivator { revision: "r".into() }.grpc_code(), Code::Unavailable);
         assert_eq!(Failure::Timeout("after 5 s".into()).grpc_code(), Code::DeadlineExceeded);
         assert_eq!(Failure::UnknownService { host: "h".into(), path: "/p".into() }.grpc_code(), Code::Unimplemented);
+        assert_eq!(Failure::UnknownModel { model: "m".into() }.grpc_code(), Code::NotFound);
+        assert_eq!(Failure::NoModelName { method: "m".into(), why: "w".into() }.grpc_code(), Code::InvalidArgument);
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //! revisions by weight or tag, and sends each request straight to the least-loaded ready replica
 //! with room, or to the activator (with `x-skiff-revision`) when the revision has none.
 //!
-//! Pure cores: [`table`] (routing) and [`split`] (weighted choice); the request path (Pingora's
+//! Requests to the router itself (a Host or `:authority` that names no service) get its own
+//! server-level V2 answers ([`v2`]: live, ready, metadata), and gRPC calls to it are routed by the
+//! model their first message names ([`peek`]), read without holding the stream back.
+//!
+//! Pure cores: [`table`] (routing), [`split`] (weighted choice), [`peek`] and [`v2`]; the request path (Pingora's
 //! server and HTTP/1 sessions towards clients, pooled hyper connections towards replicas and
 //! activators) and the server thread are thin shells around them. On Kubernetes ([`cluster`], the `skiff-router`
 //! binary) routes come from InferenceServices and endpoints from EndpointSlices. Routes are rebuilt by the caller and swapped in with
@@ -26,13 +30,16 @@ mod downstream;
 mod error;
 mod failure;
 pub mod metrics;
+pub mod peek;
 mod proxy;
 mod server;
 pub mod split;
 pub mod table;
 mod upstream;
+pub mod v2;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use arc_swap::ArcSwap;
 use prometheus_client::registry::Registry;
@@ -134,6 +141,8 @@ impl Router {
             activators: self.inner.activators.clone(),
             metrics: self.inner.metrics.clone(),
             pool: Default::default(),
+            draining: Arc::new(AtomicBool::new(false)),
+            peek_timeout: self.inner.config.downstream.header_timeout,
         };
         server::start(&self.inner.config, proxy)
     }

@@ -1,10 +1,19 @@
 //! One request through the router: resolve the route, pick the revision, take a slot on a replica
 //! with room (or send to the activator), forward over a pooled upstream connection
 //! ([`crate::upstream`]), answer, and log and count the outcome. Decisions live in
-//! [`crate::table`] and [`crate::split`]; failures become answers in [`crate::failure`].
+//! [`crate::table`] and [`crate::split`]; failures become answers in [`crate::failure`]. A
+//! request body that streams keeps streaming while the answer comes back ([`pump`]), so a gRPC
+//! bidirectional stream flows both ways. Requests to the router itself rather than a service
+//! get its server-level V2 answers ([`own`]), and gRPC calls to it are routed by the model their
+//! first message names ([`by_message`]).
+
+mod by_message;
+mod own;
+mod pump;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -26,6 +35,7 @@ use crate::split;
 use crate::table::RouteTable;
 use crate::upstream::{Pool, Upstream, UpstreamError};
 use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
+use pump::Pump;
 
 /// Time allowed to open a connection to a replica or the activator.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,6 +61,18 @@ pub(crate) struct Proxy {
     pub(crate) activators: Arc<RevisionEndpoints>,
     pub(crate) metrics: RouterMetrics,
     pub(crate) pool: Pool,
+    /// Set once SIGTERM has been received: the router's own readiness turns false.
+    pub(crate) draining: Arc<AtomicBool>,
+    /// How long a gRPC call routed by its message may take to send the bytes that name the model.
+    pub(crate) peek_timeout: Duration,
+}
+
+/// The request body as it goes upstream.
+enum Outgoing {
+    /// Read whole: sent in one piece, and again on a retry.
+    Whole(Bytes),
+    /// Streamed from the client as it arrives, after these bytes already read (to route it).
+    Stream(Option<Bytes>),
 }
 
 /// Where this request is being sent, with the slot that counts it there.
@@ -90,6 +112,8 @@ struct RequestCtx {
     cold_start: Option<ColdStartRequest>,
     /// The response head went out: a failure now can only close the connection.
     responded: bool,
+    /// The first bytes of the body, read to find the model a gRPC call names; sent first.
+    peeked: Option<Bytes>,
 }
 
 impl Proxy {
@@ -98,6 +122,9 @@ impl Proxy {
         let started = Instant::now();
         if session.req_header().uri.path() == HEALTHZ_PATH {
             return failure::respond(session, 200, "text/plain", Bytes::from_static(b"ok\n")).await;
+        }
+        if let Some(reusable) = self.answer_own(session).await {
+            return reusable;
         }
         let mut ctx = RequestCtx {
             service: String::new(),
@@ -108,11 +135,12 @@ impl Proxy {
             in_flight: None,
             cold_start: None,
             responded: false,
+            peeked: None,
         };
         let outcome = if failure::refused_method(&session.req_header().method) {
             Err(Failure::MethodNotAllowed(session.req_header().method.clone()))
         } else {
-            match self.route(session.req_header(), &mut ctx) {
+            match self.route(session, &mut ctx).await {
                 Ok(()) => self.forward(session, &mut ctx).await,
                 Err(failure) => Err(failure),
             }
@@ -130,13 +158,23 @@ impl Proxy {
         reusable
     }
 
-    /// Resolves the route and picks the revision and target, filling `ctx`.
-    fn route(&self, req: &RequestHeader, ctx: &mut RequestCtx) -> Result<(), Failure> {
-        let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
-        let host = host_of(req);
-        let table = self.table.load();
-        let Some(resolved) = table.resolve(host, path) else {
-            return Err(Failure::UnknownService { host: host.to_owned(), path: path.to_owned() });
+    /// Resolves the route and picks the revision and target, filling `ctx`. A gRPC call whose
+    /// authority names no service is routed by the model its first message names (read here).
+    async fn route(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<(), Failure> {
+        let table = self.table.load_full();
+        let req = session.req_header();
+        let path = req.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        let host = host_of(req).to_owned();
+        let resolved = match table.resolve(&host, &path) {
+            Some(resolved) => resolved,
+            None => match by_message::method(session, &table, &host)? {
+                Some((method, field)) => {
+                    let (model, peeked) = by_message::model_name(session, &method, field, self.peek_timeout).await?;
+                    ctx.peeked = Some(peeked);
+                    table.resolve_model(&model, &path).ok_or(Failure::UnknownModel { model })?
+                }
+                None => return Err(Failure::UnknownService { host, path }),
+            },
         };
         ctx.service = resolved.service.key();
         ctx.timeout = resolved.service.timeout.unwrap_or(DEFAULT_TIMEOUT);
@@ -187,18 +225,22 @@ impl Proxy {
         if has_body && expects_continue(session.req_header()) {
             continue_100(session).await?;
         }
-        let buffered = match length {
+        let outgoing = match (ctx.peeked.take(), length) {
+            // Routed by its first message: whole if that was all, else the rest streams after it.
+            (Some(peeked), _) if session.is_body_done() => Outgoing::Whole(peeked),
+            (Some(peeked), _) => Outgoing::Stream(Some(peeked)),
             // Pingora bounds each HTTP/1 read (60 s) but no HTTP/2 one: those wait until the deadline at most.
-            Some(length) if length <= BUFFERED_BODY && http2 => Some(
+            (None, Some(length)) if length <= BUFFERED_BODY && http2 => Outgoing::Whole(
                 tokio::time::timeout_at(deadline, read_whole_body(session, length))
                     .await
                     .map_err(|_| timed_out(limit))??,
             ),
-            Some(length) if length <= BUFFERED_BODY => Some(read_whole_body(session, length).await?),
-            _ if has_body => None,
-            _ => Some(Bytes::new()),
+            (None, Some(length)) if length <= BUFFERED_BODY => Outgoing::Whole(read_whole_body(session, length).await?),
+            (None, _) if has_body => Outgoing::Stream(None),
+            (None, _) => Outgoing::Whole(Bytes::new()),
         };
-        let (addr, mut upstream, response) = self.send(session, ctx, buffered, http2, (deadline, limit)).await?;
+        let (addr, mut upstream, response, mut pump) =
+            self.send(session, ctx, outgoing, http2, (deadline, limit)).await?;
         let (parts, mut body) = response.into_parts();
         let status = parts.status.as_u16();
         let mut header = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))
@@ -224,7 +266,16 @@ impl Proxy {
         session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)?;
         ctx.responded = true;
         loop {
-            let frame = match tokio::time::timeout_at(deadline, upstream.drive(body.frame())).await {
+            // The client's body keeps flowing upstream while the answer comes back (a bidirectional stream).
+            let next = tokio::select! {
+                biased;
+                next = tokio::time::timeout_at(deadline, upstream.drive(body.frame())) => next,
+                pumped = pump.step(session), if pump.active() => {
+                    pumped?;
+                    continue;
+                }
+            };
+            let frame = match next {
                 Err(_) => return Err(timed_out(limit)),
                 Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
                 Ok(Ok(None)) => break,
@@ -247,15 +298,16 @@ impl Proxy {
 
     /// Sends the request to its target (over HTTP/2 prior knowledge when `http2`), or to activators
     /// when the target cannot take it, until a response head arrives before `deadline` (`limit`
-    /// after the start): the address that answered, its connection and the response.
+    /// after the start): the address that answered, its connection, the response, and the pump of
+    /// a body that is still streaming.
     async fn send(
         &self,
         session: &mut ServerSession,
         ctx: &mut RequestCtx,
-        buffered: Option<Bytes>,
+        outgoing: Outgoing,
         http2: bool,
         (deadline, limit): (Deadline, Duration),
-    ) -> Result<(SocketAddr, Upstream, http::Response<Incoming>), Failure> {
+    ) -> Result<(SocketAddr, Upstream, http::Response<Incoming>, Pump), Failure> {
         for attempt in 1..=ATTEMPTS {
             let Some(target) = &ctx.target else { break };
             let addr = target.addr();
@@ -273,32 +325,36 @@ impl Proxy {
                 Err(_) => return Err(timed_out(limit)),
             };
             let request = self.upstream_request(session.req_header(), ctx, http2)?;
-            let sent = match &buffered {
-                Some(body) => {
+            let (sent, pump) = match &outgoing {
+                Outgoing::Whole(body) => {
                     let request = request.map(|()| Either::Left(Full::new(body.clone())));
-                    tokio::time::timeout_at(deadline, upstream.send(request)).await
+                    (tokio::time::timeout_at(deadline, upstream.send(request)).await, Pump::done())
                 }
-                None => {
+                Outgoing::Stream(prefix) => {
                     let (sender, body) = Channel::new(1);
                     let request = request.map(|()| Either::Right(body));
-                    let (sent, pumped) = tokio::join!(
-                        tokio::time::timeout_at(deadline, upstream.send(request)),
-                        tokio::time::timeout_at(deadline, pump_body(session, sender))
-                    );
-                    pumped.map_err(|_| timed_out(limit))??;
-                    sent
+                    let mut pump = Pump::new(sender, prefix.clone());
+                    let send = tokio::time::timeout_at(deadline, upstream.send(request));
+                    tokio::pin!(send);
+                    // Until the answer's head arrives; the pump goes on while the answer streams.
+                    let sent = loop {
+                        tokio::select! {
+                            biased;
+                            sent = &mut send => break sent,
+                            pumped = pump.step(session), if pump.active() => pumped?,
+                        }
+                    };
+                    (sent, pump)
                 }
             };
+            let buffered = matches!(outgoing, Outgoing::Whole(_));
             match sent {
-                Ok(Ok(response)) => return Ok((addr, upstream, response)),
+                Ok(Ok(response)) => return Ok((addr, upstream, response, pump)),
                 // A kept-alive connection the upstream closed just before this request (a replica draining
                 // on scale-down) failed before anything was answered: safe to send a buffered body again,
                 // as inference has no side effects; an activator picks a replica that is still there.
                 Ok(Err(UpstreamError::Failed(_)))
-                    if upstream.reused()
-                        && buffered.is_some()
-                        && attempt < ATTEMPTS
-                        && self.retry_elsewhere(ctx, addr) => {}
+                    if upstream.reused() && buffered && attempt < ATTEMPTS && self.retry_elsewhere(ctx, addr) => {}
                 Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
                 Err(_) => return Err(timed_out(limit)),
             }
@@ -373,7 +429,16 @@ impl Proxy {
         if let Some(target) = &target {
             self.metrics.sent(&ctx.service, revision, target.via());
         }
-        if let Some(error) = error.filter(|e| !matches!(e, Failure::UnknownService { .. } | Failure::ClientGone)) {
+        if let Some(error) = error.filter(|e| {
+            !matches!(
+                e,
+                Failure::UnknownService { .. }
+                    | Failure::UnknownModel { .. }
+                    | Failure::NoModelName { .. }
+                    | Failure::NotRoutable { .. }
+                    | Failure::ClientGone
+            )
+        }) {
             tracing::warn!(service = %ctx.service, revision, path = %req.uri, status, %error, "proxying failed");
         }
         // The access log is off by default (a line per request costs throughput): RUST_LOG=skiff_router::access=debug.
@@ -447,23 +512,4 @@ async fn read_whole_body(session: &mut ServerSession, length: usize) -> Result<B
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
-}
-
-/// Streams the client's body into `sender` while the request is being sent.
-async fn pump_body(
-    session: &mut ServerSession,
-    mut sender: http_body_util::channel::Sender<Bytes>,
-) -> Result<(), Failure> {
-    loop {
-        match session.read_request_body().await {
-            Ok(Some(chunk)) => {
-                if sender.send_data(chunk).await.is_err() {
-                    // The upstream stopped reading (it answered early or failed): its outcome decides.
-                    return Ok(());
-                }
-            }
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(Failure::BadRequest(format!("reading the body: {e}"))),
-        }
-    }
 }

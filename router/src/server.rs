@@ -177,7 +177,7 @@ pub(crate) fn start(config: &RouterConfig, proxy: Proxy) -> Result<RouterHandle>
     let downstream = config.downstream;
     let (stop, stop_rx) = watch::channel(None);
     let (armed, armed_rx) = mpsc::channel();
-    let draining = Arc::new(AtomicBool::new(false));
+    let draining = proxy.draining.clone();
     let signal = StopSignal { stop: stop_rx, armed, draining: draining.clone(), drain_delay: downstream.drain_delay };
     let thread = thread::Builder::new()
         .name("skiff-router".to_owned())

@@ -183,6 +183,27 @@ impl RouteTable {
         resolved(service, None, path_and_query.to_owned(), false)
     }
 
+    /// Whether `host` addresses a service, one that exists or not (a host under the domain, or a
+    /// service's URL host), rather than the router itself (an IP address, `localhost`, any other
+    /// name): only requests to the router itself are answered by the router or routed by the
+    /// model named in a gRPC message.
+    pub fn is_service_host(&self, host: &str) -> bool {
+        !matches!(self.by_host(host), HostMatch::NotOurs)
+    }
+
+    /// The service for a request that names model `name` in its body rather than its path (a gRPC
+    /// call), by the rule of V1/V2 model paths; the path is sent upstream unchanged.
+    pub fn resolve_model(&self, name: &str, path_and_query: &str) -> Option<Resolved> {
+        let service = self.by_model_name(name)?;
+        let component = component_for(service, path_and_query, false);
+        Some(Resolved { service: service.clone(), component, tag: None, path: path_and_query.to_owned() })
+    }
+
+    /// Every service, in no particular order.
+    pub fn services(&self) -> impl Iterator<Item = &Arc<ServiceRoute>> {
+        self.by_namespace.values().flat_map(HashMap::values)
+    }
+
     fn by_host(&self, host: &str) -> HostMatch {
         let host = strip_port(host).trim_end_matches('.');
         if host.len() > MAX_HOST {

@@ -28,6 +28,9 @@ async fn sigterm_serves_on_for_the_drain_delay_then_stops_the_router() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(draining.load(Ordering::Acquire), "readiness off at once");
     assert_eq!(Caller::new(addr).get("x", "/healthz").await.0, 200, "a new connection is still served");
+    let (status, body) = Caller::new(addr).get("x", "/v2/health/ready").await;
+    assert_eq!(status, 503, "the router's own V2 readiness is off while draining");
+    assert!(body["error"].as_str().unwrap().contains("draining"), "{body}");
     tokio::task::spawn_blocking(move || handle.wait()).await.unwrap();
     assert!(std::net::TcpStream::connect(addr).is_err(), "nothing listens after SIGTERM");
 }
