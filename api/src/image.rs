@@ -65,6 +65,12 @@ impl ImageMap {
         Ok(ImageMap { entries })
     }
 
+    /// This map with `other`'s entries added; an entry of `other` replaces one of the same name.
+    pub fn overridden_by(mut self, other: ImageMap) -> ImageMap {
+        self.entries.extend(other.entries);
+        self
+    }
+
     /// Reads and parses a map file.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
@@ -269,6 +275,15 @@ mod tests {
         assert_eq!(y.len(), 2);
         assert!(ImageMap::parse(r#"{"x": []}"#, base, base).is_err());
         assert!(ImageMap::parse("", base, base).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_map_overrides_another_by_name() {
+        let built_in = ImageMap::from_entries([("a", v(&["one"])), ("b", v(&["two"]))]);
+        let merged = built_in.overridden_by(ImageMap::from_entries([("b", v(&["mine"])), ("c", v(&["three"]))]));
+        assert_eq!(merged.lookup("a"), Some(&v(&["one"])[..]));
+        assert_eq!(merged.lookup("b"), Some(&v(&["mine"])[..]));
+        assert_eq!(merged.len(), 3);
     }
 
     #[test]

@@ -466,6 +466,7 @@ pub fn cluster_serving_runtime_from_yaml(text: &str) -> Result<ClusterServingRun
         .map_err(|e| Error::ParseManifest { kind: "ClusterServingRuntime", message: e.to_string() })
 }
 
+pub mod container;
 pub mod defaults;
 
 #[cfg(test)]

@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use skiff_api::image::ImageMap;
+use skiff_api::runtime::ClusterServingRuntime;
+use skiff_api::runtime::defaults::kserve_runtimes;
 use skiff_autoscaler::AutoscalerConfig;
 
 use super::restart::BackOff;
+use super::runtimes::builtin_images;
 use crate::load::flags::duration;
 
 /// The file's shape. Every section and key is optional.
@@ -52,8 +55,12 @@ pub struct UpConfig {
     pub autoscaler: AutoscalerConfig,
     /// Requests the activator holds per revision before answering 503.
     pub max_pending: usize,
-    /// The programs custom containers' images name (`skiff up --image-map`; empty by default).
+    /// The programs containers' images name: the built-in map of KServe's Python runtimes
+    /// ([`super::runtimes::builtin_images`]), with `skiff up --image-map`'s entries over it.
     pub images: ImageMap,
+    /// The runtimes a model the embedded server does not serve may run on: KServe's defaults
+    /// ([`skiff_api::runtime::defaults`]).
+    pub runtimes: Vec<ClusterServingRuntime>,
     /// How replicas restart after failures (the kubelet's CrashLoopBackOff by default).
     pub restart_backoff: BackOff,
 }
@@ -64,7 +71,8 @@ impl Default for UpConfig {
             domain: "example.com".into(),
             autoscaler: AutoscalerConfig::default(),
             max_pending: 1000,
-            images: ImageMap::default(),
+            images: builtin_images(),
+            runtimes: kserve_runtimes().expect("the built-in runtimes parse (skiff-api's tests read them)"),
             restart_backoff: BackOff::default(),
         }
     }
@@ -84,6 +92,7 @@ impl UpConfig {
             autoscaler,
             max_pending: file.activator.max_pending.unwrap_or(defaults.max_pending),
             images: defaults.images,
+            runtimes: defaults.runtimes,
             restart_backoff: restart_backoff(&file.replicas)
                 .map_err(|e| format!("{}: replicas.{e}", path.display()))?,
         })

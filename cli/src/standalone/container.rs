@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Container;
 use serde_json::Value;
 use skiff_api::image::{ImageMap, Resolved, expand_all, resolve};
+use skiff_api::runtime::container::RUNTIME_MODEL_DIR;
 
 /// KServe's name for the container that serves.
 pub const CONTAINER_NAME: &str = "kserve-container";
@@ -104,6 +105,27 @@ impl ContainerSpec {
         Ok(ContainerSpec { argv, env, dir, readiness_path })
     }
 
+    /// This container with `model_dir` where KServe's runtimes find their model
+    /// ([`RUNTIME_MODEL_DIR`], `/mnt/models`): at the start of every argument and `env` value
+    /// (`--model_dir=/mnt/models`, `--model-store=/mnt/models/model-store`).
+    pub fn with_model_dir(&self, model_dir: &Path) -> ContainerSpec {
+        let dir = model_dir.to_string_lossy();
+        let local = |value: &str| match value.find(RUNTIME_MODEL_DIR) {
+            Some(at)
+                if value[at + RUNTIME_MODEL_DIR.len()..].is_empty()
+                    || value[at + RUNTIME_MODEL_DIR.len()..].starts_with('/') =>
+            {
+                format!("{}{dir}{}", &value[..at], &value[at + RUNTIME_MODEL_DIR.len()..])
+            }
+            _ => value.to_owned(),
+        };
+        ContainerSpec {
+            argv: self.argv.iter().map(|a| local(a)).collect(),
+            env: self.env.iter().map(|(k, v)| (k.clone(), local(v))).collect(),
+            ..self.clone()
+        }
+    }
+
     /// The process of a replica listening on `port`: the container's `env`, then `extra` (the
     /// component's identity), then `PORT`; `$(VAR)` expanded; `--http_port`'s value set to `port`.
     pub fn process(&self, port: u16, extra: &[(String, String)]) -> Process {
@@ -174,6 +196,31 @@ mod tests {
         let spec = parse(json!([{"image": "ghcr.io/x/python-http:3", "args": ["--http_port=8080"]}])).unwrap();
         assert_eq!(spec.process(9, &[]).argv, ["/usr/bin/python3", "-u", "--http_port=9"]);
         assert_eq!((spec.dir.as_path(), spec.readiness_path.as_deref()), (Path::new("/manifests"), None));
+    }
+
+    #[test]
+    fn a_runtimes_model_folder_becomes_the_local_one() {
+        let spec = parse(json!([{
+            "command": ["server"],
+            "args": ["--model_dir=/mnt/models", "--model-store=/mnt/models/store", "--other=/mnt/modelsx", "/mnt/models"],
+            "env": [{"name": "MODELS_DIR", "value": "/mnt/models"}, {"name": "A", "value": "/mnt"}],
+        }]))
+        .unwrap();
+        let local = spec.with_model_dir(Path::new("/cache/abc"));
+        assert_eq!(
+            local.argv,
+            [
+                "server",
+                "--model_dir=/cache/abc",
+                "--model-store=/cache/abc/store",
+                "--other=/mnt/modelsx",
+                "/cache/abc"
+            ]
+        );
+        assert_eq!(
+            local.env,
+            [("MODELS_DIR".to_owned(), "/cache/abc".to_owned()), ("A".to_owned(), "/mnt".to_owned())]
+        );
     }
 
     #[test]

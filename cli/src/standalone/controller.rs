@@ -314,8 +314,20 @@ fn provision(
                 container_concurrency: revision.container_concurrency,
                 timeout_secs: revision.timeout.as_secs(),
                 agent_args: [batcher_args(spec), logger_args(spec, served, &SinkPolicy::standalone())].concat(),
+                fetch: None,
             })
         }
+        Predictor::Runtime(runtime) => ReplicaSpec::Container(ContainerReplica {
+            container: runtime.container,
+            env: knative_env(&format!("{}-{}", isvc.name(), component.name()), &key.name),
+            container_concurrency: revision.container_concurrency,
+            timeout_secs: revision.timeout.as_secs(),
+            agent_args: [batcher_args(spec), logger_args(spec, served, &SinkPolicy::standalone())].concat(),
+            fetch: match runtime.source {
+                ModelSource::Fetched(uri) => Some(uri),
+                ModelSource::Dir(_) => None,
+            },
+        }),
     };
     let endpoints = plane.plane.endpoints().get_or_insert(key, revision.container_concurrency);
     plane.backend.add(key, replica, endpoints);

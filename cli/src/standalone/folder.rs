@@ -337,14 +337,14 @@ mod tests {
     fn refusals_name_the_file_and_the_field() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a-bad.yaml"), iris().replace("minReplicas: 0", "minReplicas: 9")).unwrap();
-        std::fs::write(tmp.path().join("b-sk.yaml"), iris().replace("name: onnx", "name: sklearn")).unwrap();
+        std::fs::write(tmp.path().join("b-sk.yaml"), iris().replace("name: onnx", "name: caffe")).unwrap();
         std::fs::write(tmp.path().join("c-missing.yaml"), iris()).unwrap();
         std::fs::write(tmp.path().join("notes.txt"), "ignored").unwrap();
         let folder = ManifestFolder::new(tmp.path().to_owned(), UpConfig::default()).refresh();
         assert!(folder.manifests.is_empty());
         let errors = errors(&folder);
         assert!(errors.contains("a-bad.yaml: spec.predictor.minReplicas: 9 is more than maxReplicas 4"), "{errors}");
-        assert!(errors.contains("b-sk.yaml: spec.predictor.model.modelFormat.name: skiff up serves onnx"), "{errors}");
+        assert!(errors.contains("b-sk.yaml: spec.predictor.model.modelFormat: no ServingRuntime"), "{errors}");
         assert!(errors.contains("c-missing.yaml: spec.predictor.model.storageUri:"), "{errors}");
         assert_eq!(folder.errors.len(), 3);
     }

@@ -2,7 +2,9 @@
 //! ONNX models from `file://` storage (relative paths resolve against the manifest's folder) or
 //! from a store the fetcher reads (`s3://`, `gs://`, `https://`, `hf://`: [`ModelSource::Fetched`]) and
 //! custom containers (a predictor's, a transformer's, an explainer's) as local processes
-//! ([`ContainerSpec`]). The folder itself is read by [`super::folder`].
+//! ([`ContainerSpec`]); any other model (framework shorthands expanded first,
+//! [`skiff_api::shorthand`]) on the container of the KServe runtime chosen for it
+//! ([`super::runtimes`]). The folder itself is read by [`super::folder`].
 //!
 //! A refusal names the field, or for text that is not an InferenceService the line and column
 //! with a generic message: never the text itself (a file may be anything, even a secret).
@@ -14,11 +16,14 @@ use std::time::SystemTime;
 
 use skiff_api::InferenceService;
 use skiff_api::revision::Component;
+use skiff_api::runtime::uses_embedded_server;
+use skiff_api::shorthand::expand;
 use skiff_api::validate::validate;
 use skiff_server::model::MODEL_FILE;
 
 use super::config::UpConfig;
 use super::container::ContainerSpec;
+use super::runtimes::{RuntimeModel, runtime_model};
 
 /// A valid manifest and what its components run.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +71,8 @@ pub enum Predictor {
     Model(ModelSource),
     /// A custom container.
     Container(ContainerSpec),
+    /// The container of a KServe runtime on a model ([`super::runtimes`]).
+    Runtime(RuntimeModel),
 }
 
 /// What a folder holds: valid manifests by `namespace/name`, and a message per rejected file.
@@ -149,11 +156,16 @@ pub fn check(
     config: &UpConfig,
 ) -> Result<Manifest, String> {
     validate(&isvc, &config.autoscaler).map_err(|e| e.to_string())?;
+    // A framework shorthand (`sklearn:`) is served as the `model` KServe's webhook makes of it.
+    let isvc = expand(isvc).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
     let spec = &isvc.spec.predictor;
     let predictor = match (&spec.model, &spec.containers) {
         (None, Some(containers)) => {
             Predictor::Container(ContainerSpec::parse("spec.predictor.containers", containers, &config.images, base)?)
+        }
+        (Some(model), _) if !uses_embedded_server(model) => {
+            Predictor::Runtime(runtime_model(&isvc, model, &config.runtimes, &config.images, base)?)
         }
         _ => Predictor::Model(model_source(&isvc, base)?),
     };
@@ -172,9 +184,7 @@ pub fn check(
 /// the fetcher reads, checked when a replica starts.
 fn model_source(isvc: &InferenceService, base: &Path) -> Result<ModelSource, String> {
     let Some(model) = &isvc.spec.predictor.model else {
-        return Err("spec.predictor: skiff up serves `model` predictors and custom `containers`; framework \
-                    shorthands need the Kubernetes mode"
-            .to_owned());
+        return Err("spec.predictor: neither a model nor containers".to_owned());
     };
     if model.model_format.name != "onnx" {
         return Err(format!(

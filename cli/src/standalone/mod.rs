@@ -16,6 +16,7 @@ mod manifests;
 pub(crate) mod models;
 mod replica;
 mod restart;
+mod runtimes;
 mod signal;
 pub(crate) mod status;
 mod web;
@@ -80,8 +81,10 @@ pub struct UpArgs {
     /// to this executable).
     #[arg(long)]
     pub queue_proxy_bin: Option<PathBuf>,
-    /// Image map for custom containers without a `command` (JSON or YAML, as the test cluster's
-    /// node agent reads it): `image: /path/to/program` or `image: [program, args...]`.
+    /// Image map for custom containers and runtimes without a `command` (JSON or YAML, as the
+    /// test cluster's node agent reads it): `image: /path/to/program` or `image: [program, args...]`;
+    /// its entries replace the built-in ones (KServe's `sklearnserver`, `xgbserver`, `lgbserver` as
+    /// `python3 -m <module>`).
     #[arg(long, env = "SKIFF_IMAGE_MAP")]
     pub image_map: Option<PathBuf>,
     /// A name the models web app answers to as `Host`, besides 127.0.0.1, localhost and [::1]
@@ -167,7 +170,7 @@ fn web_app(
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut config = UpConfig::load(args.config.as_deref()).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.image_map {
-        config.images = ImageMap::load(path)?;
+        config.images = config.images.overridden_by(ImageMap::load(path)?);
     }
     let server_bin = match args.server_bin {
         Some(bin) => bin,

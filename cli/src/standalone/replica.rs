@@ -52,6 +52,9 @@ pub struct ContainerReplica {
     /// [`skiff_api::serving::batcher_args`], [`skiff_api::serving::logger_args`]), as the operator
     /// gives the cluster's queue-proxy.
     pub agent_args: Vec<String>,
+    /// A runtime's `storageUri` fetched into the model cache before a replica starts; its folder
+    /// takes the place of `/mnt/models` in the container ([`ReplicaSpec::with_model_dir`]).
+    pub fetch: Option<String>,
 }
 
 /// The programs replicas run.
@@ -94,13 +97,19 @@ impl ReplicaSpec {
     pub fn fetches(&self) -> Option<&str> {
         match self {
             ReplicaSpec::Server { fetch, .. } => fetch.as_deref(),
-            ReplicaSpec::Container(_) => None,
+            ReplicaSpec::Container(replica) => replica.fetch.as_deref(),
         }
     }
 
     /// This spec serving the model in `dir` (a fetched model's folder in the cache).
     pub fn with_model_dir(&self, dir: &Path) -> ReplicaSpec {
-        let ReplicaSpec::Server { args, .. } = self else { return self.clone() };
+        let args = match self {
+            ReplicaSpec::Server { args, .. } => args,
+            ReplicaSpec::Container(replica) => {
+                let container = replica.container.with_model_dir(dir);
+                return ReplicaSpec::Container(ContainerReplica { container, fetch: None, ..replica.clone() });
+            }
+        };
         let mut args = args.clone();
         if let Some(at) = args.iter().position(|a| a == "--model-dir") {
             args[at + 1] = dir.to_string_lossy().into_owned();

@@ -1,0 +1,178 @@
+//! KServe's serving runtimes in `skiff up`. A model the embedded server does not serve (any format
+//! but ONNX, or ONNX that names a `runtime:`; framework shorthands are expanded first) runs the
+//! serving container of the runtime chosen for it as a cluster chooses it
+//! ([`skiff_api::runtime::select_runtime`]) among the runtimes `skiff up` knows: KServe's defaults,
+//! built in from `deploy/runtimes` ([`skiff_api::runtime::defaults`]). The container is built as
+//! the operator builds it ([`runtime_containers`]: placeholders replaced, the model's container
+//! fields merged) and runs as a local process through the image map, like a custom container
+//! ([`ContainerSpec`]), with the model's folder where the runtime expects `/mnt/models`.
+//!
+//! **The built-in image map** ([`builtin_images`]) sends KServe's own Python runtimes to local
+//! commands: `kserve/sklearnserver`, `kserve/xgbserver` and `kserve/lgbserver` run
+//! `python3 -m sklearnserver` (the images' entrypoint), ... with `--enable_grpc=false` (replicas
+//! share this machine's ports, and KServe's server would open gRPC on 8081 in each). `python3` is
+//! looked up on `PATH`: a Python with `kserve` and those modules (bench/peers/setup.sh's
+//! `kserve-runtimes` peer, or KServe's own packages) must come first there. `--image-map` entries
+//! replace built-in ones of the same name.
+
+use std::path::Path;
+
+use skiff_api::InferenceService;
+use skiff_api::image::ImageMap;
+use skiff_api::isvc::ModelSpec;
+use skiff_api::runtime::container::{Served, runtime_containers};
+use skiff_api::runtime::{ClusterServingRuntime, select_runtime};
+
+use super::container::ContainerSpec;
+use super::manifests::ModelSource;
+
+/// KServe's Python runtimes `skiff up` runs as local commands, by image repository.
+pub const PYTHON_RUNTIMES: [&str; 3] = ["sklearnserver", "xgbserver", "lgbserver"];
+
+/// The image map `skiff up` starts from: `kserve/<runtime>` → `python3 -m <runtime>
+/// --enable_grpc=false` for each of [`PYTHON_RUNTIMES`].
+pub fn builtin_images() -> ImageMap {
+    ImageMap::from_entries(PYTHON_RUNTIMES.map(|module| {
+        let argv = ["python3", "-m", module, "--enable_grpc=false"].map(str::to_owned).to_vec();
+        (format!("kserve/{module}"), argv)
+    }))
+}
+
+/// A model served by a runtime's container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeModel {
+    /// The runtime chosen (`ClusterServingRuntime/kserve-sklearnserver`).
+    pub runtime: String,
+    /// Its serving container as a local process; for a `file://` model, already pointed at the
+    /// model's folder.
+    pub container: ContainerSpec,
+    /// Where the model is.
+    pub source: ModelSource,
+}
+
+/// The runtime container that serves `model` of `isvc` (read from `base`), among `runtimes`. The
+/// error names the field: no runtime for the format, a container the image map cannot run, a model
+/// location `skiff up` cannot read.
+pub fn runtime_model(
+    isvc: &InferenceService,
+    model: &ModelSpec,
+    runtimes: &[ClusterServingRuntime],
+    images: &ImageMap,
+    base: &Path,
+) -> Result<RuntimeModel, String> {
+    let chosen = select_runtime(model, &[], runtimes).map_err(|e| e.to_string())?;
+    let at = format!("spec.predictor.model.runtime: {} {:?}", chosen.kind, chosen.name);
+    let served = Served { name: isvc.name(), namespace: isvc.namespace() };
+    let containers = runtime_containers(chosen.spec, model, served).map_err(|e| format!("{at}: {e}"))?;
+    let values =
+        containers.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{at}: {e}"))?;
+    let container = ContainerSpec::parse(&format!("{at}: containers"), &values, images, base)?;
+    let uri = model.storage_uri.as_deref().ok_or_else(|| {
+        "spec.predictor.model.storageUri: skiff up gives a runtime its model from a storageUri; none is set".to_owned()
+    })?;
+    let (container, source) = match uri.strip_prefix("file://") {
+        Some(location) => {
+            let dir = base.join(location);
+            if !dir.is_dir() {
+                return Err(format!("spec.predictor.model.storageUri: {} is not a folder", dir.display()));
+            }
+            (container.with_model_dir(&dir), ModelSource::Dir(dir))
+        }
+        None if uri.starts_with("pvc://") => {
+            return Err(format!(
+                "spec.predictor.model.storageUri: {uri}: skiff up has no PersistentVolumeClaims; use file:// or a store \
+                 (s3://, gs://, https://, hf://)"
+            ));
+        }
+        None => {
+            skiff_fetch::uri::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
+            (container, ModelSource::Fetched(uri.to_owned()))
+        }
+    };
+    Ok(RuntimeModel { runtime: format!("{}/{}", chosen.kind, chosen.name), container, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use skiff_api::runtime::defaults::kserve_runtimes;
+
+    use super::*;
+
+    fn isvc(predictor: &str) -> InferenceService {
+        let text = format!(
+            "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {{name: sklearn-iris}}\nspec:\n  predictor:\n{predictor}"
+        );
+        skiff_api::shorthand::expand(serde_saphyr::from_str(&text).unwrap()).unwrap()
+    }
+
+    fn served(isvc: &InferenceService, images: &ImageMap, base: &Path) -> Result<RuntimeModel, String> {
+        let model = isvc.spec.predictor.model.as_ref().unwrap();
+        runtime_model(isvc, model, &kserve_runtimes().unwrap(), images, base)
+    }
+
+    #[test]
+    fn the_sklearn_sample_runs_kserves_sklearnserver_as_a_python_module() {
+        let sample = isvc("    sklearn:\n      storageUri: gs://kfserving-examples/models/sklearn/1.0/model\n");
+        let got = served(&sample, &builtin_images(), Path::new("/m")).unwrap();
+        assert_eq!(got.runtime, "ClusterServingRuntime/kserve-sklearnserver");
+        assert_eq!(got.source, ModelSource::Fetched("gs://kfserving-examples/models/sklearn/1.0/model".into()));
+        assert_eq!(
+            got.container.argv,
+            [
+                "python3",
+                "-m",
+                "sklearnserver",
+                "--enable_grpc=false",
+                "--model_name=sklearn-iris",
+                "--model_dir=/mnt/models",
+                "--http_port=8080"
+            ]
+        );
+        let local = got.container.with_model_dir(Path::new("/cache/x")).process(4242, &[]);
+        assert!(local.argv.ends_with(&["--model_dir=/cache/x".into(), "--http_port=4242".into()]), "{:?}", local.argv);
+
+        for (format, module) in [("xgboost", "xgbserver"), ("lightgbm", "lgbserver")] {
+            let got = served(
+                &isvc(&format!("    {format}: {{storageUri: 's3://b/m'}}\n")),
+                &builtin_images(),
+                Path::new("/m"),
+            )
+            .unwrap();
+            assert_eq!(got.container.argv[..3], ["python3", "-m", module]);
+            assert!(got.container.argv.contains(&"--nthread=1".to_owned()), "{:?}", got.container.argv);
+        }
+    }
+
+    #[test]
+    fn a_file_model_is_given_to_the_runtime_where_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("iris")).unwrap();
+        let got = served(&isvc("    sklearn: {storageUri: 'file://iris'}\n"), &builtin_images(), tmp.path()).unwrap();
+        let dir = tmp.path().join("iris");
+        assert_eq!(got.source, ModelSource::Dir(dir.clone()));
+        assert!(got.container.argv.contains(&format!("--model_dir={}", dir.display())), "{:?}", got.container.argv);
+        let missing = served(&isvc("    sklearn: {storageUri: 'file://nope'}\n"), &builtin_images(), tmp.path());
+        assert!(missing.unwrap_err().starts_with("spec.predictor.model.storageUri: "));
+    }
+
+    #[test]
+    fn what_cannot_run_here_is_refused_with_the_field() {
+        let base = Path::new("/m");
+        let triton = served(&isvc("    triton: {storageUri: 'gs://b/m'}\n"), &builtin_images(), base).unwrap_err();
+        assert!(
+            triton.starts_with("spec.predictor.model.runtime: ClusterServingRuntime \"kserve-tritonserver\": containers[0].command: image \"nvcr.io/nvidia/tritonserver:23.05-py3\" is not in the image map"),
+            "{triton}"
+        );
+        let none =
+            served(&isvc("    model: {modelFormat: {name: caffe}, storageUri: 'gs://b/m'}\n"), &builtin_images(), base);
+        assert!(none.unwrap_err().starts_with("spec.predictor.model.modelFormat: no ServingRuntime"));
+        let pvc = served(&isvc("    sklearn: {storageUri: 'pvc://claim/m'}\n"), &builtin_images(), base).unwrap_err();
+        assert!(pvc.contains("no PersistentVolumeClaims"), "{pvc}");
+        let mapped = builtin_images().overridden_by(ImageMap::from_entries([(
+            "nvcr.io/nvidia/tritonserver",
+            vec!["/opt/tritonserver/bin/tritonserver".to_owned()],
+        )]));
+        let runs = served(&isvc("    triton: {storageUri: 'gs://b/m'}\n"), &mapped, base).unwrap();
+        assert_eq!(runs.container.argv[..2], ["/opt/tritonserver/bin/tritonserver", "tritonserver"]);
+    }
+}
