@@ -4,10 +4,12 @@
 //! never on each other.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use crate::admission::Admission;
 use crate::error::Result;
 use crate::metrics::Metrics;
+use crate::model::stats::Served;
 use crate::model::{LoadedModel, Models};
 use crate::tensor::Tensor;
 use skiff_http::body::{BodyLimits, Reservation};
@@ -17,8 +19,9 @@ use skiff_http::logger::Logger;
 pub const SERVER_NAME: &str = "skiff-server";
 /// The server's version in V2 server metadata.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The V2 protocol extensions served, in server metadata.
-pub const EXTENSIONS: [&str; 1] = ["binary_tensor_data"];
+/// The protocol extensions served, in server metadata: KServe's binary tensors and Triton's
+/// configuration, statistics and repository index ([`crate::triton`]).
+pub const EXTENSIONS: [&str; 4] = ["binary_tensor_data", "model_configuration", "statistics", "model_repository"];
 /// The platform a model's V2 metadata names.
 pub const PLATFORM: &str = "onnxruntime_onnx";
 
@@ -63,7 +66,8 @@ impl App {
 /// What every protocol does once its request is decoded: the output names and the inputs are
 /// checked against the model, the budget counts the tensors instead of the body they came from
 /// (`body_len` bytes, already dropped), the request waits for a concurrency slot and runs; the
-/// outputs asked for come back in the order asked, and the budget counts them too.
+/// outputs asked for come back in the order asked, and the budget counts them too. The model's
+/// statistics count the request, served or failed.
 pub async fn predict(
     app: &App,
     model: &LoadedModel,
@@ -72,15 +76,34 @@ pub async fn predict(
     held: &mut Reservation,
     body_len: usize,
 ) -> Result<Vec<Tensor>> {
+    let arrived = Instant::now();
     let spec = &model.spec;
-    spec.check_outputs(wanted)?;
-    let inputs = spec.check_inputs(inputs)?;
-    held.add(inputs.iter().map(Tensor::byte_size).sum())?;
-    held.release(body_len);
-    let _permit = app.admission.admit().await?;
-    let outputs = model.executor.infer(inputs).await?;
-    held.force(outputs.iter().map(Tensor::byte_size).sum());
-    Ok(select(outputs, wanted))
+    let run = async {
+        spec.check_outputs(wanted)?;
+        let inputs = spec.check_inputs(inputs)?;
+        let inferences = if spec.batchable() { inputs.first().map_or(1, Tensor::rows) } else { 1 };
+        held.add(inputs.iter().map(Tensor::byte_size).sum())?;
+        held.release(body_len);
+        let _permit = app.admission.admit().await?;
+        Ok((inferences, model.executor.infer(inputs).await?))
+    };
+    match run.await {
+        Ok((inferences, ran)) => {
+            let served = Served {
+                inferences: inferences as u64,
+                total: arrived.elapsed(),
+                queue: ran.started.saturating_duration_since(arrived),
+                phases: ran.phases,
+            };
+            model.stats.success(&served);
+            held.force(ran.outputs.iter().map(Tensor::byte_size).sum());
+            Ok(select(ran.outputs, wanted))
+        }
+        Err(e) => {
+            model.stats.failure(arrived.elapsed());
+            Err(e)
+        }
+    }
 }
 
 /// Keeps the requested outputs, in request order; all of them when none were named.

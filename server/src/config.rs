@@ -164,6 +164,7 @@ impl ServerConfig {
                 max_latency: self.batching.max_latency(),
             }),
             queue: INFERENCE_QUEUE,
+            max_batch_size: self.batching.max_batch_size,
         }
     }
 }

@@ -21,6 +21,10 @@ pub enum Error {
         /// The version the model has.
         has: &'static str,
     },
+    /// The request asks for what the server does not do, such as loading a model (400;
+    /// FAILED_PRECONDITION over gRPC).
+    #[error("{0}")]
+    Unsupported(String),
     /// No route matches the path (404).
     #[error("no route for {method} {path}")]
     NoRoute {
@@ -79,7 +83,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl skiff_http::HttpError for Error {
     fn status(&self) -> StatusCode {
         match self {
-            Error::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            Error::InvalidRequest(_) | Error::Unsupported(_) => StatusCode::BAD_REQUEST,
             Error::ModelNotFound(_) | Error::VersionNotFound { .. } | Error::NoRoute { .. } => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Error::Body(e) => e.status(),
@@ -101,11 +105,14 @@ impl skiff_http::HttpError for Error {
 
 impl Error {
     /// The gRPC status code, derived from the HTTP status so that both protocols answer one error
-    /// alike: 400 → INVALID_ARGUMENT, 404 → NOT_FOUND, 405 → UNIMPLEMENTED, 408 →
+    /// alike: [`Error::Unsupported`] → FAILED_PRECONDITION, any other 400 → INVALID_ARGUMENT, 404 → NOT_FOUND, 405 → UNIMPLEMENTED, 408 →
     /// DEADLINE_EXCEEDED, 413 and a 503 worth retrying (overload, memory budget) →
     /// RESOURCE_EXHAUSTED, any other 503 → UNAVAILABLE, the rest → INTERNAL.
     pub fn grpc_code(&self) -> tonic::Code {
         use skiff_http::HttpError;
+        if let Error::Unsupported(_) = self {
+            return tonic::Code::FailedPrecondition;
+        }
         match self.status() {
             StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
             StatusCode::NOT_FOUND => tonic::Code::NotFound,

@@ -1,10 +1,11 @@
 //! `skiff-server`: Skiff's embedded model server. It serves ONNX models through ONNX Runtime
 //! (`ort`, loaded at run time) behind KServe's V1 and V2 inference protocols (REST with the
-//! binary tensor extension, and gRPC on the same port), with a
-//! container-concurrency gate, optional dynamic batching, Prometheus metrics and a graceful drain.
+//! binary tensor extension, and gRPC on the same port) and Triton's extensions (model
+//! configuration, statistics, repository index, streamed inference), with a container-concurrency
+//! gate, optional dynamic batching, Prometheus metrics and a graceful drain.
 //!
-//! The layout is a pure core with a thin I/O shell: [`tensor`], [`codec`] and the model
-//! signature checks are plain functions; [`model`] owns ONNX Runtime and its threads; [`app`]
+//! The layout is a pure core with a thin I/O shell: [`tensor`], [`codec`], [`triton`] and the
+//! model signature checks are plain functions; [`model`] owns ONNX Runtime and its threads; [`app`]
 //! holds what both protocols share (the state and the inference core); [`http`] (the REST routes)
 //! and [`grpc`] (the gRPC service) build on it, never on each other, and [`serve`] sends each
 //! request on the one port to one or the other.
@@ -22,6 +23,7 @@ pub mod onnxruntime;
 pub mod proto;
 pub mod tensor;
 pub mod termination;
+pub mod triton;
 
 use std::future::Future;
 use std::net::SocketAddr;

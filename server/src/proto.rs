@@ -1,6 +1,11 @@
-//! Messages and the service trait of KServe's V2 gRPC protocol, generated at build time from
-//! `proto/grpc_predict_v2.proto`: what the codec ([`crate::codec::grpc`]) converts and the gRPC
-//! service ([`crate::grpc`]) serves.
+//! Messages and the service trait of the inference protocol over gRPC, generated at build time
+//! from `proto/grpc_service.proto`: KServe's V2 messages (`grpc_predict_v2.proto`), Triton's
+//! extensions and model configuration (`model_config.proto`). What the codec
+//! ([`crate::codec::grpc`]) converts, the gRPC service ([`crate::grpc`]) serves and
+//! [`crate::triton`] builds; the client is generated too, for tests and tools.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
 tonic::include_proto!("inference");
+
+/// The compiled descriptors of every message and the service (a `FileDescriptorSet`).
+pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));

@@ -1,5 +1,6 @@
-//! Request handlers: health, metadata, metrics and inference, over the shared [`App`] state and
-//! inference core ([`crate::app`]).
+//! Request handlers: health, metadata, metrics, inference and Triton's extensions, over the
+//! shared [`App`] state and inference core ([`crate::app`]); Triton's messages are written in
+//! protobuf's JSON mapping, as Triton's HTTP endpoints write them ([`crate::triton::json`]).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -17,7 +18,9 @@ use crate::app::{App, EXTENSIONS, PLATFORM, SERVER_NAME, SERVER_VERSION, predict
 use crate::codec::{v1, v2};
 use crate::error::{Error, Result};
 use crate::model::{LoadedModel, MODEL_VERSION};
+use crate::proto::ModelStatisticsResponse;
 use crate::tensor::Tensor;
+use crate::triton::{self, json};
 use skiff_http::body::{Held, Reservation, read_body};
 use skiff_http::logger::Half;
 use skiff_http::response;
@@ -47,6 +50,9 @@ pub async fn handle(app: Arc<App>, request: Request<Incoming>) -> HttpResponse {
     match route(&parts.method, parts.uri.path()) {
         Ok(Route::V1Predict(name)) => infer(&app, name, None, Protocol::V1, &parts.headers, body).await,
         Ok(Route::V2Infer(m)) => infer(&app, m.name, m.version, Protocol::V2, &parts.headers, body).await,
+        Ok(route @ (Route::RepositoryIndex | Route::RepositoryLoad(_) | Route::RepositoryUnload(_))) => {
+            repository(&app, route, &parts.headers, body).await.unwrap_or_else(|e| response::error(&e)).map(Held::from)
+        }
         Ok(other) => read_only(&app, other).unwrap_or_else(|e| response::error(&e)).map(Held::from),
         Err(e) => response::error(&e).map(Held::from),
     }
@@ -89,9 +95,66 @@ fn read_only(app: &App, route: Route<'_>) -> Result<http::Response<Full<Bytes>>>
                 "outputs": spec.outputs,
             }))
         }
-        Route::V1Predict(_) | Route::V2Infer(_) => {
-            unreachable!("inference routes are handled by `infer`")
+        Route::V2ModelConfig(m) => {
+            let model = app.models.get_version(m.name, m.version)?;
+            ok(json::to_json(&triton::config::model_config(&model.spec, &model.serving)))
         }
+        Route::V2ModelStats(m) => {
+            let model = app.models.get_version(m.name, m.version)?;
+            let model_stats = vec![triton::statistics(m.name, &model.stats.snapshot())];
+            ok(json::to_json(&ModelStatisticsResponse { model_stats }))
+        }
+        Route::V2Stats => {
+            let loaded = app.models.index().into_iter().filter_map(|(name, m)| Some((name, m?)));
+            let model_stats = loaded.map(|(name, m)| triton::statistics(name, &m.stats.snapshot())).collect();
+            ok(json::to_json(&ModelStatisticsResponse { model_stats }))
+        }
+        Route::V1Predict(_)
+        | Route::V2Infer(_)
+        | Route::RepositoryIndex
+        | Route::RepositoryLoad(_)
+        | Route::RepositoryUnload(_) => {
+            unreachable!("routes with a body are handled by `infer` and `repository`")
+        }
+    }
+}
+
+/// The body of Triton's repository requests: `ready` (index), `parameters` (load, unload).
+#[derive(Debug, Default, serde::Deserialize)]
+struct RepositoryRequest {
+    #[serde(default)]
+    ready: bool,
+    #[serde(default)]
+    parameters: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Triton's repository index (a JSON array, as Triton's HTTP endpoint answers), and load and
+/// unload ([`triton::load`], [`triton::unload`]), answered 200 with no body when done.
+async fn repository(
+    app: &App,
+    route: Route<'_>,
+    headers: &http::HeaderMap,
+    body: Incoming,
+) -> Result<http::Response<Full<Bytes>>> {
+    let (body, _held) = read_body(headers, body, &app.body).await?;
+    let request: RepositoryRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RepositoryRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| Error::invalid(format!("invalid repository request: {e}")))?
+    };
+    match route {
+        Route::RepositoryIndex => {
+            let models = app.models.index().into_iter().filter(|(_, loaded)| !request.ready || loaded.is_some());
+            let index: Vec<_> =
+                models.map(|(name, loaded)| json::to_json(&triton::index_entry(name, loaded))).collect();
+            Ok(response::json_value(StatusCode::OK, &serde_json::Value::Array(index)))
+        }
+        Route::RepositoryLoad(name) => {
+            triton::load(&app.models, name, !request.parameters.is_empty())?;
+            Ok(response::json(StatusCode::OK, Bytes::new()))
+        }
+        Route::RepositoryUnload(name) => Err(triton::unload(name)),
+        _ => unreachable!("only repository routes are handled here"),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The URL space: KServe V1 and V2 paths, health and metrics, as a pure function of method and path.
+//! The URL space: KServe V1 and V2 paths, Triton's extensions (configuration, statistics,
+//! repository), health and metrics, as a pure function of method and path.
 
 use http::Method;
 
@@ -38,6 +39,18 @@ pub enum Route<'a> {
     V2ModelReady(ModelRef<'a>),
     /// `POST /v2/models/{m}[/versions/{v}]/infer`
     V2Infer(ModelRef<'a>),
+    /// `GET /v2/models/{m}[/versions/{v}]/config`: Triton's model configuration.
+    V2ModelConfig(ModelRef<'a>),
+    /// `GET /v2/models/{m}[/versions/{v}]/stats`: Triton's statistics of one model.
+    V2ModelStats(ModelRef<'a>),
+    /// `GET /v2/models/stats`: Triton's statistics of every model.
+    V2Stats,
+    /// `POST /v2/repository/index`: Triton's repository index.
+    RepositoryIndex,
+    /// `POST /v2/repository/models/{m}/load`
+    RepositoryLoad(&'a str),
+    /// `POST /v2/repository/models/{m}/unload`
+    RepositoryUnload(&'a str),
 }
 
 /// Matches a request to a route; 404 for unknown paths, 405 for a known path with the wrong method.
@@ -51,6 +64,12 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>> {
         ["v2", "health", "live"] => (Route::Live, Method::GET),
         ["v2", "health", "ready"] => (Route::Ready, Method::GET),
         ["v1", "models"] => (Route::V1List, Method::GET),
+        ["v2", "models", "stats"] => (Route::V2Stats, Method::GET),
+        ["v2", "repository", "index"] => (Route::RepositoryIndex, Method::POST),
+        ["v2", "repository", "models", name, "load"] if !name.is_empty() => (Route::RepositoryLoad(name), Method::POST),
+        ["v2", "repository", "models", name, "unload"] if !name.is_empty() => {
+            (Route::RepositoryUnload(name), Method::POST)
+        }
         ["v1", "models", model] => match model.strip_suffix(":predict") {
             Some(name) if !name.is_empty() => (Route::V1Predict(name), Method::POST),
             _ => (Route::V1Model(model), Method::GET),
@@ -65,6 +84,8 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Route<'a>> {
                 [] => (Route::V2Model(model), Method::GET),
                 ["ready"] => (Route::V2ModelReady(model), Method::GET),
                 ["infer"] => (Route::V2Infer(model), Method::POST),
+                ["config"] => (Route::V2ModelConfig(model), Method::GET),
+                ["stats"] => (Route::V2ModelStats(model), Method::GET),
                 _ => return Err(no_route(method, path)),
             }
         }
@@ -108,6 +129,14 @@ mod tests {
             (&get, "/v2/models/iris/versions/3/ready", Route::V2ModelReady(v3)),
             (&post, "/v2/models/iris/infer", Route::V2Infer(iris)),
             (&post, "/v2/models/iris/versions/3/infer", Route::V2Infer(v3)),
+            (&get, "/v2/models/iris/config", Route::V2ModelConfig(iris)),
+            (&get, "/v2/models/iris/versions/3/config", Route::V2ModelConfig(v3)),
+            (&get, "/v2/models/iris/stats", Route::V2ModelStats(iris)),
+            (&get, "/v2/models/iris/versions/3/stats", Route::V2ModelStats(v3)),
+            (&get, "/v2/models/stats", Route::V2Stats),
+            (&post, "/v2/repository/index", Route::RepositoryIndex),
+            (&post, "/v2/repository/models/iris/load", Route::RepositoryLoad("iris")),
+            (&post, "/v2/repository/models/iris/unload", Route::RepositoryUnload("iris")),
         ];
         for (method, path, want) in cases {
             assert_eq!(route(method, path).unwrap(), want, "{method} {path}");
@@ -116,7 +145,15 @@ mod tests {
 
     #[test]
     fn unknown_paths_are_404_and_wrong_methods_405() {
-        for path in ["/v3", "/v2/models", "/v2/models/iris/explain", "/v2/models//infer", "/v1/models/a/b"] {
+        for path in [
+            "/v3",
+            "/v2/models",
+            "/v2/models/iris/explain",
+            "/v2/models//infer",
+            "/v1/models/a/b",
+            "/v2/repository/models/iris/reload",
+            "/v2/repository/models//load",
+        ] {
             let err = route(&Method::POST, path).unwrap_err();
             assert_eq!(err.status(), http::StatusCode::NOT_FOUND, "{path}");
         }

@@ -18,6 +18,7 @@ use super::batch;
 use super::inline::{self, RunCost};
 use super::onnx;
 use super::spec::ModelSpec;
+use super::stats::{Phases, Stats};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -39,9 +40,23 @@ pub struct Executor {
     inline: Option<Arc<Sessions>>,
 }
 
+/// What one request's run gave: its outputs (every one, in graph order), when the run started and
+/// how long its phases took (a batched run's, shared by the requests in the batch).
+#[derive(Debug)]
+pub struct Ran {
+    /// Outputs in graph order.
+    pub outputs: Vec<Tensor>,
+    /// When the run started.
+    pub started: Instant,
+    /// The run's phases.
+    pub phases: Phases,
+}
+
 /// The model's sessions, each used by its thread or, while free, by an async worker running a small job inline.
 struct Sessions {
     spec: Arc<ModelSpec>,
+    /// The model's statistics, which count every run.
+    stats: Arc<Stats>,
     sessions: Vec<Mutex<Session>>,
     cost: RunCost,
     /// Where the next inline job starts looking for a free session.
@@ -59,25 +74,30 @@ impl Sessions {
         (0..self.sessions.len()).find_map(|i| self.sessions[(start + i) % self.sessions.len()].try_lock().ok())
     }
 
-    /// Runs `inputs` on `session`, timing it into the model's run cost.
-    fn run(&self, session: &mut Session, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    /// Runs `inputs` on `session`, timing it into the model's run cost and statistics.
+    fn run(&self, session: &mut Session, inputs: Vec<Tensor>) -> Result<Ran> {
         let elements = elements_of(&inputs);
+        let rows = if self.spec.batchable() { inputs.first().map_or(1, Tensor::rows) } else { 1 };
         let started = Instant::now();
-        let outputs = onnx::run(session, &self.spec, inputs);
+        let ran = onnx::run(session, &self.spec, inputs);
         self.cost.observe(started.elapsed(), elements);
-        outputs
+        let (outputs, phases) = ran?;
+        self.stats.execution(rows as u64, &phases);
+        Ok(Ran { outputs, started, phases })
     }
 }
 
 struct Job {
     inputs: Vec<Tensor>,
-    reply: oneshot::Sender<Result<Vec<Tensor>>>,
+    reply: oneshot::Sender<Result<Ran>>,
 }
 
 impl Executor {
-    /// Starts one thread per session. `queue` bounds the jobs waiting for a thread.
+    /// Starts one thread per session. `queue` bounds the jobs waiting for a thread; every run is
+    /// counted in `stats`.
     pub fn start(
         spec: Arc<ModelSpec>,
+        stats: Arc<Stats>,
         sessions: Vec<Session>,
         batching: Option<BatchConfig>,
         queue: usize,
@@ -86,6 +106,7 @@ impl Executor {
         let (jobs, receiver) = crossbeam_channel::bounded(queue);
         let shared = Arc::new(Sessions {
             spec: spec.clone(),
+            stats,
             sessions: sessions.into_iter().map(Mutex::new).collect(),
             cost: RunCost::default(),
             next: AtomicUsize::new(0),
@@ -103,8 +124,9 @@ impl Executor {
         Ok(Executor { model: spec.name.as_str().into(), jobs, inline: batching.is_none().then_some(shared) })
     }
 
-    /// Runs one request's inputs (checked, in graph order) and returns every output in graph order.
-    pub async fn infer(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+    /// Runs one request's inputs (checked, in graph order) and returns every output in graph
+    /// order, with the run's timing.
+    pub async fn infer(&self, inputs: Vec<Tensor>) -> Result<Ran> {
         if let Some(shared) = &self.inline
             && shared.cost.fits(elements_of(&inputs), inline::INLINE_BUDGET)
             && let Some(mut session) = shared.try_free()
@@ -182,13 +204,14 @@ impl Worker {
         }
         let rows: Vec<usize> = group.iter().map(rows_of).collect();
         let stacked = batch::stack(group.iter().map(|job| job.inputs.as_slice()));
-        let outcome = shared
-            .run(&mut session, stacked)
-            .and_then(|outputs| batch::split(outputs, &rows).map_err(Error::Inference));
+        let outcome = shared.run(&mut session, stacked).and_then(|ran| {
+            let per_request = batch::split(ran.outputs, &rows).map_err(Error::Inference)?;
+            Ok((per_request, ran.started, ran.phases))
+        });
         match outcome {
-            Ok(per_request) => {
+            Ok((per_request, started, phases)) => {
                 for (job, outputs) in group.into_iter().zip(per_request) {
-                    let _ = job.reply.send(Ok(outputs));
+                    let _ = job.reply.send(Ok(Ran { outputs, started, phases }));
                 }
             }
             Err(e) => {

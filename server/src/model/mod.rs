@@ -7,11 +7,12 @@ mod inline;
 mod onnx;
 mod repository;
 mod spec;
+pub mod stats;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-pub use executor::{BatchConfig, Executor};
+pub use executor::{BatchConfig, Executor, Ran};
 pub use repository::{MODEL_FILE, ModelSource, discover};
 pub use spec::{ModelSpec, TensorSpec};
 
@@ -47,6 +48,20 @@ pub struct LoadOptions {
     pub batching: Option<BatchConfig>,
     /// Jobs that may wait for an inference thread, per model.
     pub queue: usize,
+    /// The batch size a model that batches advertises (Triton's `max_batch_size`): the batcher's
+    /// when it is on, and the same flag's value when it is off (the server then takes any size).
+    pub max_batch_size: usize,
+}
+
+/// How a loaded model is served: what its Triton configuration describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Serving {
+    /// Inference threads, each with its own session.
+    pub instances: usize,
+    /// The batch size advertised when the model batches.
+    pub max_batch_size: usize,
+    /// Dynamic batching, when it is on for this model.
+    pub batching: Option<BatchConfig>,
 }
 
 /// A model that is loaded and can serve.
@@ -55,6 +70,10 @@ pub struct LoadedModel {
     pub spec: Arc<ModelSpec>,
     /// Its inference threads.
     pub executor: Executor,
+    /// How it is served.
+    pub serving: Serving,
+    /// Its statistics.
+    pub stats: Arc<stats::Stats>,
 }
 
 /// Every model the server was started with; each becomes loaded once.
@@ -90,6 +109,11 @@ impl Models {
         let mut names: Vec<&str> = self.slots.keys().map(String::as_str).collect();
         names.sort_unstable();
         names
+    }
+
+    /// Every model's name and, once it is loaded, the model, sorted by name.
+    pub fn index(&self) -> Vec<(&str, Option<&LoadedModel>)> {
+        self.names().into_iter().map(|name| (name, self.slots[name].1.get())).collect()
     }
 
     /// True once every model is loaded.
@@ -145,6 +169,15 @@ fn load(
         }
         ok
     });
-    let executor = Executor::start(spec.clone(), sessions, batching, options.queue, metrics.batch_sizes(&spec.name))?;
-    Ok(LoadedModel { spec, executor })
+    let stats = Arc::new(stats::Stats::default());
+    let serving = Serving { instances: sessions.len(), max_batch_size: options.max_batch_size, batching };
+    let executor = Executor::start(
+        spec.clone(),
+        stats.clone(),
+        sessions,
+        batching,
+        options.queue,
+        metrics.batch_sizes(&spec.name),
+    )?;
+    Ok(LoadedModel { spec, executor, serving, stats })
 }

@@ -1,11 +1,13 @@
 //! The ONNX Runtime adapter: load a session, read its signature, run it on [`Tensor`]s.
 
 use std::path::Path;
+use std::time::Instant;
 
 use ort::session::{Session, builder::GraphOptimizationLevel};
 use ort::value::{DynValue, Outlet, PrimitiveTensorElementType, TensorElementType, ValueType};
 
 use super::spec::{ModelSpec, TensorSpec};
+use super::stats::Phases;
 use crate::error::{Error, Result};
 use crate::tensor::data::each;
 use crate::tensor::{Datatype, Tensor, TensorData};
@@ -63,20 +65,25 @@ fn datatype_of(ty: TensorElementType) -> Option<Datatype> {
     })
 }
 
-/// Runs the session on inputs already checked against `spec` (graph order); returns every output in graph order.
-pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+/// Runs the session on inputs already checked against `spec` (graph order); returns every output
+/// in graph order, and how long each phase took.
+pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, Phases)> {
+    let started = Instant::now();
     let values = inputs
         .into_iter()
         .map(|t| Ok((t.name, to_value(t.shape, t.data)?)))
         .collect::<ort::Result<Vec<(String, DynValue)>>>()
         .map_err(|e| Error::Inference(e.to_string()))?;
+    let converted = Instant::now();
     let outputs = session.run(values).map_err(|e| match e.code() {
         // Everything about the request was checked before it ran, so ONNX Runtime refusing an
         // argument now means a value the model cannot take (a Gather index out of range).
         ort::ErrorCode::InvalidArgument => Error::invalid(format!("the model refused the input: {e}")),
         _ => Error::Inference(e.to_string()),
     })?;
-    spec.outputs
+    let ran = Instant::now();
+    let tensors = spec
+        .outputs
         .iter()
         .map(|out| {
             let value = outputs
@@ -84,7 +91,9 @@ pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Resu
                 .ok_or_else(|| Error::Inference(format!("the runtime returned no output '{}'", out.name)))?;
             from_value(&out.name, out.datatype, value).map_err(|e| Error::Inference(e.to_string()))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let phases = Phases { input: converted - started, infer: ran - converted, output: ran.elapsed() };
+    Ok((tensors, phases))
 }
 
 fn to_value(shape: Vec<usize>, data: TensorData) -> ort::Result<DynValue> {
