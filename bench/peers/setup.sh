@@ -7,6 +7,12 @@
 #                         bench/peers/kserve_storage_fetch.py) + huggingface_hub + boto3,
 #                         and onnx + onnxruntime + numpy for bench/models/gen_models.py
 #                         (not in the default set: PEERS=kserve-storage)
+#   .bench/kserve-runtimes-venv  kserve + scikit-learn, xgboost-cpu, lightgbm, and on its path
+#                         bench/peers/kserve-runtimes: stand-ins for KServe's sklearnserver, xgbserver
+#                         and lgbserver (not on PyPI), which skiff up's built-in image map runs as
+#                         `python3 -m <module>` (not in the default set: PEERS=kserve-runtimes)
+#   .bench/triton-venv    tritonclient[http,grpc] (NVIDIA's Triton clients) + numpy, for
+#                         tests/conformance/triton_clients.py (not in the default set: PEERS=triton)
 # Run from anywhere; paths are relative to the repository root. Idempotent: a
 # venv whose stamp matches the pinned requirements is left alone.
 # Dependencies are held to constraints-*.txt (a verified pip freeze) so a new
@@ -26,6 +32,11 @@ KSERVE_REQS=(kserve==0.21.0 onnxruntime==1.31.1 numpy==2.4.6)
 MLSERVER_REQS=(mlserver==1.7.1 onnxruntime==1.31.1 numpy==2.4.6 uvloop==0.21.0)
 KSERVE_STORAGE_REQS=(kserve-storage==0.21.0 huggingface_hub==2.4.0 boto3==1.44.8
   onnx==1.23.2 onnxruntime==1.31.1 numpy==2.4.6)
+
+KSERVE_RUNTIMES_REQS=(kserve==0.21.0 numpy==2.4.6 scikit-learn==1.9.1 xgboost-cpu==3.2.0 lightgbm==4.7.0
+  joblib==1.6.0)
+
+TRITON_REQS=("tritonclient[http,grpc]==2.73.0" numpy==2.4.6)
 
 pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
@@ -67,6 +78,14 @@ install_peer() {
   echo "setup.sh: $name ready"
 }
 
+# Puts bench/peers/kserve-runtimes on the kserve-runtimes venv's module path (every run: the
+# checkout may have moved).
+runtimes_path() {
+  local site
+  site=$("$root/.bench/kserve-runtimes-venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$here/kserve-runtimes" > "$site/skiff-kserve-runtimes.pth"
+}
+
 ok=0
 failed=0
 for peer in $peers; do
@@ -74,7 +93,9 @@ for peer in $peers; do
     kserve) install_peer kserve 10 13 "${KSERVE_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
     mlserver) install_peer mlserver 9 12 "${MLSERVER_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
     kserve-storage) install_peer kserve-storage 10 13 "${KSERVE_STORAGE_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
-    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver kserve-storage)" >&2; failed=$((failed + 1)) ;;
+    kserve-runtimes) install_peer kserve-runtimes 10 13 "${KSERVE_RUNTIMES_REQS[@]}" && runtimes_path && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
+    triton) install_peer triton 10 13 "${TRITON_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
+    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver kserve-storage triton kserve-runtimes)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 

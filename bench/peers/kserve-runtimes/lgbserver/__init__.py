@@ -1,0 +1,1 @@
+"""A stand-in for KServe's lgbserver (see skiff_kserve_runtime)."""

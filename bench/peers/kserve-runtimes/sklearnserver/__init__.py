@@ -1,0 +1,1 @@
+"""A stand-in for KServe's sklearnserver (see skiff_kserve_runtime)."""

@@ -1,0 +1,1 @@
+"""A stand-in for KServe's xgbserver (see skiff_kserve_runtime)."""
