@@ -13,8 +13,6 @@
 #                         `python3 -m <module>` (not in the default set: PEERS=kserve-runtimes)
 #   .bench/triton-venv    tritonclient[http,grpc] (NVIDIA's Triton clients) + numpy, for
 #                         tests/conformance/triton_clients.py (not in the default set: PEERS=triton)
-#   .bench/triton-venv    tritonclient[http,grpc] (NVIDIA's Triton clients) + numpy, for
-#                         tests/conformance/triton_clients.py (not in the default set: PEERS=triton)
 # Run from anywhere; paths are relative to the repository root. Idempotent: a
 # venv whose stamp matches the pinned requirements is left alone.
 # Dependencies are held to constraints-*.txt (a verified pip freeze) so a new
@@ -37,8 +35,6 @@ KSERVE_STORAGE_REQS=(kserve-storage==0.21.0 huggingface_hub==2.4.0 boto3==1.44.8
 
 KSERVE_RUNTIMES_REQS=(kserve==0.21.0 numpy==2.4.6 scikit-learn==1.9.1 xgboost-cpu==3.2.0 lightgbm==4.7.0
   joblib==1.6.0)
-
-TRITON_REQS=("tritonclient[http,grpc]==2.73.0" numpy==2.4.6)
 
 TRITON_REQS=("tritonclient[http,grpc]==2.73.0" numpy==2.4.6)
 
@@ -99,8 +95,7 @@ for peer in $peers; do
     kserve-storage) install_peer kserve-storage 10 13 "${KSERVE_STORAGE_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
     kserve-runtimes) install_peer kserve-runtimes 10 13 "${KSERVE_RUNTIMES_REQS[@]}" && runtimes_path && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
     triton) install_peer triton 10 13 "${TRITON_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
-    triton) install_peer triton 10 13 "${TRITON_REQS[@]}" && ok=$((ok + 1)) || failed=$((failed + 1)) ;;
-    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver kserve-storage triton triton kserve-runtimes)" >&2; failed=$((failed + 1)) ;;
+    *) echo "setup.sh: unknown peer '$peer' (known: kserve mlserver kserve-storage triton kserve-runtimes)" >&2; failed=$((failed + 1)) ;;
   esac
 done
 
