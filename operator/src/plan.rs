@@ -31,6 +31,7 @@ use skiff_api::runtime::{
 use skiff_api::scaling::{ScalingInputs, component_scaling_spec};
 use skiff_api::serving::revision_ready;
 use skiff_api::settings::RevisionSettings;
+use skiff_api::shorthand::{expand, model_of};
 use skiff_api::status::Replicas;
 use skiff_api::traffic::{RolledOut, canary_percent, split};
 use skiff_api::validate::validate_for;
@@ -70,9 +71,10 @@ pub struct Runtimes<'a> {
 }
 
 /// Whether the InferenceService's predictor is served by a runtime rather than `skiff-server` (a
-/// `model` that is not ONNX, or that names a `runtime:`), so that its reconcile reads the runtimes.
+/// `model`, or the framework shorthand that stands for one, that is not ONNX or that names a
+/// `runtime:`), so that its reconcile reads the runtimes.
 pub fn needs_runtime(isvc: &InferenceServiceResource) -> bool {
-    isvc.spec.predictor.model.as_ref().is_some_and(|m| !uses_embedded_server(m))
+    model_of(&isvc.spec.predictor).ok().flatten().is_some_and(|m| !uses_embedded_server(&m))
 }
 
 /// The reason of the conditions of a spec that cannot be realised, unless a more precise one applies.
@@ -152,6 +154,11 @@ pub fn plan(input: Inputs) -> Plan {
     if let Err(e) = validate_for(&manifest, &input.platform.autoscaler, &input.platform.logger_sinks) {
         return refused(input, e.to_string());
     }
+    // A framework shorthand (`sklearn:`) is served as the `model` KServe's webhook makes of it.
+    let manifest = match expand(manifest) {
+        Ok(manifest) => manifest,
+        Err(e) => return refused(input, e.to_string()),
+    };
     let shared = Shared {
         input,
         manifest: &manifest,

@@ -1,47 +1,27 @@
-//! The shape of a pod a KServe ServingRuntime serves: the runtime's containers, the model's
-//! container fields merged over its serving container as KServe merges them, KServe's
-//! placeholders replaced, and the queue-proxy in front.
+//! The shape of a pod a KServe ServingRuntime serves: the runtime's containers as both modes build
+//! them ([`skiff_api::runtime::container::runtime_containers`]: the model's container fields merged
+//! over its serving container as KServe merges them, KServe's placeholders replaced), the model
+//! provided at [`RUNTIME_MODEL_DIR`], and the queue-proxy in front.
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
-use serde_json::Value;
+use k8s_openapi::api::core::v1::{EnvVar, PodSpec};
 use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::SelectedRuntime;
+use skiff_api::runtime::container::{Served, runtime_containers};
 
-use super::{
-    CONTAINER_NAME, RevisionRef, SERVER_PORT, queue_proxy::queue_proxy, serving_ports, storage::provision_model,
-};
+use super::{RevisionRef, SERVER_PORT, queue_proxy::queue_proxy, serving_ports, storage::provision_model};
 use crate::platform::Platform;
 
-/// Where a ServingRuntime's container finds the model (KServe's `DefaultModelLocalMountPath`; its
-/// runtimes pass `--model_dir=/mnt/models`).
-pub const RUNTIME_MODEL_DIR: &str = "/mnt/models";
-/// Container fields of `spec.predictor.model` laid over a ServingRuntime's container (KServe's
-/// `MergeRuntimeContainers`): lists of named things (`env`, `ports`) merged by name, `volumeMounts`
-/// by path, `args` and `envFrom` appended, `resources` merged per key, the rest replaced.
-const RUNTIME_CONTAINER_FIELDS: [&str; 12] = [
-    "resources",
-    "env",
-    "envFrom",
-    "securityContext",
-    "imagePullPolicy",
-    "volumeMounts",
-    "args",
-    "command",
-    "image",
-    "ports",
-    "readinessProbe",
-    "livenessProbe",
-];
+pub use skiff_api::runtime::container::RUNTIME_MODEL_DIR;
 
 /// The container of the ServingRuntime chosen for the model (KServe's predictor for a runtime):
-/// the runtime's container named `kserve-container` (else its first) serves, with the model's own
-/// container fields laid over it ([`RUNTIME_CONTAINER_FIELDS`]) and KServe's placeholders
-/// (`{{.Name}}`: the InferenceService, `{{.Namespace}}`) replaced in every runtime container; the
-/// model is provided at [`RUNTIME_MODEL_DIR`] as for `skiff-server` ([`provision_model`]); `PORT`
-/// is set to the port it serves on (its first declared port, else 8080) unless given; the runtime's
-/// other containers follow it, and the queue-proxy fronts it (concurrency, the in-flight gauge the
-/// autoscaler reads, the logger and the batcher), as for a custom container. The runtime's image
-/// is not Skiff's, so its root file system stays writable, as a custom container's does.
+/// the runtime's containers for the model ([`runtime_containers`]: `kserve-container`, else the
+/// first, serves, with the model's own container fields laid over it and KServe's placeholders
+/// replaced); the model is provided at [`RUNTIME_MODEL_DIR`] as for `skiff-server`
+/// ([`provision_model`]); `PORT` is set to the port it serves on (its first declared port, else
+/// 8080) unless given; the runtime's other containers follow it, and the queue-proxy fronts it
+/// (concurrency, the in-flight gauge the autoscaler reads, the logger and the batcher), as for a
+/// custom container. The runtime's image is not Skiff's, so its root file system stays writable, as
+/// a custom container's does.
 pub(super) fn runtime_server(
     revision: &RevisionRef,
     model: &ModelSpec,
@@ -51,25 +31,10 @@ pub(super) fn runtime_server(
     pod: &mut PodSpec,
 ) -> Result<(), String> {
     let at = format!("{} {:?}", runtime.kind, runtime.name);
-    let mut containers = runtime.spec.containers.clone();
-    if containers.is_empty() {
-        return Err(format!("spec.predictor.model.runtime: {at} has no containers"));
-    }
-    let serving = containers.iter().position(|c| c.name == CONTAINER_NAME).unwrap_or(0);
-    let first = containers.remove(serving);
-    containers.insert(0, first);
-    for container in &mut containers {
-        *container = replace_placeholders(container, &revision.service, &revision.namespace)
-            .map_err(|e| format!("spec.predictor.model.runtime: {at}: containers[{:?}]: {e}", container.name))?;
-    }
+    let served = Served { name: &revision.service, namespace: &revision.namespace };
+    let mut containers = runtime_containers(runtime.spec, model, served)
+        .map_err(|e| format!("spec.predictor.model.runtime: {at}: {e}"))?;
     let serving = &mut containers[0];
-    let mut value = serde_json::to_value(&*serving).map_err(|e| format!("{at}: {e}"))?;
-    for field in RUNTIME_CONTAINER_FIELDS {
-        if let Some(given) = model.other.get(field) {
-            merge_container_field(&mut value, field, given);
-        }
-    }
-    *serving = serde_json::from_value(value).map_err(|e| format!("spec.predictor.model: {e}"))?;
     if serving.ports.as_ref().is_none_or(Vec::is_empty) {
         serving.ports = Some(serving_ports());
     }
@@ -82,64 +47,6 @@ pub(super) fn runtime_server(
     containers.push(queue_proxy(upstream, revision, predictor, platform));
     pod.containers = containers;
     Ok(())
-}
-
-/// KServe's `ReplacePlaceholders`: `{{.Name}}` and `{{.Namespace}}` (spaces inside the braces
-/// allowed) anywhere in the container become the InferenceService's name and namespace.
-fn replace_placeholders(container: &Container, name: &str, namespace: &str) -> Result<Container, String> {
-    let mut text = serde_json::to_string(container).map_err(|e| e.to_string())?;
-    for (key, value) in [("Name", name), ("Namespace", namespace)] {
-        for pattern in [format!("{{{{.{key}}}}}"), format!("{{{{ .{key} }}}}")] {
-            text = text.replace(&pattern, value);
-        }
-    }
-    serde_json::from_str(&text).map_err(|e| e.to_string())
-}
-
-/// Lays the model's value of one container field over the runtime container's (as JSON), as
-/// [`RUNTIME_CONTAINER_FIELDS`] says.
-fn merge_container_field(container: &mut Value, field: &str, given: &Value) {
-    let Some(object) = container.as_object_mut() else { return };
-    let current = object.remove(field);
-    let merged = match (field, current, given) {
-        ("env" | "ports", Some(Value::Array(mut own)), Value::Array(theirs)) => {
-            merge_by_key(&mut own, theirs, "name");
-            Value::Array(own)
-        }
-        ("volumeMounts", Some(Value::Array(mut own)), Value::Array(theirs)) => {
-            merge_by_key(&mut own, theirs, "mountPath");
-            Value::Array(own)
-        }
-        ("args" | "envFrom", Some(Value::Array(mut own)), Value::Array(theirs)) => {
-            own.extend(theirs.iter().cloned());
-            Value::Array(own)
-        }
-        ("resources", Some(Value::Object(mut own)), Value::Object(theirs)) => {
-            for (kind, amounts) in theirs {
-                match (own.get_mut(kind), amounts) {
-                    (Some(Value::Object(mine)), Value::Object(amounts)) => {
-                        mine.extend(amounts.iter().map(|(k, v)| (k.clone(), v.clone())));
-                    }
-                    _ => {
-                        own.insert(kind.clone(), amounts.clone());
-                    }
-                }
-            }
-            Value::Object(own)
-        }
-        _ => given.clone(),
-    };
-    object.insert(field.to_owned(), merged);
-}
-
-/// `theirs` over `own`: an entry with the same `key` replaced in place, the others appended.
-fn merge_by_key(own: &mut Vec<Value>, theirs: &[Value], key: &str) {
-    for entry in theirs {
-        match own.iter_mut().find(|e| e.get(key).is_some() && e.get(key) == entry.get(key)) {
-            Some(existing) => *existing = entry.clone(),
-            None => own.push(entry.clone()),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -667,3 +667,25 @@ fn no_runtime_for_the_format_is_a_condition_naming_it_and_no_children_until_one_
     assert_eq!(reason.as_deref(), Some("RuntimeNotRecognized"));
     assert!(message.contains("\"missing\""), "{message}");
 }
+
+#[test]
+fn a_framework_shorthand_selects_the_runtime_its_model_would_among_kserves_defaults() {
+    let sample = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: sklearn-iris\n  namespace: ml\nspec:\n  predictor:\n    sklearn:\n      storageUri: gs://kfserving-examples/models/sklearn/1.0/model\n";
+    let mut c = Cluster::new(sample);
+    assert!(crate::plan::needs_runtime(&c.isvc), "the shorthand's model needs a runtime");
+    c.cluster_runtimes = skiff_api::runtime::defaults::kserve_runtimes().unwrap();
+    c.settle();
+    let rev = "sklearn-iris-predictor-00001";
+    assert_eq!(runtime_of(&c, rev).as_deref(), Some("ClusterServingRuntime/kserve-sklearnserver"));
+    assert_eq!(images(&c, rev), ["kserve/sklearnserver:v0.21.0", crate::platform::DEFAULT_QUEUE_PROXY_IMAGE]);
+
+    let onnx = sample
+        .replace("sklearn-iris", "iris")
+        .replace("sklearn:", "onnx:")
+        .replace("gs://kfserving-examples/models/sklearn/1.0/model", "file:///models/iris");
+    let mut c = Cluster::new(&onnx);
+    assert!(!crate::plan::needs_runtime(&c.isvc), "onnx: stays on skiff-server");
+    c.cluster_runtimes = skiff_api::runtime::defaults::kserve_runtimes().unwrap();
+    c.settle();
+    assert_eq!(images(&c, "iris-predictor-00001"), [crate::platform::DEFAULT_SERVER_IMAGE]);
+}
