@@ -105,9 +105,10 @@ impl skiff_http::HttpError for Error {
 
 impl Error {
     /// The gRPC status code, derived from the HTTP status so that both protocols answer one error
-    /// alike: [`Error::Unsupported`] → FAILED_PRECONDITION, any other 400 → INVALID_ARGUMENT, 404 → NOT_FOUND, 405 → UNIMPLEMENTED, 408 →
-    /// DEADLINE_EXCEEDED, 413 and a 503 worth retrying (overload, memory budget) →
-    /// RESOURCE_EXHAUSTED, any other 503 → UNAVAILABLE, the rest → INTERNAL.
+    /// alike: [`Error::Unsupported`] → FAILED_PRECONDITION, any other 400 → INVALID_ARGUMENT,
+    /// 404 → NOT_FOUND, 405 → UNIMPLEMENTED, 408 → DEADLINE_EXCEEDED, 413 and a 503 worth retrying
+    /// (overload, memory budget) → RESOURCE_EXHAUSTED, any other 503 → UNAVAILABLE, the rest →
+    /// INTERNAL.
     pub fn grpc_code(&self) -> tonic::Code {
         use skiff_http::HttpError;
         if let Error::Unsupported(_) = self {
