@@ -168,6 +168,13 @@ def config_problems(config, metadata):
     return problems
 
 
+def fresh(headers):
+    """A copy of `headers` for one call: tritonclient's HTTP `infer` adds its binary header
+    (Inference-Header-Content-Length) to the dict it is given, which would then go with the next
+    JSON request."""
+    return dict(headers) if headers else None
+
+
 def stats_of(stats, model):
     found = [s for s in stats["model_stats"] if s["name"] == model]
     return found[0] if found else {}
@@ -190,38 +197,38 @@ def grew(before, after, inferences, succeeded, failed):
 def http_checks(calls, args, cases):
     client = httpclient.InferenceServerClient(url=args.http, connection_timeout=30, network_timeout=30)
     h = {"Host": args.host} if args.host else None
-    calls.check(client.is_server_live(headers=h), "HTTP server live")
-    calls.check(client.is_server_ready(headers=h), "HTTP server ready")
-    meta = client.get_server_metadata(headers=h)
+    calls.check(client.is_server_live(headers=fresh(h)), "HTTP server live")
+    calls.check(client.is_server_ready(headers=fresh(h)), "HTTP server ready")
+    meta = client.get_server_metadata(headers=fresh(h))
     calls.check(meta["name"] == "skiff-server" and EXTENSIONS <= set(meta["extensions"]),
                 f"HTTP server metadata: {meta['name']} {meta['extensions']}")
     for model in args.models:
-        calls.check(client.is_model_ready(model, headers=h), f"HTTP model ready {model}")
-        metadata = client.get_model_metadata(model, headers=h)
+        calls.check(client.is_model_ready(model, headers=fresh(h)), f"HTTP model ready {model}")
+        metadata = client.get_model_metadata(model, headers=fresh(h))
         calls.check(metadata["name"] == model and metadata["platform"] == "onnxruntime_onnx",
                     f"HTTP model metadata {model}")
-        problems = config_problems(client.get_model_config(model, headers=h), metadata)
+        problems = config_problems(client.get_model_config(model, headers=fresh(h)), metadata)
         calls.check(not problems, f"HTTP model config {model} {problems or 'follows the graph'}")
-    calls.check(not client.is_model_ready("no-such-model", headers=h), "HTTP model ready: unknown model is false")
-    calls.check(not client.is_model_ready(args.models[0], "7", headers=h),
+    calls.check(not client.is_model_ready("no-such-model", headers=fresh(h)), "HTTP model ready: unknown model is false")
+    calls.check(not client.is_model_ready(args.models[0], "7", headers=fresh(h)),
                 "HTTP model ready: unknown version is false")
-    before = {m: stats_of(client.get_inference_statistics(m, headers=h), m) for m in args.models}
+    before = {m: stats_of(client.get_inference_statistics(m, headers=fresh(h)), m) for m in args.models}
     calls.check(all(before.values()), "HTTP statistics before: one entry per model")
     for case in cases:
         for binary in (True, False):
             kind = "binary" if binary else "JSON"
             result = client.infer(case.model, case.http_inputs(binary), outputs=case.http_outputs(binary),
-                                  request_id=f"{case.model}-{case.name}-{kind}", headers=h)
+                                  request_id=f"{case.model}-{case.name}-{kind}", headers=fresh(h))
             wrong = case.differences(result)
             calls.check(not wrong and result.get_response()["id"] == f"{case.model}-{case.name}-{kind}",
                         f"HTTP infer {case.model}/{case.name} ({kind}): {wrong or 'matches ONNX Runtime'}")
-    every = client.get_inference_statistics(headers=h)
+    every = client.get_inference_statistics(headers=fresh(h))
     for model in args.models:
         rows = sum(c.rows for c in cases if c.model == model) * 2
         made = len([c for c in cases if c.model == model]) * 2
         calls.check(grew(before[model], stats_of(every, model), rows, made, 0),
                     f"HTTP statistics {model}: +{rows} inferences, +{made} successes")
-    index = client.get_model_repository_index(headers=h)
+    index = client.get_model_repository_index(headers=fresh(h))
     served = {m["name"]: m.get("state") for m in index}
     calls.check(all(served.get(m) == "READY" for m in args.models), f"HTTP repository index {served}")
     http_errors(calls, client, args, cases, h)
@@ -230,26 +237,26 @@ def http_checks(calls, args, cases):
 
 def http_errors(calls, client, args, cases, h):
     case = cases[0]
-    calls.raises(lambda: client.infer("no-such-model", case.http_inputs(True), headers=h),
+    calls.raises(lambda: client.infer("no-such-model", case.http_inputs(True), headers=fresh(h)),
                  "HTTP infer unknown model", "404", "no-such-model")
     name, (datatype, value) = next(iter(case.inputs.items()))
     wrong = httpclient.InferInput(name, [1, 1], datatype)
     wrong.set_data_from_numpy(value.reshape(-1)[:1].reshape(1, 1), binary_data=False)
-    calls.raises(lambda: client.infer(case.model, [wrong], headers=h), "HTTP infer wrong shape", "400", f"'{name}'")
+    calls.raises(lambda: client.infer(case.model, [wrong], headers=fresh(h)), "HTTP infer wrong shape", "400", f"'{name}'")
     if args.error_model:
         index = httpclient.InferInput("index", [1, 1], "INT64")
         index.set_data_from_numpy(np.array([[9]], dtype=np.int64))
-        before = stats_of(client.get_inference_statistics(args.error_model, headers=h), args.error_model)
-        calls.raises(lambda: client.infer(args.error_model, [index], headers=h),
+        before = stats_of(client.get_inference_statistics(args.error_model, headers=fresh(h)), args.error_model)
+        calls.raises(lambda: client.infer(args.error_model, [index], headers=fresh(h)),
                      "HTTP infer index past the table", "400", "the model refused the input")
-        after = stats_of(client.get_inference_statistics(args.error_model, headers=h), args.error_model)
+        after = stats_of(client.get_inference_statistics(args.error_model, headers=fresh(h)), args.error_model)
         calls.check(grew(before, after, 0, 0, 1), f"HTTP statistics {args.error_model}: +1 failure")
-    calls.raises(lambda: client.get_model_config("no-such-model", headers=h), "HTTP config unknown model", "404")
-    client.load_model(args.models[0], headers=h)
+    calls.raises(lambda: client.get_model_config("no-such-model", headers=fresh(h)), "HTTP config unknown model", "404")
+    client.load_model(args.models[0], headers=fresh(h))
     calls.check(True, f"HTTP load {args.models[0]} (served already)")
-    calls.raises(lambda: client.load_model("no-such-model", headers=h), "HTTP load unknown model",
+    calls.raises(lambda: client.load_model("no-such-model", headers=fresh(h)), "HTTP load unknown model",
                  "load/unload is not supported")
-    calls.raises(lambda: client.unload_model(args.models[0], headers=h), "HTTP unload",
+    calls.raises(lambda: client.unload_model(args.models[0], headers=fresh(h)), "HTTP unload",
                  "load/unload is not supported")
 
 
@@ -336,22 +343,22 @@ def stream_checks(calls, client, args, cases):
 async def http_aio_checks(calls, args, cases):
     client = httpaio.InferenceServerClient(url=args.http, conn_timeout=30)
     h = {"Host": args.host} if args.host else None
-    calls.check(await client.is_server_live(headers=h), "HTTP aio server live")
-    calls.check(await client.is_server_ready(headers=h), "HTTP aio server ready")
-    calls.check(not await client.is_model_ready("no-such-model", headers=h), "HTTP aio model ready: unknown is false")
+    calls.check(await client.is_server_live(headers=fresh(h)), "HTTP aio server live")
+    calls.check(await client.is_server_ready(headers=fresh(h)), "HTTP aio server ready")
+    calls.check(not await client.is_model_ready("no-such-model", headers=fresh(h)), "HTTP aio model ready: unknown is false")
     for model in args.models:
-        metadata = await client.get_model_metadata(model, headers=h)
-        problems = config_problems(await client.get_model_config(model, headers=h), metadata)
+        metadata = await client.get_model_metadata(model, headers=fresh(h))
+        problems = config_problems(await client.get_model_config(model, headers=fresh(h)), metadata)
         calls.check(not problems, f"HTTP aio model config {model} {problems or 'follows the graph'}")
     for case in cases:
-        result = await client.infer(case.model, case.http_inputs(True), outputs=case.http_outputs(True), headers=h)
+        result = await client.infer(case.model, case.http_inputs(True), outputs=case.http_outputs(True), headers=fresh(h))
         wrong = case.differences(result)
         calls.check(not wrong, f"HTTP aio infer {case.model}/{case.name}: {wrong or 'matches ONNX Runtime'}")
-    stats = await client.get_inference_statistics(headers=h)
+    stats = await client.get_inference_statistics(headers=fresh(h))
     calls.check(all(counts(stats_of(stats, m))[1] > 0 for m in args.models), "HTTP aio statistics: every model served")
-    index = await client.get_model_repository_index(headers=h)
+    index = await client.get_model_repository_index(headers=fresh(h))
     calls.check(set(args.models) <= {m["name"] for m in index}, "HTTP aio repository index")
-    await calls.araises(lambda: client.unload_model(args.models[0], headers=h), "HTTP aio unload",
+    await calls.araises(lambda: client.unload_model(args.models[0], headers=fresh(h)), "HTTP aio unload",
                         "load/unload is not supported")
     await client.close()
 
