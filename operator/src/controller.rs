@@ -8,7 +8,9 @@
 //! ConfigMap's, re-check every InferenceService) and, with leader election, reconciles only while this
 //! replica holds the Lease. An InferenceService served by a runtime has the ServingRuntimes of its
 //! namespace and the ClusterServingRuntimes listed at each reconcile (none where the CRDs are not
-//! installed); the others never read them.
+//! installed); the others never read them. An InferenceService whose revisions have the `hpa` or
+//! `keda` autoscaler class has their HPAs or KEDA ScaledObjects listed, applied after the
+//! Deployments they are owned by, and deleted with them ([`crate::scalers`]).
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -192,6 +194,14 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
     let (due, next) = ctx.retiring.due(&uid, &plan.delete, ctx.retention);
     let collections = due.iter().map(|revision| collect(&deployments, &services, revision, &ctx.metrics));
     futures::future::try_join_all(collections).await?;
+    // A collected revision's HPA or ScaledObject goes with it at once (its owner reference would
+    // have the garbage collector remove it a moment later).
+    let scaler_deletes = due.iter().flat_map(|revision| {
+        let hpa = needs.hpa.then(|| delete_ignoring_absent(&hpas, revision).boxed());
+        let keda = (needs.keda && observed_scaled.is_some()).then(|| delete_ignoring_absent(&scaled, revision).boxed());
+        hpa.into_iter().chain(keda)
+    });
+    futures::future::try_join_all(scaler_deletes).await?;
     // Pods are not watched: one that is not Ready is looked at again soon, so that a model that
     // does not load is reported (ModelLoadFailed) without waiting for the resync.
     let written = plan.status.as_ref().or(isvc.status.as_ref());
@@ -524,6 +534,9 @@ async fn reconcile_all(client: Client, settings: &Settings, metrics: Arc<Metrics
         .await;
     tracing::info!("controller stopped");
 }
+
+#[cfg(test)]
+mod class_tests;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,8 @@
 //! that checks each call a reconcile makes against a script (in order between steps, in any order
 //! within a step, where the reconcile sends them together) and answers it as the API server
 //! would, from the objects it holds: lists, server-side applies (stored with the fields the
-//! server sets), the status written on the resourceVersion read (a 409 otherwise), deletions.
+//! server sets), the status written on the resourceVersion read (a 409 otherwise), deletions;
+//! KEDA's ScaledObjects answer 404 unless [`ApiServer::keda`] says its CRD is installed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,9 @@ use std::time::Duration;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
+use kube::api::DynamicObject;
 use kube::client::Body;
 use kube::runtime::reflector;
 use kube::{Client, ResourceExt};
@@ -78,6 +81,12 @@ pub struct ApiServer {
     pub accounts: Vec<ServiceAccount>,
     /// The Secrets of its namespace.
     pub secrets: Vec<Secret>,
+    /// Its revisions' HorizontalPodAutoscalers.
+    pub hpas: Vec<HorizontalPodAutoscaler>,
+    /// Its revisions' KEDA ScaledObjects.
+    pub scaled_objects: Vec<DynamicObject>,
+    /// Whether KEDA's ScaledObject CRD is installed (its calls are 404 otherwise).
+    pub keda: bool,
     /// The bodies of the calls answered, in order.
     pub bodies: Vec<(Call, Value)>,
     version: u64,
@@ -93,6 +102,9 @@ impl ApiServer {
             pods: Vec::new(),
             accounts: Vec::new(),
             secrets: Vec::new(),
+            hpas: Vec::new(),
+            scaled_objects: Vec::new(),
+            keda: false,
             bodies: Vec::new(),
             version: 1,
         }
@@ -162,6 +174,30 @@ impl ApiServer {
             ("GET", [.., "services"]) => (StatusCode::OK, list("v1", "ServiceList", &self.services, version)),
             ("GET", [.., "pods"]) => (StatusCode::OK, list("v1", "PodList", &self.pods, version)),
             ("GET", [.., "servingruntimes" | "clusterservingruntimes"]) => not_found(),
+            ("GET", [.., "horizontalpodautoscalers"]) => {
+                (StatusCode::OK, list("autoscaling/v2", "HorizontalPodAutoscalerList", &self.hpas, version))
+            }
+            (_, [.., "scaledobjects"] | [.., "scaledobjects", _]) if !self.keda => not_found(),
+            ("GET", [.., "scaledobjects"]) => {
+                (StatusCode::OK, list("keda.sh/v1alpha1", "ScaledObjectList", &self.scaled_objects, version))
+            }
+            ("PATCH", [.., "horizontalpodautoscalers", name]) => {
+                (StatusCode::OK, store(&mut self.hpas, name, body, &json!({}), version))
+            }
+            ("PATCH", [.., "scaledobjects", name]) => {
+                (StatusCode::OK, store(&mut self.scaled_objects, name, body, &json!({}), version))
+            }
+            ("DELETE", [.., kind @ ("horizontalpodautoscalers" | "scaledobjects"), name]) => {
+                let before = self.hpas.len() + self.scaled_objects.len();
+                match *kind {
+                    "horizontalpodautoscalers" => self.hpas.retain(|h| h.name_any() != *name),
+                    _ => self.scaled_objects.retain(|s| s.name_any() != *name),
+                }
+                if before == self.hpas.len() + self.scaled_objects.len() {
+                    return not_found();
+                }
+                (StatusCode::OK, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}))
+            }
             ("GET", [.., "serviceaccounts", name]) => one(&self.accounts, name),
             ("GET", [.., "secrets", name]) => one(&self.secrets, name),
             ("PATCH", [.., "deployments", name]) => {
@@ -302,6 +338,42 @@ pub mod calls {
             "GET /apis/serving.kserve.io/v1alpha1/namespaces/ml/servingruntimes".into(),
             "GET /apis/serving.kserve.io/v1alpha1/clusterservingruntimes".into(),
         ]
+    }
+
+    /// The list of the InferenceService `iris`'s HPAs by its label.
+    pub fn list_hpas() -> Call {
+        "GET /apis/autoscaling/v2/namespaces/ml/horizontalpodautoscalers?labelSelector=serving.kserve.io/inferenceservice=iris"
+            .into()
+    }
+
+    /// The list of the InferenceService `iris`'s KEDA ScaledObjects by its label.
+    pub fn list_scaled_objects() -> Call {
+        "GET /apis/keda.sh/v1alpha1/namespaces/ml/scaledobjects?labelSelector=serving.kserve.io/inferenceservice=iris"
+            .into()
+    }
+
+    /// The server-side apply of an HPA.
+    pub fn apply_hpa(name: &str) -> String {
+        format!(
+            "PATCH /apis/autoscaling/v2/namespaces/ml/horizontalpodautoscalers/{name}?fieldManager=skiff-controller&force=true"
+        )
+    }
+
+    /// The server-side apply of a KEDA ScaledObject.
+    pub fn apply_scaled_object(name: &str) -> String {
+        format!(
+            "PATCH /apis/keda.sh/v1alpha1/namespaces/ml/scaledobjects/{name}?fieldManager=skiff-controller&force=true"
+        )
+    }
+
+    /// An HPA's deletion.
+    pub fn delete_hpa(name: &str) -> String {
+        format!("DELETE /apis/autoscaling/v2/namespaces/ml/horizontalpodautoscalers/{name}")
+    }
+
+    /// A KEDA ScaledObject's deletion.
+    pub fn delete_scaled_object(name: &str) -> String {
+        format!("DELETE /apis/keda.sh/v1alpha1/namespaces/ml/scaledobjects/{name}")
     }
 
     /// The server-side apply of a Deployment.

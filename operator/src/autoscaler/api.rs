@@ -1,5 +1,6 @@
 //! The autoscaler's HTTP endpoints for the activator (on the controller's admin port): a poke
-//! when a request waits for a revision at zero, and the held counts every second. Callers prove
+//! when a request waits for a revision at zero (which wakes a revision of another autoscaler's
+//! class, [`super::wake`]), and the held counts every second. Callers prove
 //! who they are with a ServiceAccount token, checked by a TokenReview (a passed check is kept
 //! for a minute); only the activator's ServiceAccount may call.
 
@@ -19,6 +20,7 @@ use skiff_dataplane::report::{Held, HeldReport, POKE_PATH, REPORT_PATH};
 use skiff_dataplane::runner::journal::Step;
 
 use super::Scaler;
+use super::wake::Wakes;
 
 /// How long a token that passed review is trusted without asking again.
 const REVIEW_TTL: Duration = Duration::from_secs(60);
@@ -28,6 +30,7 @@ pub const MAX_BODY: usize = 1 << 20;
 /// Answers the activator's calls.
 pub struct AutoscalerApi {
     runner: Arc<Scaler>,
+    wakes: Arc<Wakes>,
     reviews: Api<TokenReview>,
     allowed_user: String,
     passed: Mutex<HashMap<u64, Instant>>,
@@ -37,9 +40,15 @@ pub struct AutoscalerApi {
 type Refusal = (StatusCode, String);
 
 impl AutoscalerApi {
-    /// Calls from the ServiceAccount `allowed_user` (`system:serviceaccount:<ns>:<name>`) reach `runner`.
-    pub fn new(runner: Arc<Scaler>, reviews: Api<TokenReview>, allowed_user: String) -> AutoscalerApi {
-        AutoscalerApi { runner, reviews, allowed_user, passed: Mutex::new(HashMap::new()) }
+    /// Calls from the ServiceAccount `allowed_user` (`system:serviceaccount:<ns>:<name>`) reach
+    /// `runner`, or `wakes` for a revision another autoscaler scales.
+    pub fn new(
+        runner: Arc<Scaler>,
+        wakes: Arc<Wakes>,
+        reviews: Api<TokenReview>,
+        allowed_user: String,
+    ) -> AutoscalerApi {
+        AutoscalerApi { runner, wakes, reviews, allowed_user, passed: Mutex::new(HashMap::new()) }
     }
 
     /// The autoscaler's latest decision of every revision.
@@ -64,7 +73,9 @@ impl AutoscalerApi {
         match path {
             POKE_PATH => {
                 let held: Held = serde_json::from_slice(body).map_err(bad)?;
-                self.runner.poke(&held.key(), &held.from, held.held);
+                if !self.wakes.poke(&held.key()) {
+                    self.runner.poke(&held.key(), &held.from, held.held);
+                }
             }
             _ => {
                 let report: HeldReport = serde_json::from_slice(body).map_err(bad)?;

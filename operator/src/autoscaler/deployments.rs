@@ -54,6 +54,29 @@ impl Deployments {
     }
 }
 
+impl Deployments {
+    /// Scales `revision` from zero replicas to one, and only from zero: the write carries the
+    /// resourceVersion its count was read at, so a count set meanwhile (by an HPA, KEDA or anyone)
+    /// is never overwritten (the write fails with a conflict instead). Returns at once.
+    pub fn wake(&self, revision: &RevisionKey) {
+        let Some(deployment) = self.get(revision) else { return };
+        if deployment.spec.as_ref().and_then(|s| s.replicas).map_or(1, count) != 0 {
+            return;
+        }
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &revision.namespace);
+        let (revision, version) = (revision.clone(), deployment.resource_version());
+        tokio::spawn(async move {
+            let params = PatchParams { field_manager: Some(AUTOSCALER_FIELD_MANAGER.into()), ..PatchParams::default() };
+            let patch = Patch::Merge(json!({"metadata": {"resourceVersion": version}, "spec": {"replicas": 1}}));
+            match api.patch_scale(&revision.name, &params, &patch).await {
+                Ok(_) => tracing::info!(%revision, "woken from zero for a held request; its own autoscaler decides on"),
+                Err(kube::Error::Api(e)) if e.code == 409 => tracing::debug!(%revision, "scaled meanwhile; not woken"),
+                Err(e) => tracing::warn!(%revision, error = %e, "cannot wake"),
+            }
+        });
+    }
+}
+
 /// Whether the autoscaler has written `spec.replicas` of `deployment` (it took it over once).
 pub fn scaled_by_autoscaler(deployment: &Deployment) -> bool {
     deployment.managed_fields().iter().any(|entry| {
@@ -136,6 +159,56 @@ mod tests {
         assert!(scaled_by_autoscaler(&deployment(AUTOSCALER_FIELD_MANAGER)));
         assert!(!scaled_by_autoscaler(&deployment("kubectl")), "someone else's replicas");
         assert!(!scaled_by_autoscaler(&Deployment::default()));
+    }
+
+    /// A revision Deployment at `replicas`, read at resourceVersion 7.
+    fn at(replicas: i32) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "r", "namespace": "ml", "resourceVersion": "7"},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}},
+        }))
+        .unwrap()
+    }
+
+    /// `Deployments` over a mocked API server, its store holding `deployment`.
+    fn backend(
+        deployment: Deployment,
+    ) -> (
+        Arc<Deployments>,
+        tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>,
+    ) {
+        let (service, handle) = tower_test::mock::pair();
+        let (store, mut writer) = kube::runtime::reflector::store();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(deployment));
+        (Deployments::new(Client::new(service, "ml"), store), handle)
+    }
+
+    #[tokio::test]
+    async fn a_revision_at_zero_is_woken_to_one_replica_only_from_the_count_read() {
+        use http_body_util::BodyExt;
+
+        let (deployments, mut handle) = backend(at(0));
+        deployments.wake(&RevisionKey::new("ml", "r"));
+        let (request, respond) = handle.next_request().await.expect("a scale write");
+        assert_eq!(request.method(), http::Method::PATCH);
+        assert_eq!(request.uri().path(), "/apis/apps/v1/namespaces/ml/deployments/r/scale");
+        assert!(request.uri().query().unwrap().contains("fieldManager=skiff-autoscaler"));
+        let body = request.into_body().collect().await.unwrap().to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "7"}, "spec": {"replicas": 1}}),
+            "only from the count read"
+        );
+        let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "r"}, "spec": {"replicas": 1}});
+        respond.send_response(http::Response::new(kube::client::Body::from(scale.to_string().into_bytes())));
+
+        // A revision with replicas (its HPA's, or pods still starting) is never touched.
+        let (deployments, mut handle) = backend(at(2));
+        deployments.wake(&RevisionKey::new("ml", "r"));
+        deployments.wake(&RevisionKey::new("ml", "unknown"));
+        drop(deployments);
+        assert!(handle.next_request().await.is_none(), "no write");
     }
 
     #[test]

@@ -9,12 +9,15 @@
 //! the live `autoscaler` key of `inferenceservice-config` (a change applies without a restart).
 //! Inputs: the pods' in-flight gauge or request counters ([`pods`]), and the activator's held
 //! requests ([`api`]). Output: `deployments/scale` ([`deployments`]). A restarted autoscaler
-//! resumes a running revision from its ready replicas instead of its initial scale.
+//! resumes a running revision from its ready replicas instead of its initial scale. A revision
+//! whose autoscaler class is not the KPA (`hpa`, `keda`, `external`, `none`) gets no decider: its
+//! replicas are left alone, except that a request held at zero wakes it to one ([`wake`]).
 
 pub mod api;
 pub mod decisions;
 pub mod deployments;
 pub mod pods;
+pub mod wake;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -40,6 +43,7 @@ use crate::platform::{CONFIG_MAP, Platform};
 use api::AutoscalerApi;
 use deployments::{Deployments, scaled_by_autoscaler};
 use pods::PodMetrics;
+use wake::Wakes;
 
 /// The autoscaler's runner on Kubernetes.
 pub type Scaler = Runner<Deployments, PodMetrics>;
@@ -70,12 +74,11 @@ pub async fn run(client: Client, namespace: &str, gate: Arc<OnceLock<Arc<Autosca
         || {},
     ));
     let (deployments, writer) = reflector::store();
-    let runner = Runner::new(
-        Deployments::new(client.clone(), deployments.clone()),
-        Arc::new(PodMetrics::new(endpoints)),
-        settings.tick_interval,
-    );
-    let _ = gate.set(Arc::new(AutoscalerApi::new(runner.clone(), Api::all(client.clone()), activator_user)));
+    let backend = Deployments::new(client.clone(), deployments.clone());
+    let runner = Runner::new(backend.clone(), Arc::new(PodMetrics::new(endpoints)), settings.tick_interval);
+    let wakes = Arc::new(Wakes::new(backend));
+    let api = AutoscalerApi::new(runner.clone(), wakes.clone(), Api::all(client.clone()), activator_user);
+    let _ = gate.set(Arc::new(api));
     let ticking = tokio::spawn(runner.clone().run());
     tracing::info!("autoscaler started");
 
@@ -87,13 +90,14 @@ pub async fn run(client: Client, namespace: &str, gate: Arc<OnceLock<Arc<Autosca
     loop {
         tokio::select! {
             event = stream.next() => match event {
-                Some(Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d))) => track(&runner, &d, &settings),
+                Some(Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d))) => track(&runner, &wakes, &d, &settings),
                 Some(Ok(watcher::Event::Delete(d))) => {
                     if let Some(key) = key_of(&d) {
                         runner.remove(&key);
+                        wakes.set(&key, false);
                     }
                 }
-                Some(Ok(watcher::Event::InitDone)) => forget_gone(&runner, &deployments),
+                Some(Ok(watcher::Event::InitDone)) => forget_gone(&runner, &wakes, &deployments),
                 Some(Ok(watcher::Event::Init)) => {}
                 Some(Err(e)) => tracing::warn!(error = %e, "Deployment watch failed; retrying"),
                 None => break,
@@ -104,7 +108,7 @@ pub async fn run(client: Client, namespace: &str, gate: Arc<OnceLock<Arc<Autosca
                     tracing::info!("config-autoscaler changed; applying it to every revision");
                     settings = now;
                     for d in deployments.state() {
-                        track(&runner, &d, &settings);
+                        track(&runner, &wakes, &d, &settings);
                     }
                 }
             }
@@ -130,10 +134,20 @@ fn key_of(deployment: &Deployment) -> Option<RevisionKey> {
     Some(RevisionKey::new(deployment.namespace()?, deployment.name_any()))
 }
 
-/// Starts (or updates) the decider of a revision Deployment.
-fn track(runner: &Scaler, deployment: &Deployment, config: &AutoscalerConfig) {
+/// Starts (or updates) the decider of a revision Deployment; for one of another autoscaler's
+/// class, stops any decider and leaves its replicas alone (it is only woken from zero).
+fn track(runner: &Scaler, wakes: &Wakes, deployment: &Deployment, config: &AutoscalerConfig) {
     let Some(key) = key_of(deployment) else { return };
     let inputs = ScalingInputs::from_annotations(deployment.annotations());
+    let class = inputs.class();
+    wakes.set(&key, !class.scaled_by_skiff());
+    if !class.scaled_by_skiff() {
+        if runner.contains(&key) {
+            runner.remove(&key);
+        }
+        tracing::debug!(revision = %key, class = class.name(), "left to its own autoscaler");
+        return;
+    }
     // Errors name the field of the revision's component (`spec.transformer.minReplicas`).
     let component = component_of(deployment.labels());
     let spec = match inputs.resolve_for(config, component.unwrap_or(Component::Predictor)) {
@@ -156,8 +170,9 @@ fn track(runner: &Scaler, deployment: &Deployment, config: &AutoscalerConfig) {
 }
 
 /// After a (re)list: stops the deciders of revisions whose Deployment is gone.
-fn forget_gone(runner: &Scaler, deployments: &Store<Deployment>) {
+fn forget_gone(runner: &Scaler, wakes: &Wakes, deployments: &Store<Deployment>) {
     let live: BTreeSet<RevisionKey> = deployments.state().iter().filter_map(|d| key_of(d)).collect();
+    wakes.retain(|key| live.contains(key));
     for key in runner.revisions() {
         if !live.contains(&key) {
             runner.remove(&key);

@@ -74,7 +74,7 @@ fn a_switch_of_class_makes_the_new_object_and_deletes_what_no_revision_wants() {
     );
     assert_eq!(scaled["metadata"]["ownerReferences"][0]["name"], "iris-predictor-00002");
     // The hpa revision gone (collected): its HPA goes too, whoever is first (this or the garbage collector).
-    let after = plan(&[keda_revision.clone()], &first, &both.scaled_objects, true);
+    let after = plan(std::slice::from_ref(&keda_revision), &first, &both.scaled_objects, true);
     assert_eq!(after.delete_hpas, ["iris-predictor-00001"]);
     assert!(after.scaled_objects.is_empty() && after.delete_scaled_objects.is_empty());
     // Back to the KPA: the ScaledObject goes.
