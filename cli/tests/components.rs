@@ -7,7 +7,8 @@
 //! - the predictor's request logger, whose sink is an HTTP server here that checks every
 //!   CloudEvent's headers and body;
 //! - KServe's gRPC and REST clients through the router (`tests/conformance/kserve_clients.py`),
-//!   the first gRPC call scaling a revision from zero.
+//!   the first gRPC call scaling a revision from zero, then NVIDIA's Triton clients (HTTP and gRPC,
+//!   sync, asyncio and streams: `tests/conformance/triton_clients.py`) by the same Host and authority.
 //!
 //! Every component scales from zero on its own and back to zero.
 
@@ -70,6 +71,12 @@ if __name__ == "__main__":
 fn kserve_python() -> String {
     let python = repo().join(".bench/kserve-venv/bin/python");
     assert!(python.is_file(), "{} is missing: run `PEERS=kserve bench/peers/setup.sh`", python.display());
+    python.display().to_string()
+}
+
+fn triton_python() -> String {
+    let python = repo().join(".bench/triton-venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run `PEERS=triton bench/peers/setup.sh`", python.display());
     python.display().to_string()
 }
 
@@ -248,6 +255,25 @@ async fn transformer_explainer_logger_and_grpc_each_from_zero() {
     assert!(output.status.success(), "KServe's clients through the router failed (see above)");
     assert!(stdout.contains("ok   gRPC ModelInfer iris (raw contents): probabilities matches ONNX Runtime"));
     assert!(stdout.contains("ok   REST iris (binary_data=True): answered in binary"));
+
+    // NVIDIA's Triton clients by the same Host and authority (the router's Host routing; server-level
+    // paths and calls without an authority are the router's own).
+    let router = up.addr.to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(triton_python())
+            .arg(repo().join("tests/conformance/triton_clients.py"))
+            .args(["--http", &router, "--grpc", &router, "--host", "iris.default.example.com"])
+            .args(["--models", "iris", "--error-model", ""])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "Triton's clients through the router failed (see above)");
+    assert!(stdout.contains("ok   gRPC stream iris/five-rows in order: matches ONNX Runtime"));
+    assert!(stdout.contains("ok   HTTP model config iris follows the graph"));
 
     // Idle, every component goes back to zero on its own.
     up.wait_for("every component back at zero", Duration::from_secs(90), |s| all_at_zero(s, 4)).await;
