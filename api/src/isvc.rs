@@ -118,9 +118,10 @@ pub struct PredictorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = crate::validate::MAX_SCALE_TARGET))]
     pub scale_target: Option<i64>,
-    /// `concurrency` or `rps`.
+    /// `concurrency`, `rps`, `cpu` or `memory` (the last two: KServe's HPA metrics; the CRD admits
+    /// what KServe's does, and validation says which classes read which metric).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["concurrency", "rps"]))]
+    #[schemars(extend("enum" = ["concurrency", "rps", "cpu", "memory"]))]
     pub scale_metric: Option<String>,
     /// Requests one replica handles at once; 0 = unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,9 +151,12 @@ pub struct PredictorSpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = crate::schema::model)]
 pub struct ModelSpec {
-    /// The model's format, e.g. `onnx`.
+    /// The model's format, e.g. `onnx`. Optional, as in KServe: a model that names its `runtime`
+    /// may omit it (absent, it reads as an empty name; validation asks for one or the other).
+    #[serde(default, skip_serializing_if = "ModelFormat::is_unset")]
     pub model_format: ModelFormat,
-    /// Where the model lives: `file://`, `pvc://`, `gs://`, ...
+    /// Where the model lives: `file://`, `pvc://`, `gs://`, ... Optional, as in KServe (a Hugging
+    /// Face model may name its model by `args`); the embedded server needs it (validation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_uri: Option<String>,
     /// Serving runtime name.
@@ -167,8 +171,8 @@ pub struct ModelSpec {
     pub other: BTreeMap<String, Value>,
 }
 
-/// `spec.predictor.model.modelFormat`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// `spec.predictor.model.modelFormat`; the default (an empty name) stands for an absent one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelFormat {
     /// Format name.
     #[schemars(length(min = 1))]
@@ -208,10 +212,71 @@ pub struct LoggerSpec {
     pub other: BTreeMap<String, Value>,
 }
 
+/// A manifest that cannot be read as an InferenceService ([`InferenceService::read_yaml`]).
+#[derive(Debug)]
+pub struct YamlError {
+    /// The field being read, or missing, as a manifest path (`spec.predictor.model.modelFormat`);
+    /// empty where the document itself is wrong (not a mapping, not YAML).
+    pub path: String,
+    /// What the YAML reader said.
+    pub error: Box<serde_saphyr::Error>,
+}
+
+impl std::fmt::Display for YamlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.path.as_str() {
+            "" => write!(f, "{}", self.error),
+            path => write!(f, "{path}: {}", self.error),
+        }
+    }
+}
+
+/// `serde_path_to_error`'s path as a field path: `.` (the root) is empty, `?` parts (read through
+/// a flattened map, where the path is lost) end it; a missing field is named after it (except
+/// `apiVersion` and `kind`).
+fn field_path(path: &str, error: &serde_saphyr::Error) -> String {
+    let all: Vec<&str> = path.split('.').filter(|part| !part.is_empty()).collect();
+    let mut parts: Vec<&str> = all.iter().copied().take_while(|part| *part != "?").collect();
+    let lost = parts.len() < all.len();
+    let mut inner = error;
+    while let serde_saphyr::Error::WithSnippet { error, .. } | serde_saphyr::Error::AliasError { error, .. } = inner {
+        inner = error;
+    }
+    // A document without apiVersion or kind is no manifest at all: there is no field to name.
+    if let serde_saphyr::Error::SerdeMissingField { field, .. } = inner
+        && !lost
+        && !(parts.is_empty() && ["apiVersion", "kind"].contains(field))
+    {
+        parts.push(field);
+    }
+    parts.join(".")
+}
+
+impl ModelFormat {
+    /// Whether the manifest gave no format (the default, which is never written back).
+    pub fn is_unset(&self) -> bool {
+        self.name.is_empty() && self.version.is_none()
+    }
+}
+
 impl InferenceService {
-    /// Parses one YAML manifest.
+    /// Parses one YAML manifest; the error names the field where it can.
     pub fn from_yaml(text: &str) -> crate::Result<InferenceService> {
-        serde_saphyr::from_str(text).map_err(|e| crate::Error::Parse(e.to_string()))
+        InferenceService::read_yaml(text).map_err(|e| crate::Error::Parse(e.to_string()))
+    }
+
+    /// Parses one YAML manifest, keeping the parser's error as it is (its message may quote the
+    /// text: callers that must not show the text build their own from [`YamlError::error`]) with the
+    /// path of the field it was reading.
+    pub fn read_yaml(text: &str) -> Result<InferenceService, YamlError> {
+        let mut path = None;
+        serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                path = Some(e.path().to_string());
+                e.into_inner()
+            })
+        })
+        .map_err(|error| YamlError { path: field_path(path.as_deref().unwrap_or("."), &error), error: Box::new(error) })
     }
 
     /// The namespace, `default` when unset.

@@ -15,6 +15,8 @@ use crate::validate::{DNS_1035, FRAMEWORKS, name_limit};
 const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
 /// Where CEL rules go.
 const VALIDATIONS: &str = "x-kubernetes-validations";
+/// KServe's ART explainer: admitted by the CRD as KServe's is, refused by validation.
+const EXPLAINER_ART: &str = "art";
 
 /// Schema of a free-form object whose fields are all kept (`transformer`, `explainer`, a framework shorthand).
 pub fn any_object(_: &mut SchemaGenerator) -> Schema {
@@ -32,22 +34,28 @@ pub fn preserve_unknown_fields(schema: &mut Schema) {
     schema.remove("additionalProperties");
 }
 
-/// `spec.predictor`: the framework shorthands become known (free-form) properties, so that CEL can
-/// test for them, and the cross-field rules are added.
+/// `spec.predictor` (and the transformer's and explainer's, the same type): the framework
+/// shorthands and the explainer's `art` become known (free-form) properties, so that CEL can test
+/// for them, and the cross-field rules are added. The rules admit what KServe's CRD admits (it has
+/// none): at most one of `model` or a framework, beside which `containers` may stand (KServe's
+/// collocation), and something to run. Validation then refuses, naming the field, what Skiff
+/// cannot run ([`crate::validate`]).
 pub fn predictor(schema: &mut Schema) {
     preserve_unknown_fields(schema);
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        for framework in FRAMEWORKS {
-            properties.insert(framework.into(), json!({ "type": "object", PRESERVE: true }));
+        for framework in FRAMEWORKS.iter().chain([&EXPLAINER_ART]) {
+            properties.insert((*framework).into(), json!({ "type": "object", PRESERVE: true }));
         }
     }
-    let implementations: Vec<String> =
-        ["model", "containers"].iter().chain(FRAMEWORKS.iter()).map(|f| format!("has(self.{f})")).collect();
+    let has = |fields: &[&str]| fields.iter().map(|f| format!("has(self.{f})")).collect::<Vec<_>>().join(", ");
+    let models: Vec<&str> = ["model"].into_iter().chain(FRAMEWORKS).collect();
+    let anything: Vec<&str> = models.iter().copied().chain(["containers", EXPLAINER_ART]).collect();
     let rules = json!([
         {
-            "rule": format!("[{}].filter(x, x).size() == 1", implementations.join(", ")),
+            "rule": format!("[{}].filter(x, x).size() <= 1 && [{}].exists(x, x)", has(&models), has(&anything)),
             "message": format!(
-                "exactly one of model, containers or a framework ({}) must be set",
+                "exactly one of model, containers or a framework ({}) must be set (containers may accompany model: \
+                 KServe's collocation)",
                 FRAMEWORKS.join(", ")
             ),
             "reason": "FieldValueInvalid",
@@ -63,16 +71,10 @@ pub fn predictor(schema: &mut Schema) {
     schema.insert(VALIDATIONS.into(), rules);
 }
 
-/// `spec.predictor.model`: a model needs somewhere to come from.
+/// `spec.predictor.model`: fields kept. `storageUri` and `modelFormat` are optional, as in
+/// KServe's CRD; validation asks for them where Skiff needs them (a model on the embedded server).
 pub fn model(schema: &mut Schema) {
     preserve_unknown_fields(schema);
-    let rules = json!([{
-        "rule": "has(self.storageUri) && self.storageUri != ''",
-        "message": "storageUri is required: where the model is (file://, pvc://, gs://, s3://, https://, ...)",
-        "fieldPath": ".storageUri",
-        "reason": "FieldValueRequired",
-    }]);
-    schema.insert(VALIDATIONS.into(), rules);
 }
 
 /// The root of the resource's schema: rules on `metadata.name` (the one piece of metadata, with
@@ -123,7 +125,7 @@ mod tests {
         let mut schema = json_schema!({ "type": "object", "properties": {} });
         predictor(&mut schema);
         let rule = schema.get(VALIDATIONS).unwrap()[0]["rule"].as_str().unwrap().to_owned();
-        for f in ["model", "containers", "sklearn", "huggingface"] {
+        for f in ["model", "containers", "sklearn", "huggingface", "art"] {
             assert!(rule.contains(&format!("has(self.{f})")), "{rule}");
             if f != "model" && f != "containers" {
                 assert_eq!(schema.get("properties").unwrap()[f][PRESERVE], json!(true));

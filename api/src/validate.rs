@@ -10,6 +10,7 @@ pub use skiff_http::logger::sink::SinkPolicy;
 use crate::error::{Error, Result};
 use crate::isvc::{API_VERSION, InferenceService, KIND, PredictorSpec};
 use crate::revision::{Component, DNS_LABEL_MAX, MAX_NAME_LENGTH, MAX_REVISION, revision_name};
+use crate::runtime::uses_embedded_server;
 use crate::scaling::component_scaling_spec;
 
 /// The most replicas `minReplicas` and `maxReplicas` may name: far beyond one model on one
@@ -26,6 +27,11 @@ pub const MAX_TIMEOUT_SECS: i64 = 3600;
 /// (docs/benchmarks.md), so 100k leaves room for rps on bigger machines; above, a target only
 /// means that the revision never scales out.
 pub const MAX_SCALE_TARGET: i64 = 100_000;
+
+/// Why a predictor's `containers` beside its `model` is refused.
+pub const COLLOCATION: &str = "a container beside model is KServe's collocation (a transformer container, or \
+     fields for the model server's container, in the model's pod), which Skiff does not run: put a transformer in \
+     spec.transformer";
 
 /// KServe's predictor shorthands for a framework, each an alternative to `model` and `containers`.
 pub const FRAMEWORKS: [&str; 10] =
@@ -63,6 +69,7 @@ pub fn validate_for(isvc: &InferenceService, config: &AutoscalerConfig, sinks: &
 /// is a custom container.
 fn component(at: &str, p: &PredictorSpec, which: Component, sinks: &SinkPolicy) -> Result<()> {
     let field = |name: &str| format!("{at}.{name}");
+    unsupported::check(at, p)?;
     let mut implementations: Vec<&str> = Vec::new();
     if p.model.is_some() {
         implementations.push("model");
@@ -81,6 +88,9 @@ fn component(at: &str, p: &PredictorSpec, which: Component, sinks: &SinkPolicy) 
             ),
         ));
     }
+    if implementations == ["model", "containers"] {
+        return Err(Error::invalid(field("containers"), COLLOCATION));
+    }
     if implementations.len() != 1 {
         return Err(Error::invalid(
             at,
@@ -92,11 +102,21 @@ fn component(at: &str, p: &PredictorSpec, which: Component, sinks: &SinkPolicy) 
         ));
     }
     if let Some(model) = &p.model {
-        if model.model_format.name.trim().is_empty() {
+        if model.model_format.is_unset() && model.runtime.is_none() {
+            return Err(Error::invalid(
+                field("model.modelFormat"),
+                "is required unless model.runtime names a ServingRuntime (a runtime is chosen by the model's format)",
+            ));
+        }
+        if !model.model_format.is_unset() && model.model_format.name.trim().is_empty() {
             return Err(Error::invalid(field("model.modelFormat.name"), "must not be empty"));
         }
-        if model.storage_uri.as_deref().is_none_or(str::is_empty) {
-            return Err(Error::invalid(field("model.storageUri"), "is required"));
+        if uses_embedded_server(model) && model.storage_uri.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::invalid(
+                field("model.storageUri"),
+                "is required: Skiff's embedded server loads an ONNX model from it (file://, pvc://, gs://, s3://, \
+                 https://, hf://, ...)",
+            ));
         }
         if let Some(protocol) = &model.protocol_version
             && !["v1", "v2", "grpc-v2"].contains(&protocol.as_str())
@@ -209,6 +229,8 @@ fn dns_label(field: &str, value: &str) -> Result<()> {
         ))
     }
 }
+
+mod unsupported;
 
 #[cfg(test)]
 mod tests;

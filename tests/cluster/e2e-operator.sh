@@ -7,7 +7,11 @@
 # 1. cargo build --workspace (debug); an image map sends image `skiff-server` to
 #    target/debug/skiff-server (ORT_DYLIB_PATH is passed to pods from .ort/env).
 # 2. up.sh with the node agent (own bridge, pod range and ports, so it runs beside another cluster).
-# 3. kubectl applies the CRD, the namespace, the RBAC and the inferenceservice-config from deploy/.
+# 3. The KServe sample-manifest corpus (tests/fixtures/kserve-corpus/admission.py): every manifest
+#    through kubectl apply --dry-run=server with KServe's own CRD installed, then with Skiff's; every
+#    manifest KServe's CRD admits must be admitted by Skiff's, and both outcomes must be those
+#    admission.tsv records. Then kubectl applies the CRD, the namespace, the RBAC and the
+#    inferenceservice-config from deploy/.
 # 4. skiff-controller runs on the host with the admin kubeconfig and takes the leader Lease; a second
 #    one runs with a token of the skiff-controller ServiceAccount (kubectl create token) and waits;
 #    the first is stopped, the second takes over and does the rest: the RBAC in deploy/ is enough,
@@ -17,7 +21,9 @@
 #    storageUri rolls revision 2 (revision 1 collected); canaryTrafficPercent 30 with a new
 #    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
 #    server naming the field (a 60-character name naming metadata.name and its limit of 47,
-#    `timeout: 0`, bounds); `kubectl get isvc` shows the columns; an idle controller leaves every
+#    `timeout: 0`, bounds); what KServe's CRD admits but Skiff cannot run (an ONNX model without
+#    storageUri, collocation, explainer.art) is admitted and refused in the status naming the field;
+#    `kubectl get isvc` shows the columns; an idle controller leaves every
 #    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; an empty model.onnx
 #    gives the pod's lastState.terminated.message and PredictorReady False (ModelLoadFailed) the
 #    server's reason (node agent and controller); with
@@ -29,7 +35,7 @@
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips cargo build; SKIFF_E2E_TIMEOUT (seconds per wait, 120);
 # SKIFF_E2E_BULK (200; 0 skips: once with initial scale 0, control plane only, then with a pod each);
-# SKIFF_E2E_BULK_PODS (1; 0 skips the round with pods); SKIFF_E2E_NODE_AGENT (1; 0 runs without a node: no pods,
+# SKIFF_E2E_BULK_PODS (1; 0 skips the round with pods); SKIFF_E2E_CORPUS (1; 0 skips the corpus); SKIFF_E2E_NODE_AGENT (1; 0 runs without a node: no pods,
 # the pod checks are skipped and say so); the tests/cluster variables (SKIFF_CLUSTER_DIR defaults to
 # /tmp/skiff-e2e-operator, ports to 6643/2579/10457/10459).
 set -euo pipefail
@@ -47,6 +53,7 @@ timeout="${SKIFF_E2E_TIMEOUT:-120}"
 bulk="${SKIFF_E2E_BULK:-200}"
 bulk_pods="${SKIFF_E2E_BULK_PODS:-1}"
 use_agent="${SKIFF_E2E_NODE_AGENT:-1}"
+corpus="${SKIFF_E2E_CORPUS:-1}"
 admin_port_a=18181
 admin_port_b=18182
 ns=e2e
@@ -141,6 +148,17 @@ cluster_started=1
 "$root/tests/cluster/up.sh" | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
 k() { kubectl --request-timeout=20s "$@"; }
+
+# --- KServe's sample manifests through admission: KServe's CRD, then Skiff's (before any object) ---
+if [[ "$corpus" == 1 ]]; then
+  log "the KServe corpus: kubectl apply --dry-run=server with KServe's CRD, then with Skiff's"
+  python3 "$root/tests/fixtures/kserve-corpus/admission.py" "$root/deploy/crds/serving.kserve.io_inferenceservices.yaml" \
+    >"$work/admission.log" 2>&1 || { sed 's/^/    /' "$work/admission.log"; fail "the KServe corpus through admission"; }
+  grep -v '^  ' "$work/admission.log" | sed 's/^/    /'
+  pass "every KServe sample manifest KServe's CRD admits is admitted by Skiff's; outcomes as admission.tsv records"
+else
+  skip "the KServe corpus through admission (SKIFF_E2E_CORPUS=0)"
+fi
 
 # --- CRD, RBAC, config from deploy/ ---------------------------------------------------------------
 k apply --server-side -f "$root/deploy/crds/serving.kserve.io_inferenceservices.yaml" >/dev/null
@@ -340,7 +358,6 @@ refused "spec.predictor.maxReplicas" "    maxReplicas: -2
 $onnx"
 refused "exactly one of model, containers or a framework" "    sklearn: {storageUri: 'gs://x'}
 $onnx"
-refused "spec.predictor.model.storageUri" "    model: {modelFormat: {name: onnx}}"
 refused "spec.predictor.model.modelFormat.name" "    model: {modelFormat: {version: '1'}, storageUri: 'file:///m'}"
 refused "spec.predictor.timeout" "    timeout: 0
 $onnx"
@@ -349,6 +366,34 @@ $onnx"
 refused_as "$(printf 'a%.0s' {1..60})" "metadata.name is too long; the limit is 47 characters" "$onnx"
 refused_as 9lives "metadata.name must be a DNS-1035 label" "$onnx"
 pass "bad specs refused by kubectl apply (API server schema bounds and CEL rules), each naming its field"
+
+# --- what KServe's CRD admits and Skiff cannot run: admitted, refused in the status naming the field ---
+# (the CRD admits what KServe's does; validation, the same as skiff up's, says what Skiff lacks)
+reason_is() { # name reason
+  [[ "$(k -n "$ns" get isvc "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}')" == "$2" ]]
+}
+invalid_in_status() { # name expected-text spec-lines
+  printf 'apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: %s, namespace: %s}\nspec:\n%s\n' \
+    "$1" "$ns" "$3" | k apply -f - >/dev/null || fail "$1 not admitted by the CRD"
+  local message
+  wait_until "$1 to be refused in its status" reason_is "$1" InvalidSpec
+  message="$(k -n "$ns" get isvc "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}')"
+  [[ "$message" == *"$2"* ]] || fail "$1: the status does not name $2: $message"
+  [[ -z "$(k -n "$ns" get deployments -l serving.kserve.io/inferenceservice="$1" -o name)" ]] \
+    || fail "a revision was made for $1"
+  log "     $1: ${message}"
+  k -n "$ns" delete isvc "$1" --wait=true >/dev/null
+}
+invalid_in_status nouri "spec.predictor.model.storageUri: is required" "  predictor:
+    model: {modelFormat: {name: onnx}}"
+invalid_in_status collocated "spec.predictor.containers: a container beside model is KServe's collocation" "  predictor:
+$onnx
+    containers: [{name: transformer-container, image: kserve/image-transformer}]"
+invalid_in_status art "spec.explainer.art: Skiff does not have KServe's ART" "  predictor:
+$onnx
+  explainer:
+    art: {type: SquareAttack}"
+pass "admitted by the CRD as by KServe's, refused in the status naming the field: no storageUri for the embedded server, collocation, explainer.art"
 
 # --- an idle controller writes nothing ---------------------------------------------------------------
 versions() {

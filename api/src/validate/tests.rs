@@ -1,5 +1,5 @@
 use super::*;
-use crate::isvc::LoggerSpec;
+use crate::isvc::{LoggerSpec, ModelFormat};
 
 const IRIS: &str = r#"
 apiVersion: serving.kserve.io/v1beta1
@@ -220,4 +220,113 @@ fn in_skiff_up_a_loopback_sink_stays_allowed_but_metadata_does_not() {
     assert_eq!(logger_to("http://localhost:8080/events", &SinkPolicy::standalone()), "ok");
     let refused = logger_to("http://169.254.169.254/", &SinkPolicy::standalone());
     assert!(refused.contains("spec.predictor.logger.url: 169.254.169.254 is link-local"), "{refused}");
+}
+
+#[test]
+fn storage_uri_and_model_format_are_optional_where_kserve_lets_them_be() {
+    let hugging_face = |i: &mut InferenceService| {
+        let model = i.spec.predictor.model.as_mut().unwrap();
+        model.model_format.name = "huggingface".into();
+        model.storage_uri = None;
+        model.other.insert("args".into(), serde_json::json!(["--model_id=bert-base-uncased"]));
+    };
+    assert_eq!(check(hugging_face), "ok", "a runtime's model may be named by its args");
+    let onnx = check(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some(String::new()));
+    assert!(onnx.starts_with("spec.predictor.model.storageUri: is required: Skiff's embedded server"), "{onnx}");
+    let unset =
+        |i: &mut InferenceService| i.spec.predictor.model.as_mut().unwrap().model_format = ModelFormat::default();
+    assert_eq!(
+        check(unset),
+        "spec.predictor.model.modelFormat: is required unless model.runtime names a ServingRuntime (a runtime is \
+         chosen by the model's format)"
+    );
+    assert_eq!(
+        check(|i| {
+            unset(i);
+            i.spec.predictor.model.as_mut().unwrap().runtime = Some("kserve-huggingfaceserver".into());
+        }),
+        "ok"
+    );
+    // An absent format is not written back as an empty one.
+    let mut isvc = InferenceService::from_yaml(IRIS).unwrap();
+    unset(&mut isvc);
+    let yaml = serde_saphyr::to_string(&isvc).unwrap();
+    assert!(!yaml.contains("modelFormat"), "{yaml}");
+    assert_eq!(InferenceService::from_yaml(&yaml).unwrap(), isvc);
+}
+
+#[test]
+fn kserve_features_skiff_lacks_are_refused_by_name() {
+    let container = || serde_json::json!([{"name": "transformer-container", "image": "kserve/image-transformer"}]);
+    let other = |at: &'static str, key: &'static str| -> Edit {
+        Box::new(move |i| {
+            let value = serde_json::json!({"x": 1});
+            match at {
+                "model" => i.spec.predictor.model.as_mut().unwrap().other.insert(key.into(), value),
+                _ => i.spec.predictor.other.insert(key.into(), value),
+            };
+        })
+    };
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(move |i| i.spec.predictor.containers = Some(container().as_array().unwrap().clone())),
+            "spec.predictor.containers: a container beside model is KServe's collocation",
+        ),
+        (other("predictor", "workerSpec"), "spec.predictor.workerSpec: Skiff does not have KServe's multi-node"),
+        (other("predictor", "storageUris"), "spec.predictor.storageUris: Skiff does not have KServe's several"),
+        (other("model", "storage"), "spec.predictor.model.storage: Skiff does not have KServe's storage spec"),
+        (
+            Box::new(|i| {
+                let mut art = PredictorSpec::default();
+                art.other.insert("art".into(), serde_json::json!({"type": "SquareAttack"}));
+                i.spec.explainer = Some(art);
+            }),
+            "spec.explainer.art: Skiff does not have KServe's ART adversarial explainer",
+        ),
+        (
+            Box::new(|i| {
+                let mut custom = PredictorSpec::default();
+                custom.other.insert("custom".into(), serde_json::json!({"container": {"image": "t"}}));
+                i.spec.transformer = Some(custom);
+            }),
+            "spec.transformer.custom: Skiff does not have KServe's v1alpha2 `custom` component",
+        ),
+        (
+            Box::new(|i| {
+                let mut logger = LoggerSpec { url: Some("http://sink.default/".into()), ..LoggerSpec::default() };
+                logger.other.insert("metadataHeaders".into(), serde_json::json!(["x-request-id"]));
+                i.spec.predictor.logger = Some(logger);
+            }),
+            "spec.predictor.logger.metadataHeaders: Skiff does not have KServe's copying of request headers",
+        ),
+    ];
+    for (edit, want) in cases {
+        let got = check(edit);
+        assert!(got.starts_with(want), "got {got:?}, want {want:?}");
+    }
+}
+
+#[test]
+fn a_parse_error_names_the_field_being_read() {
+    let cases = [
+        ("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n", "metadata: "),
+        (
+            "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: x}\nspec:\n  predictor:\n    model: {modelFormat: {version: '1'}}\n",
+            "spec.predictor.model.modelFormat.name: ",
+        ),
+        (
+            "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: x}\nspec:\npredictor: {}\n",
+            "spec: ",
+        ),
+        (
+            "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: x}\nspec:\n  predictor:\n    minReplicas: many\n",
+            "spec.predictor.minReplicas: ",
+        ),
+    ];
+    for (text, want) in cases {
+        let error = InferenceService::read_yaml(text).unwrap_err();
+        assert_eq!(format!("{}: ", error.path), want, "{text}");
+        let message = InferenceService::from_yaml(text).unwrap_err().to_string();
+        assert!(message.starts_with(&format!("not a valid InferenceService manifest: {want}")), "{message}");
+    }
 }
