@@ -4,6 +4,13 @@
 //! `--rounds` rounds measure them in an order that rotates from round to round (this VM's noise is
 //! ±25 %), and the table gives each cell's medians.
 //!
+//! Each cell is measured a second time by NVIDIA's `perf_analyzer` (Triton's own load generator,
+//! which published Triton figures come from; `scripts/perf-analyzer.sh` installs it): the same
+//! model at the same concurrency, over HTTP and gRPC (`--perf-analyzer`), with `--pa-batch` rows a
+//! request; a second table puts its medians beside the Skiff load generator's. perf_analyzer needs
+//! Triton's model configuration endpoint, so peers without one (KServe's and MLServer's servers)
+//! get a note, not figures.
+//!
 //! Run from the repository root after `scripts/setup.sh` and `bench/peers/setup.sh`:
 //! `target/release/bench-server` (see `--help`). Peers whose set-up is missing are skipped with a note.
 
@@ -15,6 +22,7 @@ use clap::Parser;
 use skiff_bench::IRIS_V2_BODY;
 use skiff_bench::load::{self, LoadSpec};
 use skiff_bench::peer::{Peer, free_port};
+use skiff_bench::perf_analyzer;
 use skiff_bench::report::{self, Row};
 
 const PATH: &str = "/v2/models/iris/infer";
@@ -42,6 +50,12 @@ struct Args {
     /// Where peer logs go.
     #[arg(long, default_value = "target/bench-logs")]
     logs: PathBuf,
+    /// Protocols perf_analyzer measures each cell over as well (`http`, `grpc`); empty: none.
+    #[arg(long, value_delimiter = ',', default_value = "http,grpc")]
+    perf_analyzer: Vec<String>,
+    /// Rows per perf_analyzer request (`-b`; the Skiff load generator sends one).
+    #[arg(long, default_value_t = 1)]
+    pa_batch: usize,
 }
 
 /// The command that starts `peer` on `port`, or why it cannot run here.
@@ -103,6 +117,15 @@ async fn main() -> anyhow::Result<()> {
             Err(e) => notes.push(format!("{name}: skipped ({e})")),
         }
     }
+    let protocols: Vec<String> = args.perf_analyzer.iter().filter(|p| !p.is_empty()).cloned().collect();
+    let pa_command = if protocols.is_empty() {
+        None
+    } else {
+        perf_analyzer::command().inspect_err(|e| notes.push(format!("perf_analyzer: skipped ({e:#})"))).ok()
+    };
+    // Peer and protocol pairs perf_analyzer failed on: not tried again.
+    let mut pa_failed: Vec<(String, String)> = Vec::new();
+    let mut pa_rows = Vec::new();
     let mut rows = Vec::new();
     for round in 0..args.rounds {
         for &connections in &args.connections {
@@ -125,6 +148,41 @@ async fn main() -> anyhow::Result<()> {
                     stats.quantile_ms(0.5)
                 );
                 rows.push(Row { peer: peer.name.clone(), connections, stats });
+                for protocol in pa_command.as_ref().map_or(&[][..], |_| protocols.as_slice()) {
+                    if pa_failed.contains(&(peer.name.clone(), protocol.clone())) {
+                        continue;
+                    }
+                    let spec = perf_analyzer::Spec {
+                        address: peer.address.clone(),
+                        model: "iris".to_owned(),
+                        protocol: protocol.clone(),
+                        concurrency: connections,
+                        batch: args.pa_batch,
+                        duration: Duration::from_secs(args.duration),
+                    };
+                    let csv = args.logs.join(format!("perf_analyzer-{}-{protocol}.csv", peer.name));
+                    let command = pa_command.as_deref().unwrap_or_default();
+                    match perf_analyzer::run(command, &spec, &csv).await {
+                        Ok(figures) => {
+                            eprintln!(
+                                "round {} {} @ {connections} by perf_analyzer over {protocol}: {:.0} infer/s, p50 {:.3} ms",
+                                round + 1,
+                                peer.name,
+                                figures.infer_per_sec,
+                                figures.p50_ms
+                            );
+                            pa_rows.push(perf_analyzer::Row {
+                                peer: peer.name.clone(),
+                                protocol: protocol.clone(),
+                                figures,
+                            });
+                        }
+                        Err(e) => {
+                            notes.push(format!("perf_analyzer over {protocol} could not measure {}: {e:#}", peer.name));
+                            pa_failed.push((peer.name.clone(), protocol.clone()));
+                        }
+                    }
+                }
             }
         }
     }
@@ -139,6 +197,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let medians = report::medians(&rows);
     println!("{}", report::median_table(&medians, &["kserve", "hyper-baseline"]));
+    if !pa_rows.is_empty() {
+        println!("{}", perf_analyzer::table(&perf_analyzer::medians(&pa_rows), &medians, args.pa_batch));
+    }
     for &connections in &args.connections {
         let p50 =
             |peer: &str| medians.iter().find(|m| m.peer == peer && m.connections == connections).map(|m| m.p50_ms);
