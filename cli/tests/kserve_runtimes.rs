@@ -7,6 +7,8 @@
 //! that tests/fixtures/sklearn_iris.py trains from scikit-learn's iris data set, as KServe's sample
 //! does. A V1 predict with the sample's input (iris-input.json) through skiff up's router answers
 //! what scikit-learn itself predicts with that file, and so does a V2 infer on the same server.
+//! Beside it, `xgboost:` and `lightgbm:` shorthands on `file://` boosters (the same script) run the
+//! built-in map's `xgbserver` and `lgbserver`, and answer what the libraries predict.
 
 mod common;
 #[path = "../../fetch/tests/common/stores.rs"]
@@ -46,11 +48,11 @@ fn venv() -> PathBuf {
     venv
 }
 
-/// Runs the fixture script with the venv's Python: trains the model into `dir`, or (with
-/// `--predict`) prints scikit-learn's predictions for `stdin`'s instances.
-fn fixture(dir: &std::path::Path, predict: Option<&str>) -> String {
+/// Runs the fixture script with the venv's Python: trains `framework`'s model into `dir`, or
+/// (with `--predict`) prints the library's predictions for `stdin`'s instances.
+fn fixture(dir: &std::path::Path, framework: &str, predict: Option<&str>) -> String {
     let mut command = Command::new(venv().join("bin/python3"));
-    command.arg(repo().join("tests/fixtures/sklearn_iris.py")).arg(dir);
+    command.arg(repo().join("tests/fixtures/sklearn_iris.py")).arg(dir).args(["--framework", framework]);
     if predict.is_some() {
         command.arg("--predict");
     }
@@ -62,26 +64,40 @@ fn fixture(dir: &std::path::Path, predict: Option<&str>) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kserves_sklearn_iris_sample_runs_unchanged_on_kserves_sklearnserver() {
+async fn kserves_sklearn_iris_sample_runs_unchanged_on_kserves_sklearnserver_and_the_boosters_on_theirs() {
     let trained = tempfile::tempdir().unwrap();
-    fixture(trained.path(), None);
+    fixture(trained.path(), "sklearn", None);
     let model = std::fs::read(trained.path().join("model.joblib")).unwrap();
-    let expected: Value = serde_json::from_str(&fixture(trained.path(), Some(IRIS_INPUT))).unwrap();
+    let expected: Value = serde_json::from_str(&fixture(trained.path(), "sklearn", Some(IRIS_INPUT))).unwrap();
     let classes = expected.as_array().unwrap();
     assert_eq!(classes.len(), 2, "one class per instance: {expected}");
 
     let gcs = stores::fake_gcs(&[("kfserving-examples", "models/sklearn/1.0/model/model.joblib", &model)]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("sklearn.yaml"), SKLEARN_IRIS).unwrap();
+    let mut boosters = Vec::new();
+    for framework in ["xgboost", "lightgbm"] {
+        let model_dir = dir.path().join("models").join(framework);
+        fixture(&model_dir, framework, None);
+        let expected: Value = serde_json::from_str(&fixture(&model_dir, framework, Some(IRIS_INPUT))).unwrap();
+        let manifest = SKLEARN_IRIS
+            .replace("sklearn-iris", &format!("{framework}-iris"))
+            .replace("sklearn:", &format!("{framework}:"))
+            .replace("gs://kfserving-examples/models/sklearn/1.0/model", &format!("file://./models/{framework}"));
+        std::fs::write(dir.path().join(format!("{framework}.yaml")), manifest).unwrap();
+        boosters.push((framework, expected));
+    }
     let cache = dir.path().join("cache");
     let path = format!("{}:{}", venv().join("bin").display(), std::env::var("PATH").unwrap_or_default());
     let env = [("STORAGE_EMULATOR_HOST", gcs.url.as_str()), ("PATH", path.as_str())];
     let up = Up::start_with(dir.path(), "domain: example.com\n", &env, &["--model-cache", cache.to_str().unwrap()]);
 
-    let ready = |s: &Value| s["services"].as_array().is_some_and(|v| v.iter().any(|s| s["ready"] == true));
-    let status = up.wait_for("sklearn-iris ready", Duration::from_secs(180), ready).await;
+    let ready =
+        |s: &Value| s["services"].as_array().is_some_and(|v| v.len() == 3 && v.iter().all(|s| s["ready"] == true));
+    let status = up.wait_for("the three services ready", Duration::from_secs(180), ready).await;
     assert_eq!(status["errors"], json!([]), "{status}");
-    let revision = &status["services"][0]["revisions"][0];
+    let services = status["services"].as_array().unwrap();
+    let revision = &services.iter().find(|s| s["name"] == "sklearn-iris").unwrap()["revisions"][0];
     assert_eq!(revision["fetched"]["bytes"], model.len(), "the model came from the bucket: {revision}");
 
     let url = format!("http://{}/v1/models/sklearn-iris:predict", up.addr);
@@ -100,4 +116,11 @@ async fn kserves_sklearn_iris_sample_runs_unchanged_on_kserves_sklearnserver() {
     let reply = send(Method::POST, &url, Bytes::from(v2.to_string()), &[]).await.unwrap();
     assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
     assert_eq!(reply.json()["outputs"][0]["data"], expected, "V2 on the same server");
+
+    for (framework, expected) in boosters {
+        let url = format!("http://{}/v1/models/{framework}-iris:predict", up.addr);
+        let reply = send(Method::POST, &url, Bytes::from_static(IRIS_INPUT.as_bytes()), &[]).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{framework}: {:?}", reply.body);
+        assert_eq!(reply.json(), json!({"predictions": expected}), "{framework}'s own predictions");
+    }
 }

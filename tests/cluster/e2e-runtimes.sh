@@ -18,6 +18,15 @@
 #      appears in its namespace (same image): the controller's runtime watch re-checks odd, which
 #      becomes Ready on it (well before the back-off of its failed reconciles would retry) and answers
 #   3. deleting both removes their children
+#   4. the test runtime goes and KServe's default runtimes (deploy/runtimes, `kubectl apply -k`) are
+#      installed, with the image
+#      kserve/sklearnserver mapped to the kserve-runtimes peer venv's `python3 -m sklearnserver`
+#      (PEERS=kserve-runtimes bench/peers/setup.sh; the stand-in of bench/peers/kserve-runtimes), as
+#      skiff up's built-in map runs it; sklearn-iris, KServe's sample with its `predictor.sklearn:`
+#      shorthand and the storageUri of a model.joblib that tests/fixtures/sklearn_iris.py trains, gets
+#      a revision on ClusterServingRuntime kserve-sklearnserver (image kserve/sklearnserver:v0.21.0),
+#      and its V1 predict of the sample's iris-input.json through the router scales it from zero and
+#      answers what scikit-learn predicts with that file
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
 # logs kept on failure, with the tails of the pods' logs printed).
 #
@@ -60,6 +69,8 @@ if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
   (cd "$root" && cargo build --workspace --quiet)
 fi
 [[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+runtimes_python="$root/.bench/kserve-runtimes-venv/bin/python3"
+[[ -x "$runtimes_python" ]] || fail "$runtimes_python is missing: run PEERS=kserve-runtimes bench/peers/setup.sh"
 
 cluster_started=0
 passed=0
@@ -94,11 +105,13 @@ router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o j
 [[ -n "$router" ]] || fail "no Ready router pod"
 
 # The test runtime's image -> the Python V2 server (the agent rereads the map at each container start).
-python3 - "$dir/image-map.json" "$root/tests/fixtures/v2_server.py" <<'PY'
+# KServe's sklearnserver image -> the kserve-runtimes venv's module, as skiff up's built-in map has it.
+python3 - "$dir/image-map.json" "$root/tests/fixtures/v2_server.py" "$runtimes_python" <<'PY'
 import json, sys
-path, server = sys.argv[1], sys.argv[2]
+path, server, runtimes_python = sys.argv[1], sys.argv[2], sys.argv[3]
 entries = json.load(open(path))
 entries["skiff-v2-test-server"] = [sys.executable, server]
+entries["kserve/sklearnserver"] = [runtimes_python, "-m", "sklearnserver", "--enable_grpc=false"]
 json.dump(entries, open(path, "w"), indent=2)
 PY
 # New revisions start with no pod (the first request brings one).
@@ -196,6 +209,42 @@ k -n "$ns" delete isvc sum odd --wait=true >/dev/null
 wait_until "sum's children gone" none_left sum
 wait_until "odd's children gone" none_left odd
 pass "3. deleting sum and odd removed their children"
+
+# --- 4. KServe's default runtimes and the sklearn-iris sample's shorthand ------------------------------
+k delete clusterservingruntime skiff-v2-test-runtime >/dev/null
+k apply -k "$root/deploy/runtimes" >/dev/null
+wait_until "kserve-sklearnserver listed" k get clusterservingruntime kserve-sklearnserver
+"$runtimes_python" "$root/tests/fixtures/sklearn_iris.py" "$dir/models/sklearn-iris"
+k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: sklearn-iris, namespace: $ns}
+spec:
+  predictor:
+    minReplicas: 0
+    sklearn:
+      storageUri: file://$dir/models/sklearn-iris
+EOF
+wait_until "sklearn-iris Ready" ready sklearn-iris
+rev=sklearn-iris-predictor-00001
+chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
+[[ "$chosen" == ClusterServingRuntime/kserve-sklearnserver ]] || fail "4. $rev records runtime '$chosen'"
+containers="$(get "deployment/$rev" '{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
+[[ "$containers" == *"kserve-container=kserve/sklearnserver:v0.21.0"*"queue-proxy="* ]] || fail "4. $rev runs $containers"
+pass "4. sklearn-iris (predictor.sklearn:) Ready on $chosen among KServe's defaults: $containers"
+
+input='{"instances": [[6.8, 2.8, 4.8, 1.4], [6.0, 3.4, 4.5, 1.6]]}'
+expected="$("$runtimes_python" "$root/tests/fixtures/sklearn_iris.py" "$dir/models/sklearn-iris" --predict <<<"$input")"
+host="$(get isvc/sklearn-iris '{.status.url}')"
+start=$SECONDS
+code="$(curl -sS -m 180 -o "$dir/answer.json" -w '%{http_code}' -H "Host: ${host#*://}" -H 'Content-Type: application/json' \
+  "http://$router/v1/models/sklearn-iris:predict" -d "$input")" || fail "4. the predict through $router failed"
+[[ "$code" == 200 ]] || fail "4. the predict answered $code: $(cat "$dir/answer.json")"
+got="$(python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["predictions"]))' <"$dir/answer.json")"
+[[ "$got" == "$expected" ]] || fail "4. sklearn-iris predicted $got, scikit-learn $expected"
+pass "4. the V1 predict through the router scaled sklearn-iris from zero in $((SECONDS - start)) s and answered $got, as scikit-learn does"
+k -n "$ns" delete isvc sklearn-iris --wait=true >/dev/null
+wait_until "sklearn-iris's children gone" none_left sklearn-iris
 
 passed=1
 log "PASS: every check passed in $((SECONDS - t0)) s"
