@@ -61,7 +61,7 @@ fn the_controller_deployment_is_accepted_by_its_binary() {
 }
 
 /// Every (API group, resource, verb) the controller uses, cluster-wide and in its namespace.
-const CLUSTER_CALLS: [(&str, &str, &str); 20] = [
+const CLUSTER_CALLS: [(&str, &str, &str); 26] = [
     ("serving.kserve.io", "inferenceservices", "list"),
     ("serving.kserve.io", "inferenceservices", "watch"),
     ("serving.kserve.io", "inferenceservices/status", "patch"),
@@ -82,6 +82,12 @@ const CLUSTER_CALLS: [(&str, &str, &str); 20] = [
     ("", "pods", "list"),
     ("", "serviceaccounts", "get"),
     ("", "secrets", "get"),
+    ("autoscaling", "horizontalpodautoscalers", "list"),
+    ("autoscaling", "horizontalpodautoscalers", "patch"),
+    ("autoscaling", "horizontalpodautoscalers", "delete"),
+    ("keda.sh", "scaledobjects", "list"),
+    ("keda.sh", "scaledobjects", "patch"),
+    ("keda.sh", "scaledobjects", "delete"),
 ];
 const NAMESPACE_CALLS: [(&str, &str, &str); 6] = [
     ("", "configmaps", "list"),
