@@ -1,8 +1,8 @@
 //! Triton's protocol extensions on the real server, over REST and gRPC (tonic's generated client
 //! over real HTTP/2 sockets): model configuration, statistics, the repository index and its
 //! refused load and unload, `ModelReady` false for an unknown model, `ModelStreamInfer` (answers
-//! in order, one per request, errors in band, nothing buffered) and an unknown method refused from
-//! its headers while its body is still open.
+//! in order, one per request, errors in band, nothing buffered, each message under the body limit)
+//! and an unknown method refused from its headers while its body is still open.
 
 mod common;
 
@@ -272,6 +272,25 @@ async fn a_stream_answers_each_request_in_order_with_errors_in_band() {
     assert!(got.iter().filter(|a| a.infer_response.is_some()).all(|a| a.error_message.is_empty()));
     drop(requests);
     assert!(answers.message().await.unwrap().is_none(), "the stream ends when the client's does");
+}
+
+/// Each message of a stream is bounded by the body limit: one past it ends the stream with its
+/// status, after the answers to the messages before it.
+#[tokio::test]
+async fn a_stream_message_over_the_body_limit_ends_the_stream() {
+    let server = Server::start_ready(&["--model-dir", &models(), "--max-body-bytes", "1024"]).await;
+    let mut client = grpc(&server);
+    let (requests, outgoing) = mpsc::channel(2);
+    let mut answers = client.model_stream_infer(ReceiverStream::new(outgoing)).await.unwrap().into_inner();
+    requests.send(iris_request(0, "small")).await.unwrap();
+    let first = answers.message().await.unwrap().unwrap();
+    assert_eq!(first.infer_response.unwrap().id, "small");
+    requests.send(iris_request(0, &"x".repeat(2048))).await.unwrap();
+    let status = answers.message().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("1024"), "{}", status.message());
+    let after = client.model_infer(iris_request(1, "after")).await.unwrap().into_inner();
+    assert_iris(&after, 1);
 }
 
 /// The request's body never ends: the refusal must come from its headers.

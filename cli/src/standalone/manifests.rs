@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use skiff_api::InferenceService;
+use skiff_api::autoscaling::runs_locally;
 use skiff_api::revision::Component;
 use skiff_api::runtime::uses_embedded_server;
 use skiff_api::shorthand::expand;
@@ -156,6 +157,9 @@ pub fn check(
     config: &UpConfig,
 ) -> Result<Manifest, String> {
     validate(&isvc, &config.autoscaler).map_err(|e| e.to_string())?;
+    // skiff up runs the kpa class only: another class (or Standard mode's hpa) is refused naming
+    // the annotation that asks for it.
+    runs_locally(&isvc.metadata.annotations).map_err(|e| e.to_string())?;
     // A framework shorthand (`sklearn:`) is served as the `model` KServe's webhook makes of it.
     let isvc = expand(isvc).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));

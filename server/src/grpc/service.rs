@@ -149,7 +149,8 @@ impl GrpcInferenceService for Service {
 
     /// Answers each message as it arrives, one at a time and in order: nothing is read ahead, so
     /// the stream is never buffered. A message that cannot be decoded ends the stream with its
-    /// status, as tonic reports it.
+    /// status; one over the body limit, which tonic reports as OUT_OF_RANGE, with
+    /// RESOURCE_EXHAUSTED, as a unary call over it is answered (and gRPC's own servers answer).
     async fn model_stream_infer(
         &self,
         request: Request<Streaming<ModelInferRequest>>,
@@ -160,6 +161,9 @@ impl GrpcInferenceService for Service {
             async move {
                 match message {
                     Ok(message) => Ok(stream_message(&app, message).await),
+                    Err(status) if status.code() == tonic::Code::OutOfRange => {
+                        Err(Status::resource_exhausted(status.message()))
+                    }
                     Err(status) => Err(status),
                 }
             }
