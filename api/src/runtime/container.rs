@@ -8,7 +8,9 @@
 //!   sets on the InferenceService, whatever it had ([`kserve_labels`]: `modelClass` for MLServer,
 //!   `serviceEnvelope` for TorchServe; no shipped runtime reads another label).
 //! - The model's container fields ([`RUNTIME_CONTAINER_FIELDS`]) are laid over the serving
-//!   container (`MergeRuntimeContainers`).
+//!   container (`MergeRuntimeContainers`), after the variables KServe's defaulting adds to the
+//!   model for the server it runs on ([`kserve_env`]: MLServer's model name and folder, TorchServe's
+//!   protocol), each unless the model sets it.
 
 use std::collections::BTreeMap;
 
@@ -67,9 +69,25 @@ pub fn kserve_labels(model: &ModelSpec) -> BTreeMap<String, String> {
     BTreeMap::from([("modelClass".to_owned(), class.to_owned()), ("serviceEnvelope".to_owned(), envelope.to_owned())])
 }
 
-/// The runtime's containers for `model` of `served`, the serving one first (see the module
-/// documentation). The error says which container or field is wrong.
+/// The variables KServe's defaulting (`SetRuntimeDefaults`) adds to a model's `env` on the runtime
+/// named `runtime` (KServe's own runtime names): on `kserve-mlserver`, `MLSERVER_MODEL_NAME` (the
+/// InferenceService) and `MLSERVER_MODEL_URI` (`/mnt/models`) when the model has a `storageUri`,
+/// else `MLSERVER_LOAD_MODELS_AT_STARTUP=false`; on `kserve-torchserve`, `PROTOCOL_VERSION`.
+pub fn kserve_env(runtime: &str, model: &ModelSpec, served: Served<'_>) -> Vec<(&'static str, String)> {
+    match runtime {
+        "kserve-mlserver" if model.storage_uri.is_some() => {
+            vec![("MLSERVER_MODEL_NAME", served.name.to_owned()), ("MLSERVER_MODEL_URI", RUNTIME_MODEL_DIR.to_owned())]
+        }
+        "kserve-mlserver" => vec![("MLSERVER_LOAD_MODELS_AT_STARTUP", "false".to_owned())],
+        "kserve-torchserve" => vec![("PROTOCOL_VERSION", model_protocol(model).to_owned())],
+        _ => Vec::new(),
+    }
+}
+
+/// The containers of the runtime named `name` for `model` of `served`, the serving one first (see
+/// the module documentation). The error says which container or field is wrong.
 pub fn runtime_containers(
+    name: &str,
     runtime: &ServingRuntimeSpec,
     model: &ModelSpec,
     served: Served<'_>,
@@ -88,8 +106,20 @@ pub fn runtime_containers(
     }
     let serving = &mut containers[0];
     let mut value = serde_json::to_value(&*serving).map_err(|e| e.to_string())?;
+    let mut given = model.other.clone();
+    let defaults = kserve_env(name, model, served);
+    if !defaults.is_empty() {
+        let env = given.entry("env".to_owned()).or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(env) = env {
+            for (key, value) in defaults {
+                if !env.iter().any(|e| e.get("name").and_then(Value::as_str) == Some(key)) {
+                    env.push(serde_json::json!({"name": key, "value": value}));
+                }
+            }
+        }
+    }
     for field in RUNTIME_CONTAINER_FIELDS {
-        if let Some(given) = model.other.get(field) {
+        if let Some(given) = given.get(field) {
             merge_container_field(&mut value, field, given);
         }
     }
@@ -180,20 +210,53 @@ mod tests {
     fn kserves_label_placeholders_get_what_its_defaulting_gives() {
         let served = Served { name: "iris", namespace: "ml" };
         let xgb = model(json!({"modelFormat": {"name": "xgboost"}, "protocolVersion": "v2"}));
-        let mlserver = runtime_containers(&runtime("kserve-mlserver"), &xgb, served).unwrap();
+        let mlserver = runtime_containers("kserve-mlserver", &runtime("kserve-mlserver"), &xgb, served).unwrap();
         let env = serde_json::to_value(&mlserver[0].env).unwrap();
         assert_eq!(env[0], json!({"name": "MLSERVER_MODEL_IMPLEMENTATION", "value": "mlserver_xgboost.XGBoostModel"}));
-        let torch = runtime_containers(&runtime("kserve-torchserve"), &xgb, served).unwrap();
+        let torch = runtime_containers("kserve-torchserve", &runtime("kserve-torchserve"), &xgb, served).unwrap();
         assert_eq!(serde_json::to_value(&torch[0].env).unwrap()[0]["value"], "kservev2");
         let v1 = model(json!({"modelFormat": {"name": "pytorch"}}));
-        let torch = runtime_containers(&runtime("kserve-torchserve"), &v1, served).unwrap();
+        let torch = runtime_containers("kserve-torchserve", &runtime("kserve-torchserve"), &v1, served).unwrap();
         assert_eq!(serde_json::to_value(&torch[0].env).unwrap()[0]["value"], "kserve");
-        let mlserver = runtime_containers(&runtime("kserve-mlserver"), &v1, served).unwrap();
+        let mlserver = runtime_containers("kserve-mlserver", &runtime("kserve-mlserver"), &v1, served).unwrap();
         let class = &serde_json::to_value(&mlserver[0].env).unwrap()[0]["value"];
         assert_eq!(class, "mlserver_sklearn.SKLearnModel", "KServe's default class");
-        let sk = runtime_containers(&runtime("kserve-sklearnserver"), &xgb, served).unwrap();
+        let sk = runtime_containers("kserve-sklearnserver", &runtime("kserve-sklearnserver"), &xgb, served).unwrap();
         assert_eq!(sk[0].args.as_ref().unwrap()[0], "--model_name=iris");
         let empty = ServingRuntimeSpec::default();
-        assert_eq!(runtime_containers(&empty, &xgb, served).unwrap_err(), "has no containers");
+        assert_eq!(runtime_containers("empty", &empty, &xgb, served).unwrap_err(), "has no containers");
+    }
+
+    fn env(container: &Container) -> Vec<(String, String)> {
+        container.env.iter().flatten().map(|e| (e.name.clone(), e.value.clone().unwrap_or_default())).collect()
+    }
+
+    #[test]
+    fn kserves_defaulting_gives_mlserver_the_model_and_torchserve_the_protocol_unless_set() {
+        let served = Served { name: "sklearn-irisv2", namespace: "ml" };
+        let v2 = model(json!({"modelFormat": {"name": "sklearn"}, "protocolVersion": "v2", "storageUri": "gs://b/m"}));
+        let mlserver = runtime_containers("kserve-mlserver", &runtime("kserve-mlserver"), &v2, served).unwrap();
+        let got = env(&mlserver[0]);
+        let want = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert!(got.contains(&want("MLSERVER_MODEL_NAME", "sklearn-irisv2")), "{got:?}");
+        assert!(got.contains(&want("MLSERVER_MODEL_URI", "/mnt/models")), "{got:?}");
+        assert!(got.contains(&want("MLSERVER_HTTP_PORT", "8080")), "the runtime's own variables stay: {got:?}");
+
+        let mut named = v2.clone();
+        named.other.insert("env".into(), json!([{"name": "MLSERVER_MODEL_NAME", "value": "mine"}]));
+        let mlserver = runtime_containers("kserve-mlserver", &runtime("kserve-mlserver"), &named, served).unwrap();
+        let names: Vec<(String, String)> =
+            env(&mlserver[0]).into_iter().filter(|(k, _)| k == "MLSERVER_MODEL_NAME").collect();
+        assert_eq!(names, [want("MLSERVER_MODEL_NAME", "mine")], "the model's own value wins");
+
+        let mut none = v2.clone();
+        none.storage_uri = None;
+        let mlserver = runtime_containers("kserve-mlserver", &runtime("kserve-mlserver"), &none, served).unwrap();
+        assert!(env(&mlserver[0]).contains(&want("MLSERVER_LOAD_MODELS_AT_STARTUP", "false")));
+
+        let torch = runtime_containers("kserve-torchserve", &runtime("kserve-torchserve"), &v2, served).unwrap();
+        assert!(env(&torch[0]).contains(&want("PROTOCOL_VERSION", "v2")));
+        let sk = runtime_containers("kserve-sklearnserver", &runtime("kserve-sklearnserver"), &v2, served).unwrap();
+        assert!(env(&sk[0]).is_empty(), "KServe's defaulting adds nothing for other servers");
     }
 }

@@ -63,7 +63,7 @@ pub fn runtime_model(
     let chosen = select_runtime(model, &[], runtimes).map_err(|e| e.to_string())?;
     let at = format!("spec.predictor.model.runtime: {} {:?}", chosen.kind, chosen.name);
     let served = Served { name: isvc.name(), namespace: isvc.namespace() };
-    let containers = runtime_containers(chosen.spec, model, served).map_err(|e| format!("{at}: {e}"))?;
+    let containers = runtime_containers(chosen.name, chosen.spec, model, served).map_err(|e| format!("{at}: {e}"))?;
     let values =
         containers.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{at}: {e}"))?;
     let container = ContainerSpec::parse(&format!("{at}: containers"), &values, images, base)?;

@@ -32,7 +32,7 @@ pub(super) fn runtime_server(
 ) -> Result<(), String> {
     let at = format!("{} {:?}", runtime.kind, runtime.name);
     let served = Served { name: &revision.service, namespace: &revision.namespace };
-    let mut containers = runtime_containers(runtime.spec, model, served)
+    let mut containers = runtime_containers(runtime.name, runtime.spec, model, served)
         .map_err(|e| format!("spec.predictor.model.runtime: {at}: {e}"))?;
     let serving = &mut containers[0];
     if serving.ports.as_ref().is_none_or(Vec::is_empty) {
