@@ -9,3 +9,10 @@ tonic::include_proto!("inference");
 
 /// The compiled descriptors of every message and the service (a `FileDescriptorSet`).
 pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
+
+/// [`DESCRIPTORS`], decoded once: the service's methods ([`crate::grpc::method_kind`]) and the
+/// messages' fields ([`crate::triton::json`]).
+pub fn pool() -> &'static prost_reflect::DescriptorPool {
+    static POOL: std::sync::OnceLock<prost_reflect::DescriptorPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| prost_reflect::DescriptorPool::decode(DESCRIPTORS).expect("the build wrote valid descriptors"))
+}

@@ -54,7 +54,7 @@ pub enum Kind {
 /// serve it.
 pub fn method_kind(path: &str) -> Option<Kind> {
     let (service, method) = path.strip_prefix('/')?.split_once('/')?;
-    let service = crate::triton::json::pool().get_service_by_name(service)?;
+    let service = crate::proto::pool().get_service_by_name(service)?;
     let method = service.methods().find(|m| m.name() == method)?;
     Some(if method.is_client_streaming() { Kind::Streaming } else { Kind::Unary })
 }
@@ -106,7 +106,7 @@ const SERVICE: &str = "inference.GRPCInferenceService";
 
 /// The service's methods, by name.
 fn methods() -> Vec<String> {
-    let service = crate::triton::json::pool().get_service_by_name(SERVICE).expect("the service is in the descriptors");
+    let service = crate::proto::pool().get_service_by_name(SERVICE).expect("the service is in the descriptors");
     service.methods().map(|m| m.name().to_owned()).collect()
 }
 

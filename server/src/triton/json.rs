@@ -1,23 +1,16 @@
 //! Triton's messages in protobuf's JSON mapping, as Triton's HTTP endpoints write them: proto
 //! field names, every field without presence written even at its default, enums by name, and
 //! 64-bit integers as numbers (Triton turns protobuf's strings back into numbers). The message is
-//! read through the descriptors the build compiled ([`crate::proto::DESCRIPTORS`]).
-
-use std::sync::OnceLock;
+//! read through the descriptors the build compiled ([`crate::proto::pool`]).
 
 use prost::Name;
-use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use prost_reflect::{DynamicMessage, SerializeOptions};
 use serde_json::Value;
-
-/// The descriptors of the protocol's messages.
-pub fn pool() -> &'static DescriptorPool {
-    static POOL: OnceLock<DescriptorPool> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(crate::proto::DESCRIPTORS).expect("the build wrote valid descriptors"))
-}
 
 /// `message` as Triton's HTTP endpoint writes it.
 pub fn to_json<M: prost::Message + Name>(message: &M) -> Value {
-    let descriptor = pool().get_message_by_name(&M::full_name()).expect("every generated message is in the pool");
+    let descriptor =
+        crate::proto::pool().get_message_by_name(&M::full_name()).expect("every generated message is in the pool");
     let dynamic = DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
         .expect("a message decodes with its own descriptor");
     let options =

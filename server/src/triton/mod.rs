@@ -109,10 +109,9 @@ mod tests {
     fn a_model_still_loading_is_unavailable() {
         let entry = index_entry("mlp", None);
         assert_eq!(
-            (entry.state.as_str(), entry.reason.as_str(), entry.version.as_str()),
-            ("UNAVAILABLE", "loading", "1")
+            (entry.name.as_str(), entry.version.as_str(), entry.state.as_str(), entry.reason.as_str()),
+            ("mlp", "1", "UNAVAILABLE", "loading")
         );
-        assert_eq!(index_entry("mlp", None).name, "mlp");
     }
 
     #[test]
