@@ -7,7 +7,8 @@
 //!
 //! A file whose device, inode, size and modification time are those of the last pass is not read
 //! or parsed again; its InferenceService is checked again (cheap: a model that appears later makes
-//! it valid). A refusal is logged at warn once, when it first appears or changes. The controller
+//! it valid). A refusal is logged at warn once, when it first appears or changes, and so are the
+//! fields of an accepted manifest that skiff up does not act on ([`super::manifests::notices`]). The controller
 //! refreshes the folder; the web app reads the same parsed state ([`ManifestFolder::current`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -146,8 +147,12 @@ impl Scan {
         for path in paths {
             let Some(parsed) = self.look(&root, &path) else { continue };
             present.insert(path.clone());
+            let mut noticed = None;
             let refusal = match parsed.and_then(|p| check(&path, p.isvc, p.text, p.created, config)) {
                 Ok(manifest) => {
+                    if !manifest.notices.is_empty() {
+                        noticed = Some(format!("{}: not acted on: {}", path.display(), manifest.notices.join("; ")));
+                    }
                     let key = format!("{}/{}", manifest.isvc.namespace(), manifest.isvc.name());
                     match folder.manifests.get(&key) {
                         Some(first) => {
@@ -170,9 +175,16 @@ impl Scan {
                     }
                     folder.errors.push(line);
                 }
-                None => {
-                    self.said.remove(&path);
-                }
+                None => match noticed {
+                    Some(line) if self.said.get(&path) != Some(&line) => {
+                        tracing::warn!(file = %path.display(), "accepted; {line}");
+                        self.said.insert(path.clone(), line);
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.said.remove(&path);
+                    }
+                },
             }
         }
         self.seen.retain(|path, _| present.contains(path));

@@ -43,6 +43,8 @@ pub struct Manifest {
     pub transformer: Option<ContainerSpec>,
     /// The explainer's container, when it has one.
     pub explainer: Option<ContainerSpec>,
+    /// `field: why` for each field `skiff up` does not act on ([`notices`]), logged once.
+    pub notices: Vec<String>,
 }
 
 /// Where a model predictor's model is.
@@ -90,10 +92,14 @@ pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, Str
     check(path, read(text)?, Arc::from(text), None, config)
 }
 
-/// Deserializes an InferenceService; a refusal gives the line and column and says what is wrong in
-/// words of its own, without the text (serde-saphyr's messages may quote the source).
+/// Deserializes an InferenceService; a refusal gives the field being read, the line and column, and
+/// says what is wrong in words of its own, without the text (serde-saphyr's messages may quote the
+/// source).
 pub fn read(text: &str) -> Result<InferenceService, String> {
-    serde_saphyr::from_str(text).map_err(|e| located(&e))
+    InferenceService::read_yaml(text).map_err(|e| match e.path.as_str() {
+        "" => located(&e.error),
+        path => format!("{path}: {}", located(&e.error)),
+    })
 }
 
 /// `line L, column C: <what>` for a YAML error, `<what>` alone where it has no location.
@@ -160,6 +166,7 @@ pub fn check(
     // skiff up runs the kpa class only: another class (or Standard mode's hpa) is refused naming
     // the annotation that asks for it.
     runs_locally(&isvc.metadata.annotations).map_err(|e| e.to_string())?;
+    let notices = notices::notices(&isvc);
     // A framework shorthand (`sklearn:`) is served as the `model` KServe's webhook makes of it.
     let isvc = expand(isvc).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
@@ -181,7 +188,7 @@ pub fn check(
         None => Ok(None),
     };
     let (transformer, explainer) = (container(Component::Transformer)?, container(Component::Explainer)?);
-    Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer })
+    Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer, notices })
 }
 
 /// Where a `model` predictor's ONNX model is: a `file://` folder, which must hold it now, or a URI
@@ -214,6 +221,11 @@ fn model_source(isvc: &InferenceService, base: &Path) -> Result<ModelSource, Str
     Ok(ModelSource::Dir(model_dir))
 }
 
+pub mod notices;
+
+#[cfg(test)]
+mod corpus;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,18 +233,18 @@ mod tests {
     const HEAD: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: x\n";
 
     #[test]
-    fn yaml_errors_give_the_line_and_column_never_the_text() {
+    fn yaml_errors_give_the_field_the_line_and_column_never_the_text() {
         let cases = [
             ("root:$6$TOPSECRET$hash:19000:0:99999:7:::\n", "line 1, column 1: not an InferenceService"),
             (
                 &format!("{HEAD}spec:\n  predictor:\n    minReplicas: TOPSECRET\n"),
-                "line 7, column 18: not an InferenceService: a value that is not a valid i64",
+                "spec.predictor.minReplicas: line 7, column 18: not an InferenceService: a value that is not a valid i64",
             ),
             (
                 &format!("{HEAD}spec: [TOPSECRET\n"),
-                "line 5, column 7: not an InferenceService: expected mapping start here",
+                "spec: line 5, column 7: not an InferenceService: expected mapping start here",
             ),
-            (&format!("{HEAD}spec:\n  predictor: \"TOPSECRET\n"), "line 7, column 1: not valid YAML"),
+            (&format!("{HEAD}spec:\n  predictor: \"TOPSECRET\n"), "spec: line 7, column 1: not valid YAML"),
             (&format!("{HEAD}TOPSECRET: 1\nTOPSECRET: 2\n"), "line 6, column 1: a key appears twice"),
         ];
         for (text, want) in cases {
