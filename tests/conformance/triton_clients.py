@@ -209,7 +209,8 @@ def http_checks(calls, args, cases):
                     f"HTTP model metadata {model}")
         problems = config_problems(client.get_model_config(model, headers=fresh(h)), metadata)
         calls.check(not problems, f"HTTP model config {model} {problems or 'follows the graph'}")
-    calls.check(not client.is_model_ready("no-such-model", headers=fresh(h)), "HTTP model ready: unknown model is false")
+    calls.check(not client.is_model_ready("no-such-model", headers=fresh(h)),
+                "HTTP model ready: unknown model is false")
     calls.check(not client.is_model_ready(args.models[0], "7", headers=fresh(h)),
                 "HTTP model ready: unknown version is false")
     before = {m: stats_of(client.get_inference_statistics(m, headers=fresh(h)), m) for m in args.models}
@@ -242,7 +243,8 @@ def http_errors(calls, client, args, cases, h):
     name, (datatype, value) = next(iter(case.inputs.items()))
     wrong = httpclient.InferInput(name, [1, 1], datatype)
     wrong.set_data_from_numpy(value.reshape(-1)[:1].reshape(1, 1), binary_data=False)
-    calls.raises(lambda: client.infer(case.model, [wrong], headers=fresh(h)), "HTTP infer wrong shape", "400", f"'{name}'")
+    calls.raises(lambda: client.infer(case.model, [wrong], headers=fresh(h)), "HTTP infer wrong shape",
+                 "400", f"'{name}'")
     if args.error_model:
         index = httpclient.InferInput("index", [1, 1], "INT64")
         index.set_data_from_numpy(np.array([[9]], dtype=np.int64))
@@ -345,13 +347,15 @@ async def http_aio_checks(calls, args, cases):
     h = {"Host": args.host} if args.host else None
     calls.check(await client.is_server_live(headers=fresh(h)), "HTTP aio server live")
     calls.check(await client.is_server_ready(headers=fresh(h)), "HTTP aio server ready")
-    calls.check(not await client.is_model_ready("no-such-model", headers=fresh(h)), "HTTP aio model ready: unknown is false")
+    calls.check(not await client.is_model_ready("no-such-model", headers=fresh(h)),
+                "HTTP aio model ready: unknown is false")
     for model in args.models:
         metadata = await client.get_model_metadata(model, headers=fresh(h))
         problems = config_problems(await client.get_model_config(model, headers=fresh(h)), metadata)
         calls.check(not problems, f"HTTP aio model config {model} {problems or 'follows the graph'}")
     for case in cases:
-        result = await client.infer(case.model, case.http_inputs(True), outputs=case.http_outputs(True), headers=fresh(h))
+        result = await client.infer(case.model, case.http_inputs(True), outputs=case.http_outputs(True),
+                                    headers=fresh(h))
         wrong = case.differences(result)
         calls.check(not wrong, f"HTTP aio infer {case.model}/{case.name}: {wrong or 'matches ONNX Runtime'}")
     stats = await client.get_inference_statistics(headers=fresh(h))
@@ -395,7 +399,8 @@ async def grpc_aio_checks(calls, args, cases):
     async for (result, error), (case, request_id) in aiozip(answers, sent):
         got += 1
         if case is None:
-            calls.check(result is None and "no-such-model" in str(error), f"gRPC aio stream: unknown model in band ({error})")
+            calls.check(result is None and "no-such-model" in str(error),
+                        f"gRPC aio stream: unknown model in band ({error})")
         else:
             wrong = ["no answer: " + str(error)] if result is None else case.differences(result)
             calls.check(not wrong and result.get_response().id == request_id,
