@@ -58,7 +58,7 @@ pub fn notices(isvc: &InferenceService) -> Vec<String> {
         }
     }
     for key in isvc.metadata.labels.keys().filter(|k| k.starts_with("networking.knative.dev/")) {
-        out.push(format!("metadata.labels[{key}]: a cluster's networking; skiff up serves on its own port"));
+        out.push(format!("metadata.labels[{key}]: a cluster's networking (skiff up serves on its own port)"));
     }
     let Some(Value::Object(spec)) = manifest.get("spec") else { return out };
     for (key, value) in spec {
