@@ -26,7 +26,8 @@
 #      shorthand and the storageUri of a model.joblib that tests/fixtures/sklearn_iris.py trains, gets
 #      a revision on ClusterServingRuntime kserve-sklearnserver (image kserve/sklearnserver:v0.21.0),
 #      and its V1 predict of the sample's iris-input.json through the router scales it from zero and
-#      answers what scikit-learn predicts with that file
+#      answers what scikit-learn predicts with that file; its v2 variant (protocolVersion v2) gets a
+#      revision on kserve-mlserver with the variables KServe's defaulting gives MLServer
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
 # logs kept on failure, with the tails of the pods' logs printed).
 #
@@ -243,8 +244,30 @@ code="$(curl -sS -m 180 -o "$dir/answer.json" -w '%{http_code}' -H "Host: ${host
 got="$(python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["predictions"]))' <"$dir/answer.json")"
 [[ "$got" == "$expected" ]] || fail "4. sklearn-iris predicted $got, scikit-learn $expected"
 pass "4. the V1 predict through the router scaled sklearn-iris from zero in $((SECONDS - start)) s and answered $got, as scikit-learn does"
-k -n "$ns" delete isvc sklearn-iris --wait=true >/dev/null
+# KServe's v2 variant (protocolVersion v2) goes to kserve-mlserver (priority 2), as on KServe, with the
+# variables KServe's defaulting gives MLServer; at zero, nothing starts (no image map entry for it).
+k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: sklearn-irisv2, namespace: $ns}
+spec:
+  predictor:
+    minReplicas: 0
+    sklearn:
+      protocolVersion: v2
+      storageUri: file://$dir/models/sklearn-iris
+EOF
+rev=sklearn-irisv2-predictor-00001
+wait_until "$rev's Deployment" k -n "$ns" get deployment "$rev"
+chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
+env="$(get "deployment/$rev" '{range .spec.template.spec.containers[0].env[*]}{.name}={.value} {end}')"
+[[ "$chosen" == ClusterServingRuntime/kserve-mlserver && "$env" == *"MLSERVER_MODEL_IMPLEMENTATION=mlserver_sklearn.SKLearnModel"* &&
+  "$env" == *"MLSERVER_MODEL_NAME=sklearn-irisv2"* && "$env" == *"MLSERVER_MODEL_URI=/mnt/models"* ]] ||
+  fail "4. $rev records runtime '$chosen' with env $env"
+pass "4. sklearn-irisv2 (protocolVersion v2) gets $chosen with $env"
+k -n "$ns" delete isvc sklearn-iris sklearn-irisv2 --wait=true >/dev/null
 wait_until "sklearn-iris's children gone" none_left sklearn-iris
+wait_until "sklearn-irisv2's children gone" none_left sklearn-irisv2
 
 passed=1
 log "PASS: every check passed in $((SECONDS - t0)) s"
