@@ -7,7 +7,8 @@
 //! that tests/fixtures/sklearn_iris.py trains from scikit-learn's iris data set, as KServe's sample
 //! does. A V1 predict with the sample's input (iris-input.json) through skiff up's router answers
 //! what scikit-learn itself predicts with that file, and so does a V2 infer on the same server.
-//! Beside it, `xgboost:` and `lightgbm:` shorthands on `file://` boosters (the same script) run the
+//! Its v2 variant is refused naming MLServer's image, which KServe's rules pick for it and which
+//! has no built-in local command. Beside it, `xgboost:` and `lightgbm:` shorthands on `file://` boosters (the same script) run the
 //! built-in map's `xgbserver` and `lgbserver`, and answer what the libraries predict.
 
 mod common;
@@ -33,6 +34,18 @@ spec:
   predictor:
     sklearn:
       storageUri: "gs://kfserving-examples/models/sklearn/1.0/model"
+"#;
+
+/// Its v2 variant (docs/samples/v1beta1/sklearn/v2/sklearn.yaml), as KServe's repository has it.
+const SKLEARN_IRIS_V2: &str = r#"apiVersion: "serving.kserve.io/v1beta1"
+kind: "InferenceService"
+metadata:
+  name: "sklearn-irisv2"
+spec:
+  predictor:
+    sklearn:
+      protocolVersion: v2
+      storageUri: "gs://seldon-models/sklearn/iris"
 "#;
 
 /// The sample's request (iris-input.json).
@@ -75,6 +88,7 @@ async fn kserves_sklearn_iris_sample_runs_unchanged_on_kserves_sklearnserver_and
     let gcs = stores::fake_gcs(&[("kfserving-examples", "models/sklearn/1.0/model/model.joblib", &model)]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("sklearn.yaml"), SKLEARN_IRIS).unwrap();
+    std::fs::write(dir.path().join("sklearn-v2.yaml"), SKLEARN_IRIS_V2).unwrap();
     let mut boosters = Vec::new();
     for framework in ["xgboost", "lightgbm"] {
         let model_dir = dir.path().join("models").join(framework);
@@ -95,7 +109,17 @@ async fn kserves_sklearn_iris_sample_runs_unchanged_on_kserves_sklearnserver_and
     let ready =
         |s: &Value| s["services"].as_array().is_some_and(|v| v.len() == 3 && v.iter().all(|s| s["ready"] == true));
     let status = up.wait_for("the three services ready", Duration::from_secs(180), ready).await;
-    assert_eq!(status["errors"], json!([]), "{status}");
+    // The v2 variant goes to kserve-mlserver as on KServe; MLServer has no built-in local command.
+    let errors = status["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{status}");
+    let refusal = errors[0].as_str().unwrap();
+    assert!(
+        refusal.contains(
+            "sklearn-v2.yaml: spec.predictor.model.runtime: ClusterServingRuntime \"kserve-mlserver\": containers[0].command: \
+             image \"docker.io/seldonio/mlserver:1.7.1\" is not in the image map"
+        ),
+        "{refusal}"
+    );
     let services = status["services"].as_array().unwrap();
     let revision = &services.iter().find(|s| s["name"] == "sklearn-iris").unwrap()["revisions"][0];
     assert_eq!(revision["fetched"]["bytes"], model.len(), "the model came from the bucket: {revision}");
