@@ -43,7 +43,7 @@ const MODEL: [&str; 5] = ["modelFormat", "storageUri", "runtime", "runtimeVersio
 /// The container fields a local process has (`readinessProbe`: its `httpGet.path` only).
 const PROCESS: [&str; 8] = ["name", "image", "command", "args", "env", "ports", "workingDir", "readinessProbe"];
 
-/// `field: why` for each field of `isvc` that `skiff up` does not act on, in manifest order.
+/// `field: why` for each field of `isvc` that `skiff up` does not act on, by component and field name.
 pub fn notices(isvc: &InferenceService) -> Vec<String> {
     let Ok(Value::Object(manifest)) = serde_json::to_value(isvc) else { return Vec::new() };
     let mut out = Vec::new();
@@ -157,3 +157,57 @@ const CLUSTER_ONLY: [&str; 24] = [
     "labels",
     "resources",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(spec: &str, annotations: &str) -> Vec<String> {
+        let yaml = format!(
+            "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: m\n  labels: {{team: a}}\n  \
+             annotations: {{{annotations}}}\nspec:\n{spec}"
+        );
+        notices(&InferenceService::from_yaml(&yaml).unwrap())
+    }
+
+    #[test]
+    fn what_skiff_up_acts_on_is_not_named() {
+        let spec = "  predictor:\n    minReplicas: 0\n    containerConcurrency: 4\n    model:\n      modelFormat: {name: onnx}\n      \
+                    storageUri: gs://b/m\n  transformer:\n    containers:\n    - name: t\n      image: t\n      args: [a]\n      \
+                    env: [{name: A, value: '1'}]\n      readinessProbe: {httpGet: {path: /ready}}\n";
+        assert_eq!(
+            of(spec, "autoscaling.knative.dev/target: '3', serving.kserve.io/deploymentMode: Serverless"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn every_other_field_is_named_with_why() {
+        let spec = "  predictor:\n    nodeSelector: {pool: gpu}\n    model:\n      modelFormat: {name: onnx}\n      storageUri: gs://b/m\n      \
+                    args: [--x]\n  transformer:\n    containers:\n    - name: t\n      image: t\n      resources: {limits: {cpu: '1'}}\n      \
+                    readinessProbe: {httpGet: {path: /ready}, periodSeconds: 10}\n  explainer:\n    containers: [{name: e, image: e}]\n    \
+                    sidecar: {x: 1}\n";
+        assert_eq!(
+            of(spec, "prometheus.io/scrape: 'true'"),
+            [
+                "metadata.annotations[prometheus.io/scrape]: not used by skiff up",
+                "spec.explainer.sidecar: not used by skiff up",
+                "spec.predictor.model.args: not used by the embedded server (a runtime's container would take it)",
+                "spec.predictor.nodeSelector: meaningful only on a cluster (skiff up runs a local process)",
+                "spec.transformer.containers[0].readinessProbe.periodSeconds: skiff up probes readiness every tick, with no \
+                 delay or period",
+                "spec.transformer.containers[0].resources: meaningful only on a cluster (skiff up runs a local process)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_runtime_model_takes_the_container_fields_of_a_process() {
+        let spec = "  predictor:\n    sklearn:\n      storageUri: gs://b/m\n      args: [--workers=2]\n      env: [{name: A, value: '1'}]\n      \
+                    resources: {limits: {cpu: '1'}}\n";
+        assert_eq!(
+            of(spec, ""),
+            ["spec.predictor.sklearn.resources: meaningful only on a cluster (skiff up runs a local process)"]
+        );
+    }
+}
