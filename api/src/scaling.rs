@@ -138,7 +138,7 @@ impl ScalingInputs {
     /// The component's class is checked first ([`ScalingInputs::scaler`]). With a class other than
     /// the KPA, `scaleMetric` and `scaleTarget` belong to that class's autoscaler, and an
     /// `autoscaling.knative.dev/*` annotation is refused (nothing would read it); the spec then
-    /// gives the replicas a new revision starts with.
+    /// gives the replicas a new revision starts with (for `none`, exactly `minReplicas`).
     pub fn resolve_for(&self, config: &AutoscalerConfig, component: Component) -> Result<ScalingSpec> {
         let kpa = self.scaler(component)?.class() == Class::Kpa;
         if let Some(key) = self.annotations.keys().find(|_| !kpa) {
@@ -158,7 +158,7 @@ impl ScalingInputs {
             scale_metric: self.scale_metric.clone().filter(|_| kpa),
             container_concurrency: self.container_concurrency,
         };
-        ScalingSpec::resolve(&fields, &self.annotations, config).map_err(|e| {
+        let mut spec = ScalingSpec::resolve(&fields, &self.annotations, config).map_err(|e| {
             let key = e.key().to_owned();
             let field = if key.contains('/') {
                 format!("metadata.annotations[{key}]")
@@ -166,7 +166,13 @@ impl ScalingInputs {
                 format!("spec.{}.{key}", component.name())
             };
             Error::invalid(field, e.to_string())
-        })
+        })?;
+        if self.class() == Class::None {
+            // KServe's `none`: the Deployment has exactly `minReplicas` (0: it starts at zero, and
+            // its first request wakes it).
+            spec.initial_scale = spec.min_scale;
+        }
+        Ok(spec)
     }
 }
 

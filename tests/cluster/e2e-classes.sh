@@ -14,7 +14,7 @@
 #      it; a kpa revision (the control) scaled to 2 by hand goes back to 1.
 #   3. A revision at zero (scaled there by hand, as an HPA with HPAScaleToZero or KEDA would) holds
 #      its first request through the router and the activator, is woken to one replica and answers
-#      200: hpa and external.
+#      200: hpa and external, and none created at zero (minReplicas 0, as KServe sets its replicas).
 #   4. keda on a cluster without KEDA: Ready False, reason KedaNotInstalled, naming the CRD.
 #   5. A switch of class (hpa to external) rolls a new revision; the old revision is collected and
 #      its HPA goes with it.
@@ -126,9 +126,12 @@ apply cpu '{serving.kserve.io/deploymentMode: Standard}' \
 apply ext '{serving.kserve.io/autoscalerClass: external}' "    minReplicas: 1"
 apply fixed '{serving.kserve.io/autoscalerClass: none}' "    minReplicas: 1"
 apply kpa '{}' "    minReplicas: 1"
+apply zero '{serving.kserve.io/autoscalerClass: none}' "    minReplicas: 0"
 ready() { [[ "$(k -n "$ns" get isvc "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
-for name in cpu ext fixed kpa; do wait_until "$name Ready" ready "$name"; done
-pass "cpu (Standard: hpa), ext (external), fixed (none) and kpa Ready; router $router"
+for name in cpu ext fixed kpa zero; do wait_until "$name Ready" ready "$name"; done
+[[ "$(k -n "$ns" get deployment zero-predictor-00001 -o jsonpath='{.spec.replicas}')" == 0 ]] ||
+  fail "zero (none, minReplicas 0) was not created at zero replicas"
+pass "cpu (Standard: hpa), ext (external), fixed (none), kpa, and zero (none at minReplicas 0, no pod) Ready; router $router"
 
 # 1. The HPA, and the HPA controller's processing of it.
 hpa=cpu-predictor-00001
@@ -165,7 +168,7 @@ infer() { # name: the HTTP code of one V2 infer through the router
   curl -sS -m 120 -o /dev/null -w '%{http_code}' -H "Host: $1.$ns.example.com" -H 'Content-Type: application/json' \
     "http://$router/v2/models/$1/infer" -d '{"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.8, 2.8, 4.8, 1.4]}]}'
 }
-for name in cpu ext; do
+for name in cpu ext zero; do
   k -n "$ns" scale deployment "$name-predictor-00001" --replicas=0 >/dev/null
   no_pod() { [[ "$(k -n "$ns" get pods -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l)" == 0 ]]; }
   wait_until "$name's pods gone" no_pod "$name"

@@ -250,6 +250,14 @@ fn external_and_none_make_nothing_and_the_kpa_stays_the_default() {
         .resolve(&AutoscalerConfig::default())
         .unwrap();
     assert_eq!(spec.initial_pods(), 3);
+    let at_zero = ScalingInputs::of(&manifest("serving.kserve.io/autoscalerClass: none", "minReplicas: 0"))
+        .resolve(&AutoscalerConfig::default())
+        .unwrap();
+    assert_eq!(at_zero.initial_pods(), 0, "none with minReplicas 0 starts at zero, as KServe's Deployment");
+    let hpa = ScalingInputs::of(&manifest("serving.kserve.io/autoscalerClass: hpa", "minReplicas: 0"))
+        .resolve(&AutoscalerConfig::default())
+        .unwrap();
+    assert_eq!(hpa.initial_pods(), 1, "the other classes start at the initial scale");
 }
 
 #[test]
