@@ -165,7 +165,7 @@ impl ScalingInputs {
             } else {
                 format!("spec.{}.{key}", component.name())
             };
-            Error::invalid(field, e.to_string())
+            Error::invalid(field, e.reason())
         })?;
         if self.class() == Class::None {
             // KServe's `none`: the Deployment has exactly `minReplicas` (0: it starts at zero, and

@@ -58,4 +58,13 @@ impl Error {
             Self::Parse { key, .. } | Self::OutOfRange { key, .. } | Self::Conflict { key, .. } => key,
         }
     }
+
+    /// What is wrong, without [`Error::key`] in front: for a caller that names the field itself.
+    pub fn reason(&self) -> String {
+        match self {
+            Self::Parse { value, expected, .. } => format!("cannot parse {value:?} as {expected}"),
+            Self::OutOfRange { value, allowed, .. } => format!("{value}: {allowed}"),
+            Self::Conflict { message, .. } => message.clone(),
+        }
+    }
 }

@@ -203,10 +203,8 @@ fn pod_spec(
         }
         pod.containers.push(queue_proxy::queue_proxy(upstream, revision, predictor, platform));
     } else {
-        let framework = skiff_api::validate::FRAMEWORKS.iter().find(|f| predictor.other.contains_key(**f));
         return Err(format!(
-            "{at}.{}: Skiff serves `model` (ONNX) and custom `containers`; framework shorthands are not served",
-            framework.unwrap_or(&"model")
+            "{at}: neither model nor containers is set (a framework shorthand is expanded into model first)"
         ));
     }
     security::harden(&mut pod).map_err(|e| format!("{at}.{e}"))?;
@@ -252,8 +250,8 @@ mod tests {
         assert!(sklearn.starts_with("spec.predictor.model.modelFormat.name: skiff-server serves onnx"), "{sklearn}");
         let relative = build(&MODEL.replace("file:///models/iris", "file://./iris")).unwrap_err();
         assert!(relative.starts_with("spec.predictor.model.storageUri:"), "{relative}");
-        let shorthand = build("    sklearn: {storageUri: 'gs://x'}\n").unwrap_err();
-        assert!(shorthand.starts_with("spec.predictor.sklearn:"), "{shorthand}");
+        let unexpanded = build("    sklearn: {storageUri: 'gs://x'}\n").unwrap_err();
+        assert!(unexpanded.starts_with("spec.predictor: neither model nor containers"), "{unexpanded}");
         let bad_container = build("    containers:\n    - image: 5\n      ports: nope\n").unwrap_err();
         assert!(bad_container.starts_with("spec.predictor.containers[0]:"), "{bad_container}");
     }

@@ -17,7 +17,8 @@ pub use skiff_api::runtime::container::RUNTIME_MODEL_DIR;
 /// the runtime's containers for the model ([`runtime_containers`]: `kserve-container`, else the
 /// first, serves, with the model's own container fields laid over it and KServe's placeholders
 /// replaced); the model is provided at [`RUNTIME_MODEL_DIR`] as for `skiff-server`
-/// ([`provision_model`]); `PORT` is set to the port it serves on (its first declared port, else
+/// ([`provision_model`]) when it names a `storageUri` (without one, as on KServe, the runtime fetches
+/// the model itself, e.g. Hugging Face's `--model_id`, and the pod gets no storage initializer); `PORT` is set to the port it serves on (its first declared port, else
 /// 8080) unless given; the runtime's other containers follow it, and the queue-proxy fronts it
 /// (concurrency, the in-flight gauge the autoscaler reads, the logger and the batcher), as for a
 /// custom container. The runtime's image is not Skiff's, so its root file system stays writable, as
@@ -43,7 +44,9 @@ pub(super) fn runtime_server(
     if !env.iter().any(|v| v.name == "PORT") {
         env.push(EnvVar { name: "PORT".into(), value: Some(upstream.to_string()), ..EnvVar::default() });
     }
-    provision_model(model, RUNTIME_MODEL_DIR, platform, pod, serving)?;
+    if model.storage_uri.as_deref().is_some_and(|uri| !uri.is_empty()) {
+        provision_model(model, RUNTIME_MODEL_DIR, platform, pod, serving)?;
+    }
     containers.push(queue_proxy(upstream, revision, predictor, platform));
     pod.containers = containers;
     Ok(())
@@ -170,6 +173,16 @@ mod tests {
 
         let d = build_on_runtime(&SKLEARN.replace("file:///models/sum", "pvc://models/sum"), &runtime).unwrap();
         assert_eq!(pod_of(&d)["containers"][0]["volumeMounts"][0]["subPath"], "sum");
+    }
+
+    #[test]
+    fn a_runtime_model_without_a_storage_uri_fetches_it_itself() {
+        let runtime = sk_runtime();
+        let d = build_on_runtime(&SKLEARN.replace("      storageUri: file:///models/sum\n", ""), &runtime).unwrap();
+        let pod = pod_of(&d);
+        assert!(pod.get("initContainers").is_none(), "no storage initializer: {pod}");
+        assert!(pod["containers"][0].get("volumeMounts").is_none(), "no model volume: {pod}");
+        assert_eq!(pod["volumes"], json!([{"name": "cache", "emptyDir": {}}]), "the runtime's volumes only");
     }
 
     #[test]
