@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -63,6 +63,19 @@ const POD_FIELDS: [&str; 18] = [
     "enableServiceLinks",
 ];
 
+/// The fields of KServe's `ComponentExtensionSpec` that shape the Deployment rather than its pod:
+/// labels and annotations for the pods, and the Deployment's rollout strategy.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Extension {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    deployment_strategy: Option<DeploymentStrategy>,
+}
+
 /// A new revision's Deployment; `predictor` is the spec of the revision's component
 /// (`spec.predictor`, `spec.transformer`, ...). `replicas` is set only while the controller owns
 /// the field (see [`crate::plan::replicas_to_apply`]); the [`Record`] is kept in annotations so
@@ -87,8 +100,14 @@ pub fn deployment(
         record.scaling.annotation(),
     ]
     .into();
-    // The runtime's pod labels and annotations, under the revision's own labels.
+    let at = format!("spec.{}", revision.component.name());
+    let extension: Extension = from_fields(&predictor.other, &["labels", "annotations", "deploymentStrategy"], &at)?;
+    // The component's own pod labels, then the runtime's, under the revision's own labels; the
+    // component's annotations over the runtime's.
     let mut pod_labels = revision.pod_labels();
+    for (key, value) in extension.labels {
+        pod_labels.entry(key).or_insert(value);
+    }
     let mut pod_annotations = BTreeMap::new();
     if let Some(runtime) = runtime {
         annotations.insert(RUNTIME.to_owned(), format!("{}/{}", runtime.kind, runtime.name));
@@ -97,6 +116,7 @@ pub fn deployment(
         }
         pod_annotations.extend(runtime.spec.annotations.clone());
     }
+    pod_annotations.extend(extension.annotations);
     let mut deployment = Deployment {
         metadata: revision.metadata(owner, annotations),
         spec: Some(DeploymentSpec {
@@ -110,6 +130,7 @@ pub fn deployment(
                 }),
                 spec: Some(pod),
             },
+            strategy: extension.deployment_strategy,
             ..DeploymentSpec::default()
         }),
         status: None,
@@ -222,7 +243,7 @@ pub(super) fn from_fields<T: serde::de::DeserializeOwned + Default>(
     if picked.is_empty() {
         return Ok(T::default());
     }
-    serde_json::from_value(Value::Object(picked)).map_err(|e| format!("{at}: {e}"))
+    serde_path_to_error::deserialize(Value::Object(picked)).map_err(|e| format!("{at}.{}: {}", e.path(), e.inner()))
 }
 
 mod container;
@@ -254,6 +275,27 @@ mod tests {
         assert!(unexpanded.starts_with("spec.predictor: neither model nor containers"), "{unexpanded}");
         let bad_container = build("    containers:\n    - image: 5\n      ports: nope\n").unwrap_err();
         assert!(bad_container.starts_with("spec.predictor.containers[0]:"), "{bad_container}");
+    }
+
+    #[test]
+    fn the_components_labels_annotations_and_strategy_reach_the_deployment() {
+        let extended = format!(
+            "    labels: {{team: fraud, component: mine}}\n    annotations: {{sidecar.io/inject: 'false'}}\n    \
+             deploymentStrategy: {{type: RollingUpdate, rollingUpdate: {{maxSurge: 0, maxUnavailable: 1}}}}\n{MODEL}"
+        );
+        let d = build(&extended).unwrap();
+        let spec = d.spec.as_ref().unwrap();
+        let meta = spec.template.metadata.as_ref().unwrap();
+        let labels = meta.labels.as_ref().unwrap();
+        assert_eq!(labels["team"], "fraud");
+        assert_eq!(labels["component"], "predictor", "the revision's own labels win");
+        assert_eq!(meta.annotations.as_ref().unwrap()["sidecar.io/inject"], "false");
+        let strategy = spec.strategy.as_ref().unwrap();
+        assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+        assert_eq!(strategy.rolling_update.as_ref().unwrap().max_surge, Some(IntOrString::Int(0)));
+
+        let bad = build(&format!("    labels: [a]\n{MODEL}")).unwrap_err();
+        assert_eq!(bad, "spec.predictor.labels: invalid type: sequence, expected a map");
     }
 
     #[test]
