@@ -94,6 +94,37 @@ pub struct InferenceServiceSpec {
     pub other: BTreeMap<String, Value>,
 }
 
+/// PodSpec fields KServe accepts inline in a component (`spec.predictor`, ...): a cluster passes
+/// them to the pod as written; `skiff up`, which runs a local process, reports them as unused.
+pub const POD_FIELDS: [&str; 21] = [
+    "serviceAccountName",
+    "serviceAccount",
+    "nodeSelector",
+    "nodeName",
+    "tolerations",
+    "affinity",
+    "imagePullSecrets",
+    "priorityClassName",
+    "schedulerName",
+    "securityContext",
+    "runtimeClassName",
+    "hostAliases",
+    "dnsPolicy",
+    "dnsConfig",
+    "terminationGracePeriodSeconds",
+    "topologySpreadConstraints",
+    "volumes",
+    "initContainers",
+    "automountServiceAccountToken",
+    "enableServiceLinks",
+    "resources",
+];
+
+/// The fields of KServe's `ComponentExtensionSpec` that shape a component's Deployment rather than
+/// its pod: the pods' labels and annotations and the rollout strategy (cluster-only, like
+/// [`POD_FIELDS`]).
+pub const DEPLOYMENT_FIELDS: [&str; 3] = ["labels", "annotations", "deploymentStrategy"];
+
 /// `spec.predictor`. Numbers are signed so that a negative value is reported by field name.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

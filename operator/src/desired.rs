@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ContainerPort, PodSpec, PodTemplateSpec, Servic
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Map, Value};
-use skiff_api::isvc::PredictorSpec;
+use skiff_api::isvc::{DEPLOYMENT_FIELDS, POD_FIELDS, PredictorSpec};
 use skiff_api::labels::{APPLIED_HASH, INITIAL_SCALE, RUNTIME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 use skiff_api::runtime::SelectedRuntime;
@@ -41,28 +41,6 @@ fn drain() -> DrainArgs {
 }
 /// KServe's name for the serving container.
 pub const CONTAINER_NAME: &str = "kserve-container";
-/// PodSpec fields KServe accepts inline in `spec.predictor`, passed to the pod as written.
-const POD_FIELDS: [&str; 18] = [
-    "serviceAccountName",
-    "nodeSelector",
-    "tolerations",
-    "affinity",
-    "imagePullSecrets",
-    "priorityClassName",
-    "schedulerName",
-    "securityContext",
-    "runtimeClassName",
-    "hostAliases",
-    "dnsPolicy",
-    "dnsConfig",
-    "terminationGracePeriodSeconds",
-    "topologySpreadConstraints",
-    "volumes",
-    "initContainers",
-    "automountServiceAccountToken",
-    "enableServiceLinks",
-];
-
 /// The fields of KServe's `ComponentExtensionSpec` that shape the Deployment rather than its pod:
 /// labels and annotations for the pods, and the Deployment's rollout strategy.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -101,7 +79,7 @@ pub fn deployment(
     ]
     .into();
     let at = format!("spec.{}", revision.component.name());
-    let extension: Extension = from_fields(&predictor.other, &["labels", "annotations", "deploymentStrategy"], &at)?;
+    let extension: Extension = from_fields(&predictor.other, &DEPLOYMENT_FIELDS, &at)?;
     // The component's own pod labels, then the runtime's, under the revision's own labels; the
     // component's annotations over the runtime's.
     let mut pod_labels = revision.pod_labels();

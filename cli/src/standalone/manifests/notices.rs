@@ -13,6 +13,7 @@
 
 use serde_json::Value;
 use skiff_api::InferenceService;
+use skiff_api::isvc::{DEPLOYMENT_FIELDS, POD_FIELDS};
 use skiff_api::runtime::uses_embedded_server;
 use skiff_api::validate::FRAMEWORKS;
 
@@ -93,7 +94,9 @@ fn component_notices(at: &str, component: &serde_json::Map<String, Value>, embed
                     }
                 }
             }
-            _ if CLUSTER_ONLY.contains(&key.as_str()) => out.push(format!("{field}: {ON_A_CLUSTER}")),
+            _ if POD_FIELDS.contains(&key.as_str()) || DEPLOYMENT_FIELDS.contains(&key.as_str()) => {
+                out.push(format!("{field}: {ON_A_CLUSTER}"))
+            }
             _ => out.push(format!("{field}: not used by skiff up")),
         }
     }
@@ -130,33 +133,6 @@ fn container_notices(at: &str, container: &serde_json::Map<String, Value>, out: 
 
 /// Why a cluster-only field is not acted on.
 const ON_A_CLUSTER: &str = "meaningful only on a cluster (skiff up runs a local process)";
-/// A component's pod fields, meaningful only on a cluster.
-const CLUSTER_ONLY: [&str; 24] = [
-    "serviceAccountName",
-    "serviceAccount",
-    "nodeSelector",
-    "nodeName",
-    "tolerations",
-    "affinity",
-    "imagePullSecrets",
-    "priorityClassName",
-    "schedulerName",
-    "securityContext",
-    "runtimeClassName",
-    "hostAliases",
-    "dnsPolicy",
-    "dnsConfig",
-    "terminationGracePeriodSeconds",
-    "topologySpreadConstraints",
-    "volumes",
-    "initContainers",
-    "automountServiceAccountToken",
-    "enableServiceLinks",
-    "deploymentStrategy",
-    "annotations",
-    "labels",
-    "resources",
-];
 
 #[cfg(test)]
 mod tests {
