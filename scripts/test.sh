@@ -5,7 +5,9 @@
 # ~/.cache/skiff-cluster, about 15 minutes the first time): the node agent's, the operator's, then
 # the serverless one (scripts/local-cluster.sh: Skiff installed from deploy/ as pods; scale from
 # and to zero, scale out, canary, custom container, no loss through kills, deletion), the burst at
-# zero that must hold its peak in panic mode for a stable window (e2e-burst), then the web
+# zero that must hold its peak in panic mode for a stable window (e2e-burst), KServe's autoscaler
+# classes (e2e-classes: an HPA made, replicas left to it, a revision at zero still woken), KServe's
+# runtimes (e2e-runtimes), models from real stores (e2e-storage), then the web
 # app's (headless Chromium as a non-admin user: listing, 403s, CSRF, create, logs).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
@@ -13,8 +15,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SKIFF_SKIP_BUILD=1 ./scripts/setup.sh
 # KServe's Python SDK (and ONNX Runtime for Python), for the conformance tests of its clients;
-# KServe's storage package and huggingface_hub, whose real client checks tests/stores/hf_hub.py.
-PEERS="kserve kserve-storage" bench/peers/setup.sh
+# KServe's storage package and huggingface_hub, whose real client checks tests/stores/hf_hub.py;
+# NVIDIA's tritonclient (tests/conformance/triton_clients.py); and stand-ins for KServe's
+# sklearnserver, xgbserver and lgbserver on the kserve package, which skiff up's built-in image
+# map runs (cli/tests/kserve_runtimes.rs, tests/cluster/e2e-runtimes.sh).
+PEERS="kserve kserve-storage triton kserve-runtimes" bench/peers/setup.sh
+# NVIDIA's perf_analyzer (PyPI wheel; on a glibc older than 2.38 it runs through Debian 13's libc,
+# downloaded into .bench/glibc): cli/tests/perf_analyzer.rs runs it over HTTP and gRPC.
+scripts/perf-analyzer.sh --install
 # The real stores the model fetcher's tests start: MinIO and fake-gcs-server built from their Go
 # modules (cached in ~/.cache/skiff-stores; about 7 minutes on 2 cores the first time).
 tests/stores/build.sh >/dev/null
@@ -49,6 +57,7 @@ if [[ "$(id -u)" == 0 ]]; then
   tests/cluster/e2e-operator.sh
   tests/cluster/e2e-serverless.sh
   tests/cluster/e2e-burst.sh
+  tests/cluster/e2e-classes.sh
   tests/cluster/e2e-runtimes.sh
   tests/cluster/e2e-storage.sh
   tests/cluster/e2e-web.sh
