@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::report::Median;
+use crate::report::{Median, median};
 
 /// The command prefix that runs perf_analyzer (installed first if needed by
 /// `scripts/perf-analyzer.sh`, run from the repository root), one word per element.
@@ -142,15 +142,6 @@ pub struct MedianRow {
     pub p50_ms: f64,
     /// Median p99, ms.
     pub p99_ms: f64,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// Groups `rows` by peer, protocol and concurrency (in order of first appearance) and takes each

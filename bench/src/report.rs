@@ -34,7 +34,8 @@ pub struct Median {
     pub errors: u64,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (the mean of the middle two for an even count; NaN for none).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => f64::NAN,
