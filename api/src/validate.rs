@@ -74,7 +74,8 @@ pub fn validate_for(isvc: &InferenceService, config: &AutoscalerConfig, sinks: &
 /// variable in the transformer (its `validateCollocationStorageURI`); a `kserve-container` with
 /// `RAY_NODE_COUNT` is KServe's multi-node serving.
 fn collocation(at: &str, containers: &[serde_json::Value]) -> Result<()> {
-    let named = |name: &str| containers.iter().find(|c| c.get("name").and_then(serde_json::Value::as_str) == Some(name));
+    let named =
+        |name: &str| containers.iter().find(|c| c.get("name").and_then(serde_json::Value::as_str) == Some(name));
     let env_has = |c: &serde_json::Value, var: &str| {
         c.get("env").and_then(serde_json::Value::as_array).is_some_and(|env| env.iter().any(|e| e["name"] == var))
     };

@@ -266,10 +266,16 @@ fn collocation_is_a_transformer_container_beside_the_model() {
     with(serde_json::json!([{"name": "transformer-container", "image": "t"}, {"name": "sidecar", "image": "s"}]))
         .unwrap();
     let no_transformer = with(serde_json::json!([{"name": "sidecar", "image": "s"}])).unwrap_err();
-    assert!(no_transformer.contains("spec.predictor.containers: containers beside model must include"), "{no_transformer}");
+    assert!(
+        no_transformer.contains("spec.predictor.containers: containers beside model must include"),
+        "{no_transformer}"
+    );
     let server = with(serde_json::json!([{"name": "kserve-container", "image": "s"}, {"name": "transformer-container", "image": "t"}]))
         .unwrap_err();
-    assert!(server.contains("kserve-container beside model: the model server's container fields go in model"), "{server}");
+    assert!(
+        server.contains("kserve-container beside model: the model server's container fields go in model"),
+        "{server}"
+    );
     let storage = with(serde_json::json!([{"name": "transformer-container", "image": "t", "env": [{"name": "STORAGE_URI", "value": "gs://b"}]}]))
         .unwrap_err();
     assert!(storage.contains("transformer-container must not set STORAGE_URI"), "{storage}");

@@ -90,7 +90,11 @@ mod tests {
         assert_eq!(server["readinessProbe"]["httpGet"]["port"], 8085);
         let transformer = &pod["containers"][1];
         assert_eq!(transformer["ports"][0]["containerPort"], 8080);
-        assert_eq!(strings(&transformer["args"]), ["--predictor_host=localhost:8085"], "the user's arguments as written");
+        assert_eq!(
+            strings(&transformer["args"]),
+            ["--predictor_host=localhost:8085"],
+            "the user's arguments as written"
+        );
         let proxy = &pod["containers"][3];
         assert!(strings(&proxy["args"]).windows(2).any(|w| w == ["--upstream", "127.0.0.1:8080"]), "{proxy}");
         for flag in ["--logger-url", "--enable-batching"] {
