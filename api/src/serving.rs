@@ -29,6 +29,13 @@ pub fn server_args(model_name: &str, model_dir: &str, http_port: u16, predictor:
     args.to_args()
 }
 
+/// The predictor as the model server of KServe's collocation sees it: KServe's agent (the request
+/// logger and the batcher) fronts the pod's port, which is the transformer container's, so the
+/// queue-proxy there logs and batches, and the server the transformer calls does neither.
+pub fn behind_transformer(predictor: &PredictorSpec) -> PredictorSpec {
+    PredictorSpec { logger: None, batcher: None, ..predictor.clone() }
+}
+
 /// The batcher's flags for `predictor.batcher` ([`batching`]), the same for `skiff-server` and
 /// the queue-proxy (in front of a custom container); none without one.
 pub fn batcher_args(predictor: &PredictorSpec) -> Vec<String> {

@@ -28,10 +28,13 @@ pub const MAX_TIMEOUT_SECS: i64 = 3600;
 /// means that the revision never scales out.
 pub const MAX_SCALE_TARGET: i64 = 100_000;
 
-/// Why a predictor's `containers` beside its `model` is refused.
-pub const COLLOCATION: &str = "a container beside model is KServe's collocation (a transformer container, or \
-     fields for the model server's container, in the model's pod), which Skiff does not run: put a transformer in \
-     spec.transformer";
+/// The container KServe's collocation runs beside the model server, in the model's pod: it takes
+/// the traffic and calls the model server on localhost (KServe's `TransformerContainerName`).
+pub const TRANSFORMER_CONTAINER: &str = "transformer-container";
+/// The port a collocated model server listens on, where KServe's collocation samples have the
+/// transformer call it (`--predictor_host=localhost:8085`): Skiff starts `skiff-server` there, and
+/// a runtime's container that declares no port gets it as `PORT`.
+pub const COLLOCATED_MODEL_PORT: u16 = 8085;
 
 /// KServe's predictor shorthands for a framework, each an alternative to `model` and `containers`.
 pub const FRAMEWORKS: [&str; 10] =
@@ -65,6 +68,46 @@ pub fn validate_for(isvc: &InferenceService, config: &AutoscalerConfig, sinks: &
     Ok(())
 }
 
+/// KServe's collocation (`containers` beside `model`, at `at`): a `transformer-container` that
+/// takes the traffic, and any sidecars. KServe takes the model server's container fields from
+/// `model` (a `kserve-container` here would be a second one), and refuses the storage URI
+/// variable in the transformer (its `validateCollocationStorageURI`); a `kserve-container` with
+/// `RAY_NODE_COUNT` is KServe's multi-node serving.
+fn collocation(at: &str, containers: &[serde_json::Value]) -> Result<()> {
+    let named =
+        |name: &str| containers.iter().find(|c| c.get("name").and_then(serde_json::Value::as_str) == Some(name));
+    let env_has = |c: &serde_json::Value, var: &str| {
+        c.get("env").and_then(serde_json::Value::as_array).is_some_and(|env| env.iter().any(|e| e["name"] == var))
+    };
+    if let Some(server) = named("kserve-container") {
+        if env_has(server, "RAY_NODE_COUNT") {
+            return Err(Error::invalid(
+                at,
+                "Skiff does not have KServe's multi-node serving (RAY_NODE_COUNT: a Ray head and worker pods)",
+            ));
+        }
+        return Err(Error::invalid(
+            at,
+            "kserve-container beside model: the model server's container fields go in model (KServe's collocation \
+             takes them from there and runs transformer-container beside it)",
+        ));
+    }
+    let Some(transformer) = named(TRANSFORMER_CONTAINER) else {
+        return Err(Error::invalid(
+            at,
+            "containers beside model must include transformer-container (KServe's collocation: it takes the \
+             traffic and calls the model server on localhost:8085)",
+        ));
+    };
+    if env_has(transformer, "STORAGE_URI") {
+        return Err(Error::invalid(
+            at,
+            "transformer-container must not set STORAGE_URI: the model's storage is model.storageUri (as KServe)",
+        ));
+    }
+    Ok(())
+}
+
 /// One component's checks; `at` is its field (`spec.predictor`, ...). A transformer or explainer
 /// is a custom container.
 fn component(at: &str, p: &PredictorSpec, which: Component, sinks: &SinkPolicy) -> Result<()> {
@@ -89,7 +132,8 @@ fn component(at: &str, p: &PredictorSpec, which: Component, sinks: &SinkPolicy) 
         ));
     }
     if implementations == ["model", "containers"] {
-        return Err(Error::invalid(field("containers"), COLLOCATION));
+        collocation(&field("containers"), p.containers.as_deref().unwrap_or_default())?;
+        implementations.pop();
     }
     if implementations.len() != 1 {
         return Err(Error::invalid(

@@ -32,23 +32,6 @@ use tokio::sync::mpsc;
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
 
-/// A transformer on KServe's SDK: millimetres in, centimetres to the predictor.
-const TRANSFORMER: &str = r#"
-from kserve import Model, ModelServer, model_server
-
-class Millimetres(Model):
-    def __init__(self, name):
-        super().__init__(name)
-        self.ready = True
-
-    def preprocess(self, payload, headers=None):
-        return {"instances": [[value / 10 for value in row] for row in payload["instances"]]}
-
-if __name__ == "__main__":
-    args, _ = model_server.parser.parse_known_args()
-    ModelServer().start([Millimetres(args.model_name)])
-"#;
-
 /// An explainer on KServe's SDK: it asks the predictor, then explains.
 const EXPLAINER: &str = r#"
 from kserve import Model, ModelServer, model_server
@@ -67,12 +50,6 @@ if __name__ == "__main__":
     args, _ = model_server.parser.parse_known_args()
     ModelServer().start([Explainer(args.model_name)])
 "#;
-
-fn kserve_python() -> String {
-    let python = repo().join(".bench/kserve-venv/bin/python");
-    assert!(python.is_file(), "{} is missing: run `PEERS=kserve bench/peers/setup.sh`", python.display());
-    python.display().to_string()
-}
 
 fn triton_python() -> String {
     let python = repo().join(".bench/triton-venv/bin/python");

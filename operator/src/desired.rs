@@ -18,7 +18,7 @@ use skiff_api::isvc::{DEPLOYMENT_FIELDS, POD_FIELDS, PredictorSpec};
 use skiff_api::labels::{APPLIED_HASH, INITIAL_SCALE, RUNTIME, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 use skiff_api::runtime::SelectedRuntime;
-use skiff_api::serving::DrainArgs;
+use skiff_api::serving::{DrainArgs, behind_transformer};
 
 use crate::platform::Platform;
 
@@ -141,12 +141,13 @@ pub fn service(revision: &RevisionRef, owner: &OwnerReference, port: i32) -> Ser
     service
 }
 
-/// The serving container's port, `http1` on [`SERVER_PORT`] (KServe's name and number): the embedded
-/// server's, and that of a runtime's or custom container which declares none.
-fn serving_ports() -> Vec<ContainerPort> {
+/// The serving container's port, `http1` on `port` ([`SERVER_PORT`], KServe's name and number,
+/// unless collocated): the embedded server's, and that of a runtime's or custom container which
+/// declares none.
+fn serving_ports(port: i32) -> Vec<ContainerPort> {
     vec![ContainerPort {
         name: Some("http1".into()),
-        container_port: SERVER_PORT,
+        container_port: port,
         protocol: Some("TCP".into()),
         ..ContainerPort::default()
     }]
@@ -189,16 +190,26 @@ fn pod_spec(
     pod.enable_service_links.get_or_insert(false);
     if let Some(model) = &predictor.model {
         pod.automount_service_account_token.get_or_insert(false);
+        let collocated = predictor.containers.is_some() || runtime.is_some_and(collocation::runtime_collocates);
+        let (port, server) = if collocated {
+            (collocation::COLLOCATED_MODEL_PORT, behind_transformer(predictor))
+        } else {
+            (SERVER_PORT, predictor.clone())
+        };
         match runtime {
-            Some(runtime) => runtime::runtime_server(revision, model, predictor, runtime, platform, &mut pod)?,
-            None => server::model_server(revision, model, predictor, platform, &mut pod)?,
+            Some(runtime) => runtime::runtime_server(revision, model, &server, runtime, platform, port, &mut pod)?,
+            None => server::model_server(revision, model, &server, platform, port, &mut pod)?,
+        }
+        if collocated {
+            let containers = predictor.containers.as_deref().unwrap_or_default();
+            collocation::collocate(containers, revision, predictor, platform, &mut pod, &at)?;
         }
     } else if let Some(containers) = &predictor.containers {
-        container::custom_containers(containers, &mut pod, &at)?;
+        let serving = container::custom_containers(containers, &mut pod, &at)?;
         let upstream =
-            pod.containers[0].ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
+            pod.containers[serving].ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
         if revision.component != Component::Predictor {
-            container::component_args(&mut pod.containers[0], revision, upstream, platform);
+            container::component_args(&mut pod.containers[serving], revision, upstream, platform);
         }
         pod.containers.push(queue_proxy::queue_proxy(upstream, revision, predictor, platform));
     } else {
@@ -224,6 +235,7 @@ pub(super) fn from_fields<T: serde::de::DeserializeOwned + Default>(
     serde_path_to_error::deserialize(Value::Object(picked)).map_err(|e| format!("{at}.{}: {}", e.path(), e.inner()))
 }
 
+mod collocation;
 mod container;
 mod queue_proxy;
 mod revision;

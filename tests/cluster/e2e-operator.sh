@@ -22,7 +22,7 @@
 #    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
 #    server naming the field (a 60-character name naming metadata.name and its limit of 47,
 #    `timeout: 0`, bounds); what KServe's CRD admits but Skiff cannot run (an ONNX model without
-#    storageUri, collocation, explainer.art) is admitted and refused in the status naming the field;
+#    storageUri, multi-node beside model, explainer.art) is admitted and refused in the status naming the field;
 #    `kubectl get isvc` shows the columns; an idle controller leaves every
 #    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; an empty model.onnx
 #    gives the pod's lastState.terminated.message and PredictorReady False (ModelLoadFailed) the
@@ -386,14 +386,14 @@ invalid_in_status() { # name expected-text spec-lines
 }
 invalid_in_status nouri "spec.predictor.model.storageUri: is required" "  predictor:
     model: {modelFormat: {name: onnx}}"
-invalid_in_status collocated "spec.predictor.containers: a container beside model is KServe's collocation" "  predictor:
+invalid_in_status multinode "spec.predictor.containers: Skiff does not have KServe's multi-node serving" "  predictor:
 $onnx
-    containers: [{name: transformer-container, image: kserve/image-transformer}]"
+    containers: [{name: kserve-container, image: ray, env: [{name: RAY_NODE_COUNT, value: '4'}]}]"
 invalid_in_status art "spec.explainer.art: Skiff does not have KServe's ART" "  predictor:
 $onnx
   explainer:
     art: {type: SquareAttack}"
-pass "admitted by the CRD as by KServe's, refused in the status naming the field: no storageUri for the embedded server, collocation, explainer.art"
+pass "admitted by the CRD as by KServe's, refused in the status naming the field: no storageUri for the embedded server, multi-node (RAY_NODE_COUNT), explainer.art"
 
 # --- an idle controller writes nothing ---------------------------------------------------------------
 versions() {

@@ -256,8 +256,33 @@ fn storage_uri_and_model_format_are_optional_where_kserve_lets_them_be() {
 }
 
 #[test]
+fn collocation_is_a_transformer_container_beside_the_model() {
+    let with = |containers: serde_json::Value| {
+        let mut isvc = InferenceService::from_yaml(IRIS).unwrap();
+        isvc.spec.predictor.containers = Some(containers.as_array().unwrap().clone());
+        validate(&isvc, &AutoscalerConfig::default()).map_err(|e| e.to_string())
+    };
+    with(serde_json::json!([{"name": "transformer-container", "image": "kserve/image-transformer"}])).unwrap();
+    with(serde_json::json!([{"name": "transformer-container", "image": "t"}, {"name": "sidecar", "image": "s"}]))
+        .unwrap();
+    let no_transformer = with(serde_json::json!([{"name": "sidecar", "image": "s"}])).unwrap_err();
+    assert!(
+        no_transformer.contains("spec.predictor.containers: containers beside model must include"),
+        "{no_transformer}"
+    );
+    let server = with(serde_json::json!([{"name": "kserve-container", "image": "s"}, {"name": "transformer-container", "image": "t"}]))
+        .unwrap_err();
+    assert!(
+        server.contains("kserve-container beside model: the model server's container fields go in model"),
+        "{server}"
+    );
+    let storage = with(serde_json::json!([{"name": "transformer-container", "image": "t", "env": [{"name": "STORAGE_URI", "value": "gs://b"}]}]))
+        .unwrap_err();
+    assert!(storage.contains("transformer-container must not set STORAGE_URI"), "{storage}");
+}
+
+#[test]
 fn kserve_features_skiff_lacks_are_refused_by_name() {
-    let container = || serde_json::json!([{"name": "transformer-container", "image": "kserve/image-transformer"}]);
     let other = |at: &'static str, key: &'static str| -> Edit {
         Box::new(move |i| {
             let value = serde_json::json!({"x": 1});
@@ -269,8 +294,15 @@ fn kserve_features_skiff_lacks_are_refused_by_name() {
     };
     let cases: Vec<(Edit, &str)> = vec![
         (
-            Box::new(move |i| i.spec.predictor.containers = Some(container().as_array().unwrap().clone())),
-            "spec.predictor.containers: a container beside model is KServe's collocation",
+            Box::new(move |i| {
+                i.spec.predictor.containers = Some(
+                    serde_json::json!([{"name": "kserve-container", "image": "ray", "env": [{"name": "RAY_NODE_COUNT", "value": "4"}]}])
+                        .as_array()
+                        .unwrap()
+                        .clone(),
+                )
+            }),
+            "spec.predictor.containers: Skiff does not have KServe's multi-node serving",
         ),
         (other("predictor", "workerSpec"), "spec.predictor.workerSpec: Skiff does not have KServe's multi-node"),
         (other("predictor", "storageUris"), "spec.predictor.storageUris: Skiff does not have KServe's several"),

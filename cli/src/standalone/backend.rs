@@ -444,7 +444,7 @@ impl Supervisor {
                 return Child { id, pid: None, replica: None, stopping: false, started, ready: false };
             }
         };
-        let Launched { mut front, container, ready_path, front_is_log } = launched;
+        let Launched { mut front, containers, model_server, ready_path, front_is_log } = launched;
         let pid = front.id();
         let stderr = front.stderr.take().expect("stderr is piped");
         let output = log.clone();
@@ -459,7 +459,14 @@ impl Supervisor {
                         let listening = Instant::now();
                         let events = events.clone();
                         tokio::spawn(async move {
-                            if wait_ready(addr, ready_path, Duration::from_secs(120)).await {
+                            let limit = Duration::from_secs(120);
+                            let model_ready = async {
+                                match model_server {
+                                    Some(server) => wait_ready(server, "/v2/health/ready", limit).await,
+                                    None => true,
+                                }
+                            };
+                            if wait_ready(addr, ready_path, limit).await && model_ready.await {
                                 let _ = events.send(Event::Ready { id, addr, started, listening, path: ready_path });
                             }
                         });
@@ -470,7 +477,7 @@ impl Supervisor {
                 }
                 events
             });
-            let status = wait(front, container).await;
+            let status = wait(front, containers).await;
             let events = reader.await;
             let mut exit = Exit::of(status);
             exit.termination_message = std::fs::read_to_string(&message_path).ok();

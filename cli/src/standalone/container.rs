@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Container;
 use serde_json::Value;
 use skiff_api::image::{ImageMap, Resolved, expand_all, resolve};
 use skiff_api::runtime::container::RUNTIME_MODEL_DIR;
+use skiff_api::validate::{COLLOCATED_MODEL_PORT, TRANSFORMER_CONTAINER};
 
 /// KServe's name for the container that serves.
 pub const CONTAINER_NAME: &str = "kserve-container";
@@ -54,6 +55,13 @@ impl ContainerSpec {
     /// within 1..=65535; plain `env` values. The error names the field.
     pub fn parse(field: &str, containers: &[Value], images: &ImageMap, base: &Path) -> Result<ContainerSpec, String> {
         let [value] = containers else {
+            if containers.iter().any(|c| c.get("name").and_then(Value::as_str) == Some(TRANSFORMER_CONTAINER)) {
+                return Err(format!(
+                    "{field}: skiff up runs KServe's collocation as {TRANSFORMER_CONTAINER} alone beside an ONNX \
+                     model (model:), not beside another container or a ServingRuntime's (a cluster runs it); found {}",
+                    containers.len()
+                ));
+            }
             return Err(format!(
                 "{field}: skiff up runs exactly one container ({CONTAINER_NAME}); found {}",
                 containers.len()
@@ -118,6 +126,22 @@ impl ContainerSpec {
                 format!("{}{dir}{}", &value[..at], &value[at + RUNTIME_MODEL_DIR.len()..])
             }
             _ => value.to_owned(),
+        };
+        ContainerSpec {
+            argv: self.argv.iter().map(|a| local(a)).collect(),
+            env: self.env.iter().map(|(k, v)| (k.clone(), local(v))).collect(),
+            ..self.clone()
+        }
+    }
+
+    /// This container beside a collocated model server on loopback `port`: KServe's address for it
+    /// (`localhost:8085`, [`COLLOCATED_MODEL_PORT`]), in any argument or `env` value, becomes
+    /// `port` (replicas share the machine's ports, so the server listens on a free one).
+    pub fn beside_model_server(&self, port: u16) -> ContainerSpec {
+        let local = |value: &str| {
+            ["localhost", "127.0.0.1"].iter().fold(value.to_owned(), |value, host| {
+                value.replace(&format!("{host}:{COLLOCATED_MODEL_PORT}"), &format!("{host}:{port}"))
+            })
         };
         ContainerSpec {
             argv: self.argv.iter().map(|a| local(a)).collect(),
@@ -224,6 +248,22 @@ mod tests {
     }
 
     #[test]
+    fn a_collocated_transformer_is_pointed_at_the_model_servers_real_port() {
+        let container = json!({
+            "name": "transformer-container",
+            "command": ["t"],
+            "args": ["--predictor_host=localhost:8085", "--other", "127.0.0.1:8085/x", "localhost:8086"],
+            "env": [{"name": "PREDICTOR_HOST", "value": "localhost:8085"}],
+        });
+        let moved = parse(json!([container])).unwrap().beside_model_server(41234);
+        assert_eq!(
+            moved.argv,
+            ["t", "--predictor_host=localhost:41234", "--other", "127.0.0.1:41234/x", "localhost:8086"]
+        );
+        assert_eq!(moved.env, [("PREDICTOR_HOST".to_owned(), "localhost:41234".to_owned())]);
+    }
+
+    #[test]
     fn refusals_name_the_field() {
         let refused = |containers: Value| parse(containers).unwrap_err();
         let one = json!({"command": ["x"]});
@@ -231,6 +271,15 @@ mod tests {
             refused(json!([one, one])).starts_with("spec.predictor.containers: skiff up runs exactly one container")
         );
         assert!(refused(json!([])).ends_with("found 0"));
+        let collocated = refused(
+            json!([{"name": "kserve-container", "command": ["x"]}, {"name": "transformer-container", "command": ["y"]}]),
+        );
+        assert!(
+            collocated.starts_with(
+                "spec.predictor.containers: skiff up runs KServe's collocation as transformer-container alone"
+            ),
+            "{collocated}"
+        );
         assert!(
             refused(json!([{"image": "nginx:1"}]))
                 .starts_with("spec.predictor.containers[0].command: image \"nginx:1\" is not in the image map")

@@ -13,7 +13,8 @@ use skiff_activator::Activator;
 use skiff_api::revision::{Component, RevisionTemplate};
 use skiff_api::scaling::component_scaling_spec;
 use skiff_api::serving::{
-    Served, batcher_args, component_contract, logger_args, predictor_host, request_timeout, revision_ready, server_args,
+    Served, batcher_args, behind_transformer, component_contract, logger_args, predictor_host, request_timeout,
+    revision_ready, server_args,
 };
 use skiff_api::settings::RevisionSettings;
 use skiff_api::traffic::{Rollout, TrafficTarget, canary_percent};
@@ -316,6 +317,22 @@ fn provision(
                 agent_args: [batcher_args(spec), logger_args(spec, served, &SinkPolicy::standalone())].concat(),
                 fetch: None,
             })
+        }
+        Predictor::Collocated(source, container) => {
+            let (dir, fetch) = match source {
+                ModelSource::Dir(dir) => (dir.to_string_lossy().into_owned(), None),
+                ModelSource::Fetched(uri) => (String::new(), Some(uri)),
+            };
+            let server = server_args(isvc.name(), &dir, 0, &behind_transformer(spec));
+            let transformer = ContainerReplica {
+                container,
+                env: knative_env(&format!("{}-{}", isvc.name(), component.name()), &key.name),
+                container_concurrency: revision.container_concurrency,
+                timeout_secs: revision.timeout.as_secs(),
+                agent_args: [batcher_args(spec), logger_args(spec, served, &SinkPolicy::standalone())].concat(),
+                fetch: None,
+            };
+            ReplicaSpec::Collocated { server, fetch, transformer }
         }
         Predictor::Runtime(runtime) => ReplicaSpec::Container(ContainerReplica {
             container: runtime.container,

@@ -76,6 +76,9 @@ pub enum Predictor {
     Container(ContainerSpec),
     /// The container of a KServe runtime on a model ([`super::runtimes`]).
     Runtime(RuntimeModel),
+    /// KServe's collocation: `skiff-server` on a model, and a `transformer-container` beside it that
+    /// takes the traffic and calls it on localhost.
+    Collocated(ModelSource, ContainerSpec),
 }
 
 /// What a folder holds: valid manifests by `namespace/name`, and a message per rejected file.
@@ -172,6 +175,13 @@ pub fn check(
     let base = path.parent().unwrap_or(Path::new("."));
     let spec = &isvc.spec.predictor;
     let predictor = match (&spec.model, &spec.containers) {
+        (Some(model), Some(containers)) => {
+            if !uses_embedded_server(model) {
+                return Err(COLLOCATION.to_owned());
+            }
+            let transformer = ContainerSpec::parse("spec.predictor.containers", containers, &config.images, base)?;
+            Predictor::Collocated(model_source(&isvc, base)?, transformer)
+        }
         (None, Some(containers)) => {
             Predictor::Container(ContainerSpec::parse("spec.predictor.containers", containers, &config.images, base)?)
         }
@@ -190,6 +200,10 @@ pub fn check(
     let (transformer, explainer) = (container(Component::Transformer)?, container(Component::Explainer)?);
     Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer, notices })
 }
+
+/// Why `skiff up` refuses KServe's collocation beside a runtime's container, which a cluster runs.
+const COLLOCATION: &str = "spec.predictor.containers: skiff up runs KServe's collocation (transformer-container) \
+     beside an ONNX model on skiff-server only, not beside a ServingRuntime's container (a cluster runs it)";
 
 /// Where a `model` predictor's ONNX model is: a `file://` folder, which must hold it now, or a URI
 /// the fetcher reads, checked when a replica starts.

@@ -1,7 +1,9 @@
 //! What one local replica runs, and starting and stopping its processes. A model replica is one
 //! `skiff-server`; a container replica is the container's process behind a queue-proxy
 //! (`skiff-activator queue-proxy`, the cluster's sidecar), which enforces containerConcurrency,
-//! exposes the in-flight gauge the autoscaler scrapes and answers readiness from the container's.
+//! exposes the in-flight gauge the autoscaler scrapes and answers readiness from the container's;
+//! a collocated replica (KServe's collocation) is a container replica whose transformer calls a
+//! `skiff-server` of its own on a free loopback port, ready when both are.
 //! Either way the replica's address is the one its front process (server or queue-proxy) logs
 //! in its JSON `listening` line, and the replica ends when any of its processes does.
 
@@ -35,6 +37,17 @@ pub enum ReplicaSpec {
     },
     /// A custom container behind a queue-proxy.
     Container(ContainerReplica),
+    /// KServe's collocation: `skiff-server` with `server` (as [`ReplicaSpec::Server`]'s `args`) on a
+    /// free loopback port, and the transformer container, pointed at that port
+    /// ([`ContainerSpec::beside_model_server`]), behind a queue-proxy that takes the traffic.
+    Collocated {
+        /// The model server's arguments.
+        server: Vec<String>,
+        /// A `storageUri` fetched into the model cache before a replica starts.
+        fetch: Option<String>,
+        /// The transformer container and its queue-proxy's settings.
+        transformer: ContainerReplica,
+    },
 }
 
 /// A container replica: the container and its queue-proxy's settings.
@@ -72,8 +85,11 @@ pub struct Programs {
 pub struct Launched {
     /// The process that serves the replica's address; its stderr is piped.
     pub front: Child,
-    /// The container behind the queue-proxy, for a container replica.
-    pub container: Option<Child>,
+    /// The processes behind the queue-proxy, for a container replica: the container, then a
+    /// collocated model server.
+    pub containers: Vec<Child>,
+    /// A collocated model server's address: the replica is ready when it is too.
+    pub model_server: Option<SocketAddr>,
     /// The front's readiness path.
     pub ready_path: &'static str,
     /// Whether the front's output is the replica's log (the server's is; a queue-proxy's is not:
@@ -86,7 +102,9 @@ impl ReplicaSpec {
     /// it finds and checks them ([`skiff_server::model::preflight`]: a missing, empty, truncated,
     /// text or unreadable `model.onnx`). A container is not checked.
     pub fn preflight(&self) -> Result<(), String> {
-        let ReplicaSpec::Server { args, .. } = self else { return Ok(()) };
+        let (ReplicaSpec::Server { args, .. } | ReplicaSpec::Collocated { server: args, .. }) = self else {
+            return Ok(());
+        };
         let command = std::iter::once("skiff-server").chain(args.iter().map(String::as_str));
         let server = ServerCommand::try_parse_from(command).map_err(|e| e.to_string())?.config;
         let dir = server.model_dir().map_err(|e| e.to_string())?;
@@ -96,25 +114,30 @@ impl ReplicaSpec {
     /// The storageUri a replica's model is fetched from, if it is.
     pub fn fetches(&self) -> Option<&str> {
         match self {
-            ReplicaSpec::Server { fetch, .. } => fetch.as_deref(),
+            ReplicaSpec::Server { fetch, .. } | ReplicaSpec::Collocated { fetch, .. } => fetch.as_deref(),
             ReplicaSpec::Container(replica) => replica.fetch.as_deref(),
         }
     }
 
     /// This spec serving the model in `dir` (a fetched model's folder in the cache).
     pub fn with_model_dir(&self, dir: &Path) -> ReplicaSpec {
-        let args = match self {
-            ReplicaSpec::Server { args, .. } => args,
+        let with_dir = |args: &[String]| {
+            let mut args = args.to_vec();
+            if let Some(at) = args.iter().position(|a| a == "--model-dir") {
+                args[at + 1] = dir.to_string_lossy().into_owned();
+            }
+            args
+        };
+        match self {
+            ReplicaSpec::Server { args, .. } => ReplicaSpec::Server { args: with_dir(args), fetch: None },
+            ReplicaSpec::Collocated { server, transformer, .. } => {
+                ReplicaSpec::Collocated { server: with_dir(server), fetch: None, transformer: transformer.clone() }
+            }
             ReplicaSpec::Container(replica) => {
                 let container = replica.container.with_model_dir(dir);
-                return ReplicaSpec::Container(ContainerReplica { container, fetch: None, ..replica.clone() });
+                ReplicaSpec::Container(ContainerReplica { container, fetch: None, ..replica.clone() })
             }
-        };
-        let mut args = args.clone();
-        if let Some(at) = args.iter().position(|a| a == "--model-dir") {
-            args[at + 1] = dir.to_string_lossy().into_owned();
         }
-        ReplicaSpec::Server { args, fetch: None }
     }
 
     /// Starts a replica's processes; a container's output goes to `log`; a model server writes
@@ -122,36 +145,62 @@ impl ReplicaSpec {
     pub fn launch(&self, programs: &Programs, log: &Arc<Log>, termination_message: &Path) -> std::io::Result<Launched> {
         match self {
             ReplicaSpec::Server { args, .. } => {
-                let process = ServerProcess {
-                    bind: Some(LOOPBACK),
-                    json_logs: true,
-                    termination_message_path: Some(termination_message.to_string_lossy().into_owned()),
-                };
-                let mut server = Command::new(&programs.server);
-                server.args(args).args(process.to_args()).env("ORT_DYLIB_PATH", &programs.ort_dylib);
-                let front = spawn(server, Stdio::null())?;
-                Ok(Launched { front, container: None, ready_path: "/v2/health/ready", front_is_log: true })
+                let front = spawn(server(programs, args, termination_message), Stdio::null())?;
+                let (containers, model_server) = (Vec::new(), None);
+                Ok(Launched { front, containers, model_server, ready_path: "/v2/health/ready", front_is_log: true })
             }
-            ReplicaSpec::Container(replica) => {
+            ReplicaSpec::Container(replica) => launch_container(replica, programs, log),
+            ReplicaSpec::Collocated { server: args, transformer, .. } => {
                 let port = free_port()?;
-                let process = replica.container.process(port, &replica.env);
-                let (program, args) = process.argv.split_first().expect("a container's argv is never empty");
-                let mut command = Command::new(program);
-                command.args(args).envs(process.env).current_dir(&replica.container.dir);
-                let mut container = spawn(command, Stdio::piped())?;
-                for output in
-                    [container.stdout.take().map(boxed), container.stderr.take().map(boxed)].into_iter().flatten()
-                {
-                    tokio::spawn(copy_lines(output, log.clone()));
+                let mut args = args.clone();
+                if let Some(at) = args.iter().position(|a| a == "--http-port") {
+                    args[at + 1] = port.to_string();
                 }
-                let mut queue_proxy = Command::new(&programs.queue_proxy);
-                queue_proxy.args(replica.queue_proxy_args(port).to_args()).args(&replica.agent_args);
-                // A queue-proxy that cannot start drops the container, which kills it.
-                let front = spawn(queue_proxy, Stdio::null())?;
-                Ok(Launched { front, container: Some(container), ready_path: "/healthz", front_is_log: false })
+                let mut model_server = spawn(server(programs, &args, termination_message), Stdio::null())?;
+                if let Some(output) = model_server.stderr.take() {
+                    tokio::spawn(copy_lines(boxed(output), log.clone()));
+                }
+                let container = transformer.container.beside_model_server(port);
+                let replica = ContainerReplica { container, ..transformer.clone() };
+                let mut launched = launch_container(&replica, programs, log)?;
+                launched.containers.push(model_server);
+                launched.model_server = Some(SocketAddr::new(LOOPBACK, port));
+                Ok(launched)
             }
         }
     }
+}
+
+/// `skiff-server` with `args`, on loopback, logging JSON, writing why it stopped to
+/// `termination_message`.
+fn server(programs: &Programs, args: &[String], termination_message: &Path) -> Command {
+    let process = ServerProcess {
+        bind: Some(LOOPBACK),
+        json_logs: true,
+        termination_message_path: Some(termination_message.to_string_lossy().into_owned()),
+    };
+    let mut server = Command::new(&programs.server);
+    server.args(args).args(process.to_args()).env("ORT_DYLIB_PATH", &programs.ort_dylib);
+    server
+}
+
+/// A container replica's processes: the container on a free port (its output to `log`), and its
+/// queue-proxy in front.
+fn launch_container(replica: &ContainerReplica, programs: &Programs, log: &Arc<Log>) -> std::io::Result<Launched> {
+    let port = free_port()?;
+    let process = replica.container.process(port, &replica.env);
+    let (program, args) = process.argv.split_first().expect("a container's argv is never empty");
+    let mut command = Command::new(program);
+    command.args(args).envs(process.env).current_dir(&replica.container.dir);
+    let mut container = spawn(command, Stdio::piped())?;
+    for output in [container.stdout.take().map(boxed), container.stderr.take().map(boxed)].into_iter().flatten() {
+        tokio::spawn(copy_lines(output, log.clone()));
+    }
+    let mut queue_proxy = Command::new(&programs.queue_proxy);
+    queue_proxy.args(replica.queue_proxy_args(port).to_args()).args(&replica.agent_args);
+    // A queue-proxy that cannot start drops the container, which kills it.
+    let front = spawn(queue_proxy, Stdio::null())?;
+    Ok(Launched { front, containers: vec![container], model_server: None, ready_path: "/healthz", front_is_log: false })
 }
 
 /// Where replicas listen: loopback only.
@@ -198,23 +247,27 @@ fn free_port() -> std::io::Result<u16> {
 /// How long a container may take to exit after SIGTERM once its queue-proxy has gone.
 const CONTAINER_GRACE: Duration = Duration::from_secs(10);
 
-/// Waits until the replica's front process exits, or its container does; then stops the other
-/// (a queue-proxy drains before it exits, so its container has answered everything it was sent).
-/// Returns how the first of them ended.
-pub async fn wait(mut front: Child, container: Option<Child>) -> Option<ExitStatus> {
-    let Some(mut container) = container else {
+/// Waits until the replica's front process exits, or one of its `containers` does; then stops the
+/// others, the front first (a queue-proxy drains before it exits, so its container has answered
+/// everything it was sent), then the containers in order. Returns how the first of them ended.
+pub async fn wait(mut front: Child, mut containers: Vec<Child>) -> Option<ExitStatus> {
+    if containers.is_empty() {
         return front.wait().await.ok();
-    };
-    tokio::select! {
-        status = front.wait() => {
-            stop(&mut container).await;
-            status.ok()
-        }
-        status = container.wait() => {
-            stop(&mut front).await;
-            status.ok()
-        }
     }
+    let (status, front_ended) = {
+        let ends = futures::future::select_all(containers.iter_mut().map(|c| Box::pin(c.wait())));
+        tokio::select! {
+            status = front.wait() => (status.ok(), true),
+            (status, _, _) = ends => (status.ok(), false),
+        }
+    };
+    if !front_ended {
+        stop(&mut front).await;
+    }
+    for container in &mut containers {
+        stop(container).await;
+    }
+    status
 }
 
 /// SIGTERM, then SIGKILL after [`CONTAINER_GRACE`].

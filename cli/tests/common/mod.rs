@@ -310,3 +310,27 @@ impl Load {
         all
     }
 }
+
+/// A transformer on KServe's SDK: millimetres in, centimetres to the predictor.
+pub const TRANSFORMER: &str = r#"
+from kserve import Model, ModelServer, model_server
+
+class Millimetres(Model):
+    def __init__(self, name):
+        super().__init__(name)
+        self.ready = True
+
+    def preprocess(self, payload, headers=None):
+        return {"instances": [[value / 10 for value in row] for row in payload["instances"]]}
+
+if __name__ == "__main__":
+    args, _ = model_server.parser.parse_known_args()
+    ModelServer().start([Millimetres(args.model_name)])
+"#;
+
+/// The Python of the `kserve` SDK's virtual environment.
+pub fn kserve_python() -> String {
+    let python = repo().join(".bench/kserve-venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run `PEERS=kserve bench/peers/setup.sh`", python.display());
+    python.display().to_string()
+}

@@ -5,8 +5,9 @@
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
 use serde_json::Value;
 use skiff_api::serving::{component_contract, predictor_host};
+use skiff_api::validate::TRANSFORMER_CONTAINER;
 
-use super::{CONTAINER_NAME, RevisionRef, serving_ports};
+use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, serving_ports};
 use crate::platform::Platform;
 
 /// KServe's contract for the container of a transformer or explainer (its `GetContainer`), each
@@ -38,9 +39,11 @@ pub(super) fn component_args(container: &mut Container, revision: &RevisionRef, 
     }
 }
 
-/// The user's containers as written (`at`: the component's field, for errors); the first one
-/// serves (named `kserve-container` when unnamed, port 8080 when it declares none).
-pub(super) fn custom_containers(containers: &[Value], pod: &mut PodSpec, at: &str) -> Result<(), String> {
+/// The user's containers as written (`at`: the component's field, for errors); the index of the
+/// one that serves (port 8080 when it declares none) is returned: `transformer-container` when
+/// there is one (KServe's collocation in custom form, beside a `kserve-container` it calls on
+/// localhost), else the first (named `kserve-container` when unnamed).
+pub(super) fn custom_containers(containers: &[Value], pod: &mut PodSpec, at: &str) -> Result<usize, String> {
     let mut parsed = Vec::with_capacity(containers.len());
     for (i, value) in containers.iter().enumerate() {
         let mut value = value.clone();
@@ -52,14 +55,15 @@ pub(super) fn custom_containers(containers: &[Value], pod: &mut PodSpec, at: &st
         let container: Container = serde_json::from_value(value).map_err(|e| format!("{at}.containers[{i}]: {e}"))?;
         parsed.push(container);
     }
-    let Some(first) = parsed.first_mut() else {
+    if parsed.is_empty() {
         return Err(format!("{at}.containers: at least one container is needed"));
-    };
-    if first.ports.as_ref().is_none_or(Vec::is_empty) {
-        first.ports = Some(serving_ports());
+    }
+    let serving = parsed.iter().position(|c| c.name == TRANSFORMER_CONTAINER).unwrap_or(0);
+    if parsed[serving].ports.as_ref().is_none_or(Vec::is_empty) {
+        parsed[serving].ports = Some(serving_ports(SERVER_PORT));
     }
     pod.containers = parsed;
-    Ok(())
+    Ok(serving)
 }
 
 #[cfg(test)]

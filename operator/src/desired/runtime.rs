@@ -8,7 +8,7 @@ use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::SelectedRuntime;
 use skiff_api::runtime::container::{Served, runtime_containers};
 
-use super::{RevisionRef, SERVER_PORT, queue_proxy::queue_proxy, serving_ports, storage::provision_model};
+use super::{RevisionRef, queue_proxy::queue_proxy, serving_ports, storage::provision_model};
 use crate::platform::Platform;
 
 pub use skiff_api::runtime::container::RUNTIME_MODEL_DIR;
@@ -29,6 +29,7 @@ pub(super) fn runtime_server(
     predictor: &PredictorSpec,
     runtime: &SelectedRuntime,
     platform: &Platform,
+    port: i32,
     pod: &mut PodSpec,
 ) -> Result<(), String> {
     let at = format!("{} {:?}", runtime.kind, runtime.name);
@@ -37,9 +38,9 @@ pub(super) fn runtime_server(
         .map_err(|e| format!("spec.predictor.model.runtime: {at}: {e}"))?;
     let serving = &mut containers[0];
     if serving.ports.as_ref().is_none_or(Vec::is_empty) {
-        serving.ports = Some(serving_ports());
+        serving.ports = Some(serving_ports(port));
     }
-    let upstream = serving.ports.as_ref().and_then(|p| p.first()).map_or(SERVER_PORT, |p| p.container_port);
+    let upstream = serving.ports.as_ref().and_then(|p| p.first()).map_or(port, |p| p.container_port);
     let env = serving.env.get_or_insert_with(Vec::new);
     if !env.iter().any(|v| v.name == "PORT") {
         env.push(EnvVar { name: "PORT".into(), value: Some(upstream.to_string()), ..EnvVar::default() });
@@ -106,6 +107,40 @@ mod tests {
         let mut revision = revision();
         revision.serving = RevisionSettings::of(&predictor);
         deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default(), Some(&selected))
+    }
+
+    #[test]
+    fn a_runtimes_transformer_container_is_collocated_and_merged_with_the_inference_services() {
+        let runtime = cluster_runtime(json!({
+            "supportedModelFormats": [{"name": "sklearn", "autoSelect": true}],
+            "containers": [
+                {"name": "kserve-container", "image": "torchserve:1"},
+                {
+                    "name": "transformer-container",
+                    "image": "kserve/image-transformer",
+                    "args": ["--predictor_host=localhost:8085"],
+                    "resources": {"limits": {"cpu": "1"}},
+                },
+            ],
+        }));
+        let model = "    model:\n      modelFormat: {name: sklearn}\n      storageUri: file:///models/sum\n";
+        let pod = pod_of(&build_on_runtime(model, &runtime).unwrap());
+        let names: Vec<&str> =
+            pod["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["kserve-container", "transformer-container", "queue-proxy"], "with no containers given");
+        let server = &pod["containers"][0];
+        assert!(server.get("ports").is_none(), "{server}");
+        assert!(server["env"].as_array().unwrap().iter().any(|e| e["name"] == "PORT" && e["value"] == "8085"));
+        let given = format!(
+            "{model}    containers:\n    - name: transformer-container\n      image: kserve/image-transformer\n      \
+             resources: {{limits: {{cpu: '2'}}}}\n"
+        );
+        let pod = pod_of(&build_on_runtime(&given, &runtime).unwrap());
+        let transformer = &pod["containers"][1];
+        assert_eq!(transformer["resources"]["limits"]["cpu"], "2", "the InferenceService's fields win");
+        assert_eq!(strings(&transformer["args"]), ["--predictor_host=localhost:8085"], "the runtime's are kept");
+        assert_eq!(transformer["ports"][0]["containerPort"], 8080);
+        assert!(strings(&pod["containers"][2]["args"]).windows(2).any(|w| w == ["--upstream", "127.0.0.1:8080"]));
     }
 
     #[test]

@@ -8,19 +8,20 @@ use skiff_api::isvc::{ModelSpec, PredictorSpec};
 use skiff_api::runtime::uses_embedded_server;
 use skiff_api::serving::{ServerArgs, ServerProcess, admission, batching, logger};
 
-use super::{CONTAINER_NAME, RevisionRef, SERVER_PORT, drain, from_fields, security, serving_ports, storage};
+use super::{CONTAINER_NAME, RevisionRef, drain, from_fields, security, serving_ports, storage};
 use crate::platform::Platform;
 
 /// Container fields KServe accepts in `spec.predictor.model`, passed to the server's container.
 const MODEL_CONTAINER_FIELDS: [&str; 6] =
     ["resources", "env", "envFrom", "securityContext", "imagePullPolicy", "volumeMounts"];
 
-/// `skiff-server` on the model, mounted at the platform's model folder.
+/// `skiff-server` on the model, mounted at the platform's model folder, listening on `port`.
 pub(super) fn model_server(
     revision: &RevisionRef,
     model: &ModelSpec,
     predictor: &PredictorSpec,
     platform: &Platform,
+    port: i32,
     pod: &mut PodSpec,
 ) -> Result<(), String> {
     if !uses_embedded_server(model) {
@@ -45,14 +46,14 @@ pub(super) fn model_server(
             termination_message_path: Some(TERMINATION_MESSAGE_PATH.to_owned()),
             ..ServerProcess::default()
         },
-        ..ServerArgs::new(&revision.service, &dir, SERVER_PORT as u16)
+        ..ServerArgs::new(&revision.service, &dir, port as u16)
     };
     container.args = Some(args.to_args());
     container.termination_message_path = Some(TERMINATION_MESSAGE_PATH.into());
     container.termination_message_policy = Some("FallbackToLogsOnError".into());
-    container.ports = Some(serving_ports());
-    container.readiness_probe = Some(probe("/v2/health/ready", 1, 3));
-    container.liveness_probe = Some(probe("/v2/health/live", 10, 3));
+    container.ports = Some(serving_ports(port));
+    container.readiness_probe = Some(probe("/v2/health/ready", port, 1, 3));
+    container.liveness_probe = Some(probe("/v2/health/live", port, 10, 3));
     storage::provision_model(model, &dir, platform, pod, &mut container)?;
     // After the model's mount: a node agent that binds mounts in order resolves the model's host
     // path before `/tmp` is covered.
@@ -64,11 +65,11 @@ pub(super) fn model_server(
 /// Where `skiff-server` writes why it stopped: Kubernetes' default `terminationMessagePath`.
 const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
-fn probe(path: &str, period: i32, failures: i32) -> Probe {
+fn probe(path: &str, port: i32, period: i32, failures: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some(path.into()),
-            port: IntOrString::Int(SERVER_PORT),
+            port: IntOrString::Int(port),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(period),
