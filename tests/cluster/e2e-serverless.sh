@@ -31,6 +31,11 @@
 #      children. The
 #      test cluster has no DNS, so inferenceservice-config skiff.routerAddress names a router pod
 #      (IP:8080) in place of skiff-router.skiff-system.svc.cluster.local: the path is the real one.
+#   k. collocation: colo (iris at minReplicas 0 with a transformer-container beside model, KServe's
+#      0.15+ form, `--predictor_host=localhost:8085`) gets no transformer component; its first V2
+#      infer goes router -> the pod's queue-proxy -> the transformer -> skiff-server on localhost:8085
+#      in the same pod (kserve-container, transformer-container, queue-proxy), from zero, label 1;
+#      idle, it goes back to zero
 #   i. KServe's own clients (the kserve package; tests/conformance/kserve_clients.py) through a router
 #      pod: flower (iris, protocolVersion grpc-v2, minReplicas 0) is Ready with no pod; the first
 #      gRPC call (h2c router -> activator -> replica) scales it from zero; all six gRPC methods, typed
@@ -366,7 +371,12 @@ EOF
 transformer_py='
 import http.server, json, os, sys, urllib.request
 args = sys.argv[1:]
-flag = lambda name: args[args.index(name) + 1]
+def flag(name):  # --name value, or --name=value as in the collocation samples
+    for i, a in enumerate(args):
+        if a == name:
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
 model, host, port = flag("--model_name"), flag("--predictor_host"), int(flag("--http_port"))
 role = "explainer" if "--role=explainer" in args else "transformer"
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -460,6 +470,46 @@ PY
   pipe_gone() { [[ -z "$(k -n "$ns" get deployments,services,pods -l serving.kserve.io/inferenceservice=pipe -o name)" ]]; }
   wait_until "every child of pipe to go" pipe_gone
   pass "h. kubectl delete isvc pipe: every component's Deployments, Services and pods gone"
+}
+
+# --- k. collocation: the transformer in the model's pod, calling skiff-server on localhost:8085 ----------
+part_collocation() {
+  local chost out code t mark containers
+  python3 - "$ns" "$model" "$transformer_py" <<'PY' | k apply -f - >/dev/null
+import json, sys
+ns, model, script = sys.argv[1:4]
+print(json.dumps({
+    "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+    "metadata": {"name": "colo", "namespace": ns},
+    "spec": {"predictor": {
+        "minReplicas": 0,
+        "model": {"modelFormat": {"name": "onnx"}, "protocolVersion": "v2", "storageUri": "file://" + model},
+        "containers": [{"name": "transformer-container", "image": "python-http",
+                        "args": ["-c", script, "--model_name=colo", "--predictor_host=localhost:8085",
+                                 "--http_port=8080"]}],
+    }},
+}))
+PY
+  wait_until "colo Ready" isvc_ready colo
+  [[ -z "$(k -n "$ns" get deployments -l serving.kserve.io/inferenceservice=colo,component=transformer -o name)" ]] ||
+    fail "k. collocation made a transformer component of its own"
+  [[ "$(pod_count serving.kserve.io/inferenceservice=colo)" == 0 ]] || fail "k. colo has pods before any request"
+  chost="$(url_host colo)"
+  out="$(through "$router" "$chost" /v2/models/colo/infer "$body")" || fail "k. the first request to colo failed: $out"
+  read -r code t <<<"$out"
+  [[ "$code" == 200 ]] || fail "k. the first request to colo answered $code: $(head -c 300 "$work/answer")"
+  [[ "$(label_of <"$work/answer")" == 1 ]] || fail "k. colo answered $(head -c 300 "$work/answer"), not label 1"
+  mark="$(python3 -c 'import json,sys; t=json.load(sys.stdin)["transformer"]; print(t["model_name"], t["predictor_host"])' <"$work/answer")" ||
+    fail "k. the answer has no transformer mark: $(head -c 300 "$work/answer")"
+  [[ "$mark" == "colo localhost:8085" ]] || fail "k. the transformer got '$mark', not 'colo localhost:8085'"
+  containers="$(k -n "$ns" get pods -l serving.kserve.io/inferenceservice=colo -o jsonpath='{.items[0].spec.containers[*].name}')"
+  [[ "$containers" == "kserve-container transformer-container queue-proxy" ]] ||
+    fail "k. colo's pod runs '$containers', not kserve-container transformer-container queue-proxy"
+  pass "k. collocation: the first V2 infer to colo went router -> queue-proxy -> transformer-container -> skiff-server on localhost:8085 in one pod ($containers), from zero, label 1 in $(ms_of "$t") ms"
+  local bound=$((stable_window_s + grace_s + 40))
+  wait_for "colo-predictor-00001 to scale to zero within ${bound}s" "$bound" at_zero colo-predictor-00001
+  k -n "$ns" delete isvc colo --wait=true --timeout="${timeout}s" >/dev/null
+  pass "k. idle, colo-predictor-00001 back at 0 replicas; colo deleted"
 }
 
 # --- i. KServe's gRPC and REST clients through the router, from zero ------------------------------------------
@@ -686,6 +736,7 @@ part_scale_out "$rev1"
 part_canary
 part_custom_container
 part_transformer
+part_collocation
 part_kserve_clients
 part_logger
 part_no_loss
