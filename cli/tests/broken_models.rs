@@ -167,7 +167,8 @@ async fn broken_models_say_why_and_back_off_while_a_good_one_serves() {
     // skiff get: the reason column and the message line; -o json: lastFailureInfo.
     let table = skiff_get(&up, &[]);
     for name in cases.iter().map(|(n, _)| *n).chain(["unknownop"]) {
-        let row = table.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{table}"));
+        let row = table.lines().find(|l| l.split_whitespace().take(2).eq(["default", name]));
+        let row = row.unwrap_or_else(|| panic!("{table}"));
         assert!(row.ends_with("ModelLoadFailed"), "{row}");
         let line = format!("{name}-predictor-00001: ModelLoadFailed: cannot load model '{name}'");
         assert!(table.lines().any(|l| l.starts_with(&line)), "no {line:?} in\n{table}");

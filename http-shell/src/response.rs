@@ -15,6 +15,13 @@ pub trait HttpError: std::fmt::Display {
     fn retry_after(&self) -> bool {
         false
     }
+
+    /// Whether the answer reports a failure of this server, logged at WARN: by default any 5xx.
+    /// A state the client is told about (a model still loading: 503 to every readiness probe
+    /// until it is ready) is not one, and is logged at DEBUG as refusals are.
+    fn is_failure(&self) -> bool {
+        self.status().is_server_error()
+    }
 }
 
 /// Longest piece of a client's input an error message repeats back.
@@ -90,8 +97,9 @@ pub fn json_value(status: StatusCode, value: &serde_json::Value) -> Response<Ful
     json(status, serde_json::to_vec(value).expect("JSON values serialise"))
 }
 
-/// `{"error": "..."}` with the error's status (and `Retry-After` where it asks for one); server
-/// errors are logged at WARN, refusals at DEBUG.
+/// `{"error": "..."}` with the error's status (and `Retry-After` where it asks for one); failures
+/// ([`HttpError::is_failure`]) are logged at WARN, refusals (4xx) and states at DEBUG, with the
+/// status and the reason.
 pub fn error(err: &impl HttpError) -> Response<Full<Bytes>> {
     let status = log(err);
     let message = cut(err.to_string(), MESSAGE_LIMIT);
@@ -102,10 +110,10 @@ pub fn error(err: &impl HttpError) -> Response<Full<Bytes>> {
     response
 }
 
-/// Logs `err` as failed (a server error) or refused; its status.
+/// Logs `err` as failed or refused; its status.
 pub(crate) fn log(err: &impl HttpError) -> StatusCode {
     let status = err.status();
-    if status.is_server_error() {
+    if err.is_failure() {
         tracing::warn!(status = status.as_u16(), error = %err, "request failed");
     } else {
         tracing::debug!(status = status.as_u16(), error = %err, "request refused");
@@ -144,6 +152,64 @@ mod tests {
         fn status(&self) -> StatusCode {
             StatusCode::NOT_FOUND
         }
+    }
+
+    struct Loading;
+    impl std::fmt::Display for Loading {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("model 'm' is not ready")
+        }
+    }
+    impl HttpError for Loading {
+        fn status(&self) -> StatusCode {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        fn is_failure(&self) -> bool {
+            false
+        }
+    }
+
+    /// A writer into a shared buffer, for a subscriber in a test.
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What answering `err` logs, at every level down to DEBUG.
+    fn logged(err: &impl HttpError) -> String {
+        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = {
+            let buffer = buffer.clone();
+            move || Capture(buffer.clone())
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .without_time()
+            .with_writer(writer)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || drop(error(err)));
+        String::from_utf8(buffer.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn failures_are_warnings_and_refusals_and_states_are_debug_with_their_reason() {
+        let failed = logged(&Busy);
+        assert!(failed.starts_with(" WARN") && failed.contains("request failed status=503"), "{failed}");
+        let refused = logged(&Missing);
+        assert!(refused.starts_with("DEBUG"), "{refused}");
+        assert!(refused.contains("request refused status=404 error=no model 'm'"), "{refused}");
+        let loading = logged(&Loading);
+        assert!(
+            loading.starts_with("DEBUG") && loading.contains("status=503 error=model 'm' is not ready"),
+            "{loading}"
+        );
     }
 
     async fn body_text(response: Response<Full<Bytes>>) -> String {

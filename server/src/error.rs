@@ -101,6 +101,12 @@ impl skiff_http::HttpError for Error {
             _ => false,
         }
     }
+
+    /// A model that is loading, or a server that is draining, is a state: the readiness probes
+    /// of every replica start hear it until the model is loaded.
+    fn is_failure(&self) -> bool {
+        !matches!(self, Error::ModelNotReady(_)) && self.status().is_server_error()
+    }
 }
 
 impl Error {
@@ -129,5 +135,21 @@ impl Error {
     /// Shorthand for [`Error::InvalidRequest`].
     pub fn invalid(message: impl Into<String>) -> Error {
         Error::InvalidRequest(message.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use skiff_http::HttpError;
+
+    use super::*;
+
+    #[test]
+    fn a_model_still_loading_is_a_state_not_a_failure() {
+        assert_eq!(Error::ModelNotReady("iris".into()).status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!Error::ModelNotReady("iris".into()).is_failure());
+        assert!(Error::Inference("bad".into()).is_failure());
+        assert!(Error::Overloaded("queue full".into()).is_failure());
+        assert!(!Error::invalid("shape").is_failure());
     }
 }

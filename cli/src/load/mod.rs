@@ -112,8 +112,10 @@ pub struct LoadArgs {
     /// Exit 99 when the p99 latency exceeds this (`250ms`).
     #[arg(long, value_parser = flags::duration)]
     pub max_p99: Option<Duration>,
-    /// Sample replicas from the `skiff up` whose admin endpoint is here (default: try 127.0.0.1:9091, then the cluster).
-    #[arg(long, conflicts_with = "kube")]
+    /// Sample replicas from the `skiff up` whose admin endpoint is here, an address or a port on
+    /// 127.0.0.1 (default: try 127.0.0.1:9091, then the cluster).
+    #[arg(long, value_name = "ADDR", conflicts_with = "kube", value_parser = crate::standalone::admin::parse_addr,
+          alias = "admin-port")]
     pub admin: Option<SocketAddr>,
     /// Sample replicas from the cluster (the revisions' Deployments; kubeconfig or in-cluster).
     #[arg(long)]

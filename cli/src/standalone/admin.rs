@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use anyhow::Context;
 use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::Path;
@@ -83,20 +84,40 @@ pub async fn serve(listener: TcpListener, routes: Router) {
     skiff_web::serve(listener, routes, std::future::pending(), skiff_http::ServeLimits::default()).await;
 }
 
+/// `--admin`'s value: `HOST:PORT`, or a port alone on 127.0.0.1.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    match text.parse::<u16>() {
+        Ok(port) => Ok(SocketAddr::from(([127, 0, 0, 1], port))),
+        Err(_) => text.parse().map_err(|_| format!("{text:?} is neither an address (127.0.0.1:9091) nor a port")),
+    }
+}
+
 /// Fetches the status from a running `skiff up`.
 pub async fn fetch_status(admin: SocketAddr) -> anyhow::Result<Status> {
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let response = client
-        .get(format!("http://{admin}/status").parse()?)
-        .await
-        .map_err(|e| anyhow::anyhow!("no skiff up answers on {admin} ({e}); is it running with this --admin-port?"))?;
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok(serde_json::from_slice(&body)?)
+    let nobody = || format!("no skiff up answers on {admin} (is it running, with --admin {admin}?)");
+    let response = client.get(format!("http://{admin}/status").parse()?).await.with_context(nobody)?;
+    let status = response.status();
+    let body = response.into_body().collect().await.with_context(nobody)?.to_bytes();
+    anyhow::ensure!(
+        status == StatusCode::OK,
+        "{admin} answered {status} to GET /status: not a skiff up admin endpoint?"
+    );
+    serde_json::from_slice(&body)
+        .with_context(|| format!("{admin} answered GET /status with something else than skiff up's status"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admin_is_an_address_or_a_port_on_loopback() {
+        assert_eq!(parse_addr("9091"), Ok(SocketAddr::from(([127, 0, 0, 1], 9091))));
+        assert_eq!(parse_addr("127.0.0.2:80"), Ok(SocketAddr::from(([127, 0, 0, 2], 80))));
+        assert_eq!(parse_addr("[::1]:0"), Ok("[::1]:0".parse().unwrap()));
+        assert!(parse_addr("localhost").unwrap_err().contains("\"localhost\" is neither"));
+    }
 
     #[test]
     fn expositions_join_with_one_eof_at_the_end() {

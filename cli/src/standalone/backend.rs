@@ -378,7 +378,7 @@ impl Supervisor {
                     return Outcome::Other;
                 }
                 if self.shutting_down.load(Ordering::Acquire) {
-                    tracing::info!(revision = %self.revision, replica = id, "replica exited during shutdown");
+                    tracing::debug!(revision = %self.revision, replica = id, "replica exited during shutdown");
                     return Outcome::Other;
                 }
                 exit.was_ready = child.ready;

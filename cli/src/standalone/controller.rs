@@ -65,6 +65,15 @@ impl Service {
     fn traffic(&self, component: Component) -> Vec<TrafficTarget> {
         self.components.get(&component).map(|c| c.traffic.clone()).unwrap_or_default()
     }
+
+    /// Every revision of every component.
+    fn revision_keys(&self) -> impl Iterator<Item = RevisionKey> + '_ {
+        let namespace = self.manifest.isvc.namespace();
+        self.components
+            .values()
+            .flat_map(|c| c.rollout.revisions())
+            .map(move |r| RevisionKey::new(namespace, r.name.as_str()))
+    }
 }
 
 /// Converges the data plane to a folder of manifests.
@@ -97,6 +106,12 @@ impl Controller {
         // Only changed files are read again; refusals are logged there, once per change.
         let folder = self.manifests.refresh();
         self.errors.clone_from(&folder.errors);
+        let removed: BTreeSet<RevisionKey> = self
+            .services
+            .iter()
+            .filter(|(key, _)| !folder.manifests.contains_key(*key))
+            .flat_map(|(_, s)| s.revision_keys())
+            .collect();
         self.services.retain(|key, _| folder.manifests.contains_key(key));
         for (key, manifest) in &folder.manifests {
             let service = self
@@ -112,18 +127,14 @@ impl Controller {
             }
         }
         self.publish_routes();
-        let live: BTreeSet<RevisionKey> = self
-            .services
-            .values()
-            .flat_map(|s| {
-                s.components
-                    .values()
-                    .flat_map(|c| c.rollout.revisions())
-                    .map(|r| RevisionKey::new(s.manifest.isvc.namespace(), r.name.as_str()))
-            })
-            .collect();
+        let live: BTreeSet<RevisionKey> = self.services.values().flat_map(Service::revision_keys).collect();
+        // `skiff up` tells these as events (a removed service, a new traffic split).
         for revision in self.provisioned.difference(&live).cloned().collect::<Vec<_>>() {
-            tracing::info!(%revision, "revision has no traffic any more; removing it");
+            if removed.contains(&revision) {
+                tracing::debug!(%revision, "its service is removed; removing the revision");
+            } else {
+                tracing::debug!(%revision, "revision has no traffic any more; removing it");
+            }
             teardown(&self.plane, &revision);
             self.provisioned.remove(&revision);
         }
@@ -251,7 +262,7 @@ fn roll(
         }
     };
     if let Some(revision) = new_revision {
-        tracing::info!(%namespace, service = %name, %revision, "new revision");
+        tracing::debug!(%namespace, service = %name, %revision, "new revision");
         let key = RevisionKey::new(namespace, revision.as_str());
         let initial_pods = provision(plane, config, &key, manifest, component);
         if revision_ready(false, initial_pods) {

@@ -1,14 +1,15 @@
-//! Events in standalone mode, for the web app's events tab: what changed between two status
-//! snapshots (a revision created, a service ready or not, replicas asked for and ready, a replica
-//! that exited on its own, why it failed — `ModelLoadFailed` — and the back-off before the next
-//! start), kept for the last [`KEPT`] changes.
+//! Events in standalone mode, for the web app's events tab and `skiff up`'s own account of a run
+//! (`lifecycle`): what changed between two status snapshots (a service created or removed, a
+//! revision created, a service ready or not, its traffic split, replicas asked for and ready, a
+//! replica that exited on its own, why it failed — `ModelLoadFailed` — and the back-off before the
+//! next start), kept for the last [`KEPT`] changes.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use skiff_web::backend::EventView;
 
-use super::status::{ServiceStatus, Status};
+use super::status::{RevisionStatus, ServiceStatus, Status};
 
 /// Events kept.
 const KEPT: usize = 1000;
@@ -62,6 +63,12 @@ pub fn diff(old: &Status, new: &Status, at: &str) -> Vec<Recorded> {
             };
             events.push(event(service, kind, reason, isvc.clone(), message, at));
         }
+        if let Some(before) = before
+            && split(&before.revisions) != split(&service.revisions)
+        {
+            let message = format!("traffic: {}", split(&service.revisions).join(", "));
+            events.push(event(service, "Normal", "TrafficChanged", isvc.clone(), message, at));
+        }
         for revision in &service.revisions {
             let then = before.and_then(|b| b.revisions.iter().find(|r| r.name == revision.name));
             let object = format!("Revision/{}", revision.name);
@@ -93,7 +100,24 @@ pub fn diff(old: &Status, new: &Status, at: &str) -> Vec<Recorded> {
             }
         }
     }
+    for gone in
+        old.services.iter().filter(|s| !new.services.iter().any(|n| n.name == s.name && n.namespace == s.namespace))
+    {
+        let message = format!("{} no longer defines it: its revisions are removed", gone.file);
+        events.push(event(gone, "Normal", "Deleted", format!("InferenceService/{}", gone.name), message, at));
+    }
     events
+}
+
+/// A traffic split as `revision percent% (tag)` for each revision.
+fn split(revisions: &[RevisionStatus]) -> Vec<String> {
+    revisions
+        .iter()
+        .map(|r| match &r.tag {
+            Some(tag) => format!("{} {}% ({tag})", r.name, r.percent),
+            None => format!("{} {}%", r.name, r.percent),
+        })
+        .collect()
 }
 
 /// The latest events.
@@ -181,6 +205,35 @@ mod tests {
         let events = log.of("default", "iris");
         assert_eq!(events[0].reason, "ReplicasReady", "newest first");
         assert!(log.of("default", "other").is_empty());
+    }
+
+    #[test]
+    fn a_canary_and_a_removed_service_are_events() {
+        let one = Status { services: vec![service(true, 1, 1, 0)], errors: Vec::new() };
+        let mut canary = service(true, 1, 1, 0);
+        canary.latest_created_revision = Some("iris-predictor-00002".into());
+        let mut latest = canary.revisions[0].clone();
+        latest.name = "iris-predictor-00002".into();
+        (latest.percent, latest.tag) = (20, Some("latest".into()));
+        (canary.revisions[0].percent, canary.revisions[0].tag) = (80, Some("prev".into()));
+        canary.revisions.insert(0, latest);
+        let canary = Status { services: vec![canary], errors: Vec::new() };
+        let events = diff(&one, &canary, "t1");
+        let changed = events.iter().find(|e| e.event.reason == "TrafficChanged").expect("a traffic event");
+        assert_eq!(
+            changed.event.message,
+            "traffic: iris-predictor-00002 20% (latest), iris-predictor-00001 80% (prev)"
+        );
+        assert!(reasons(&canary, &canary).is_empty());
+        let events = diff(&canary, &Status::default(), "t2");
+        let removed: Vec<(&str, &str, &str)> = events
+            .iter()
+            .map(|e| (e.event.reason.as_str(), e.event.object.as_str(), e.event.message.as_str()))
+            .collect();
+        assert_eq!(
+            removed,
+            [("Deleted", "InferenceService/iris", "iris.yaml no longer defines it: its revisions are removed")]
+        );
     }
 
     #[test]

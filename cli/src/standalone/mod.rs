@@ -3,7 +3,7 @@
 //! container behind a queue-proxy) — for the InferenceService manifests in DIR, which it watches.
 //! `skiff get` shows what it serves.
 
-mod admin;
+pub(crate) mod admin;
 mod backend;
 mod config;
 mod container;
@@ -11,6 +11,7 @@ mod controller;
 mod events;
 mod failure;
 mod folder;
+mod lifecycle;
 mod logs;
 mod manifests;
 pub(crate) mod models;
@@ -64,9 +65,11 @@ pub struct UpArgs {
     /// Address the router listens on.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: IpAddr,
-    /// Loopback port of the admin endpoint (`skiff get`); 0 picks a free one.
-    #[arg(long, default_value_t = 9091)]
-    pub admin_port: u16,
+    /// The admin endpoint (`skiff get`, `skiff load`, the models web app): a loopback address, or
+    /// a port on 127.0.0.1; port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9091", value_parser = admin::parse_addr,
+          alias = "admin-port")]
+    pub admin: SocketAddr,
     /// Settings file: domain, Knative `config-autoscaler` keys, activator limits.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -112,9 +115,10 @@ pub struct GetArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
-    /// Admin port of the running `skiff up`.
-    #[arg(long, default_value_t = 9091)]
-    pub admin_port: u16,
+    /// The admin endpoint of the running `skiff up`: an address, or a port on 127.0.0.1.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9091", value_parser = admin::parse_addr,
+          alias = "admin-port")]
+    pub admin: SocketAddr,
 }
 
 /// `skiff get -o`.
@@ -125,6 +129,11 @@ pub enum Output {
     /// The status document.
     Json,
 }
+
+/// Log directives `skiff up` adds unless `RUST_LOG` names their targets: Pingora's own steps
+/// (server starting, each stage of a shutdown) and the drain of its in-process servers (the
+/// activator, the admin endpoint) say nothing its user acts on; its own line says it drains.
+pub const QUIET_LOGS: &[&str] = &["pingora_core=warn", "skiff_http::serve=warn"];
 
 /// How often the activator's held requests are reported to the autoscaler (as in a cluster).
 const HELD_REPORT_INTERVAL: Duration = Duration::from_secs(1);
@@ -168,6 +177,13 @@ fn web_app(
 
 /// Runs standalone mode until SIGTERM or Ctrl-C.
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    folder_exists(&args.dir)?;
+    anyhow::ensure!(
+        args.admin.ip().is_loopback(),
+        "--admin {}: the admin endpoint serves the models web app without sign-in, so it listens on a \
+         loopback address only",
+        args.admin
+    );
     let mut config = UpConfig::load(args.config.as_deref()).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.image_map {
         config.images = config.images.overridden_by(ImageMap::load(path)?);
@@ -186,6 +202,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         server_bin.display()
     );
     let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
@@ -238,9 +255,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
             move |revision| autoscaler.journal(revision)
         }),
     });
-    let admin_listener = TcpListener::bind(("127.0.0.1", args.admin_port))
+    let admin_listener = TcpListener::bind(args.admin)
         .await
-        .with_context(|| format!("admin port {} is taken (another skiff up?)", args.admin_port))?;
+        .with_context(|| format!("--admin {}: cannot listen there (another skiff up?)", args.admin))?;
     let admin_addr = admin_listener.local_addr()?;
     let events = Arc::new(EventLog::default());
     let manifests = Arc::new(ManifestFolder::new(args.dir.clone(), config.clone()));
@@ -268,17 +285,18 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut controller = Controller::new(manifests, config.clone(), plane);
     println!(
         "skiff up: serving {} on http://{listen} (admin http://{admin_addr}; models web app \
-         http://{admin_addr}/models/; status: skiff get --admin-port {})",
+         http://{admin_addr}/models/; status: skiff get --admin {admin_addr}; stop: Ctrl-C or kill {})",
         args.dir.display(),
-        admin_addr.port()
+        std::process::id()
     );
+    let story = lifecycle::Story::for_stdout();
     let mut announced = std::collections::BTreeSet::new();
     let mut ticker = tokio::time::interval(config.reconcile_interval());
-    loop {
+    let stopped_by = loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = terminate.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break "SIGTERM",
+            _ = interrupt.recv() => break "SIGINT",
         }
         controller.reconcile();
         let status = controller.status();
@@ -290,12 +308,15 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
                 );
             }
         }
-        events.record(events::diff(&admin.status.load(), &status, &rfc3339(SystemTime::now())));
+        let changes = events::diff(&admin.status.load(), &status, &rfc3339(SystemTime::now()));
+        story.tell(&changes);
+        events.record(changes);
         admin.status.store(Arc::new(status));
-    }
-    println!("skiff up: shutting down");
+    };
+    println!("skiff up: {stopped_by} received: draining in-flight requests, then stopping the replicas");
     backend.shut_down();
-    router_handle.shutdown();
+    // Pingora's graceful stop blocks its caller for the grace period.
+    let _ = tokio::task::spawn_blocking(move || router_handle.shutdown()).await;
     let _ = stop_activator.send(());
     let _ = activator_task.await;
     autoscaler_task.abort();
@@ -307,9 +328,20 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses a manifest folder that is not there (rather than watching nothing).
+fn folder_exists(dir: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => {
+            anyhow::bail!("{}: not a folder (skiff up serves a folder of InferenceService manifests)", dir.display())
+        }
+        Err(e) => Err(anyhow::Error::from(e).context(format!("the manifest folder {}", dir.display()))),
+    }
+}
+
 /// Prints what a running `skiff up` serves.
 pub async fn get(args: GetArgs) -> anyhow::Result<()> {
-    let status = admin::fetch_status(SocketAddr::from(([127, 0, 0, 1], args.admin_port))).await?;
+    let status = admin::fetch_status(args.admin).await?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&status)?),
         Output::Table => print!("{}", status::table(&status)),

@@ -223,7 +223,13 @@ impl ContainerReplica {
     }
 }
 
+/// Log targets whose info lines `skiff up` reads from a replica (its `listening` line gives its
+/// address), whatever `RUST_LOG` says otherwise.
+const ANNOUNCED: &[&str] = &["skiff_server=info", "skiff_activator=info"];
+
 fn spawn(mut command: Command, stdout: Stdio) -> std::io::Result<Child> {
+    let filter = skiff_http::telemetry::directives(std::env::var("RUST_LOG").ok().as_deref(), "info", ANNOUNCED);
+    command.env("RUST_LOG", filter);
     command.stdin(Stdio::null()).stdout(stdout).stderr(Stdio::piped()).kill_on_drop(true).spawn()
 }
 

@@ -150,18 +150,19 @@ impl From<skiff_autoscaler::Decision> for AutoscalerStatus {
     }
 }
 
-/// A `kubectl get`-style table.
+/// A `kubectl get -A`-style table: each service's namespace, name, URL and readiness, then per
+/// revision its traffic and `REPLICAS` as ready/desired (as `kubectl get deployments` shows them).
 pub fn table(status: &Status) -> String {
     let mut out = String::new();
     let header = [
+        "NAMESPACE",
         "NAME",
         "URL",
         "READY",
         "REVISION",
-        "DESIRED",
-        "READY",
         "TRAFFIC",
         "TAG",
+        "REPLICAS",
         "RESTARTS",
         "COLD START LAST/P50",
         "REASON",
@@ -169,24 +170,17 @@ pub fn table(status: &Status) -> String {
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
     for service in &status.services {
         let ready = if service.ready { "True" } else { "False" };
+        let first = [service.namespace.clone(), service.name.clone(), service.url.clone(), ready.to_owned()];
         if service.revisions.is_empty() {
-            rows.push(vec![service.name.clone(), service.url.clone(), ready.into(), "-".into()]);
+            rows.push(first.iter().cloned().chain(["-".to_owned()]).collect());
         }
         for (i, revision) in service.revisions.iter().enumerate() {
-            let (name, url, ready) = if i == 0 {
-                (service.name.clone(), service.url.clone(), ready.to_owned())
-            } else {
-                (String::new(), String::new(), String::new())
-            };
-            rows.push(vec![
-                name,
-                url,
-                ready,
+            let mut row: Vec<String> = if i == 0 { first.to_vec() } else { vec![String::new(); first.len()] };
+            row.extend([
                 revision.name.clone(),
-                revision.desired.to_string(),
-                revision.ready.to_string(),
                 format!("{}%", revision.percent),
                 revision.tag.clone().unwrap_or_default(),
+                format!("{}/{}", revision.ready, revision.desired),
                 revision.restarts.to_string(),
                 match (revision.cold_start_last_ms, revision.cold_start_p50_ms) {
                     (Some(last), Some(p50)) => format!("{last}ms/{p50}ms"),
@@ -194,6 +188,7 @@ pub fn table(status: &Status) -> String {
                 },
                 revision.health.last_failure_info.as_ref().map(|f| f.reason.clone()).unwrap_or_default(),
             ]);
+            rows.push(row);
         }
     }
     let widths: Vec<usize> =
@@ -266,15 +261,57 @@ mod tests {
         };
         let text = table(&status);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].starts_with("NAME"), "{text}");
-        assert!(
-            lines[1].contains("iris") && lines[1].contains("iris-predictor-00002") && lines[1].contains("20%"),
+        let columns: Vec<&str> = lines[0].split("   ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(
+            columns,
+            [
+                "NAMESPACE",
+                "NAME",
+                "URL",
+                "READY",
+                "REVISION",
+                "TRAFFIC",
+                "TAG",
+                "REPLICAS",
+                "RESTARTS",
+                "COLD START LAST/P50",
+                "REASON"
+            ],
+            "{text}"
+        );
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cells[..9],
+            [
+                "default",
+                "iris",
+                "http://iris.default.example.com",
+                "True",
+                "iris-predictor-00002",
+                "20%",
+                "latest",
+                "1/1",
+                "0"
+            ],
             "{text}"
         );
         assert!(lines[1].ends_with("45ms/40ms"), "{text}");
         assert!(lines[2].trim_start().starts_with("iris-predictor-00001") && lines[2].contains("80%"), "{text}");
         assert!(lines[2].ends_with('-'), "{text}");
         assert_eq!(lines[3], "refused: bad.yaml: spec.predictor.timeout: 0 is less than 1");
+
+        let mut other = status.services[0].clone();
+        other.namespace = "team-a".into();
+        let two = Status { services: vec![status.services[0].clone(), other], errors: Vec::new() };
+        let text = table(&two);
+        let firsts: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut cells = l.split_whitespace();
+                Some((cells.next()?, cells.next()?)).filter(|(_, name)| *name == "iris")
+            })
+            .collect();
+        assert_eq!(firsts, [("default", "iris"), ("team-a", "iris")], "two iris in two namespaces: {text}");
     }
 
     #[test]

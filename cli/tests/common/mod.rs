@@ -56,6 +56,8 @@ pub struct Up {
     pub addr: SocketAddr,
     /// The admin endpoint.
     pub admin: SocketAddr,
+    /// Its first stdout line (where it serves, its admin endpoint, how to stop it).
+    pub first: String,
     /// Its stdout lines after the first.
     pub lines: mpsc::Receiver<String>,
     /// Its log lines (stderr).
@@ -135,7 +137,7 @@ impl Up {
             rest.split([' ', ';', ')']).next().unwrap().parse().unwrap()
         };
         let (addr, admin) = (url(" on http://"), url("admin http://"));
-        Up { child, addr, admin, lines, logs }
+        Up { child, addr, admin, first, lines, logs }
     }
 
     /// Sends SIGKILL-free SIGTERM and waits for the exit code.
