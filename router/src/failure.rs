@@ -31,11 +31,13 @@ pub(crate) enum Failure {
     MethodNotAllowed(Method),
     /// No InferenceService matches (404).
     UnknownService { host: String, path: String },
-    /// A gRPC call routed by the model its message names, and no InferenceService serves that
-    /// model (404, gRPC NOT_FOUND).
-    UnknownModel { model: String },
+    /// A request routed by the model its body names (`named_in`: where), and no InferenceService
+    /// serves that model (404, gRPC NOT_FOUND).
+    UnknownModel { model: String, named_in: &'static str },
     /// A gRPC call to the router itself whose model name cannot be read (400, INVALID_ARGUMENT).
     NoModelName { method: String, why: String },
+    /// An OpenAI request to the router itself whose JSON body's `"model"` cannot be read (400).
+    NoJsonModel { path: String, why: String },
     /// A gRPC method that names no model, called on the router itself (404, UNIMPLEMENTED).
     NotRoutable { method: String },
     /// The service has no revision taking traffic (503).
@@ -67,7 +69,7 @@ impl Failure {
         match self {
             Failure::MethodNotAllowed(_) => 405,
             Failure::UnknownService { .. } | Failure::UnknownModel { .. } | Failure::NotRoutable { .. } => 404,
-            Failure::NoModelName { .. } => 400,
+            Failure::NoModelName { .. } | Failure::NoJsonModel { .. } => 400,
             Failure::NoRevision { .. } | Failure::NoActivator { .. } => 503,
             Failure::BadRequest(_) => 400,
             Failure::Upstream(_) => 502,
@@ -84,7 +86,7 @@ impl Failure {
                 Code::Unimplemented
             }
             Failure::UnknownModel { .. } => Code::NotFound,
-            Failure::NoModelName { .. } => Code::InvalidArgument,
+            Failure::NoModelName { .. } | Failure::NoJsonModel { .. } => Code::InvalidArgument,
             Failure::NoRevision { .. } | Failure::NoActivator { .. } | Failure::Upstream(_) => Code::Unavailable,
             Failure::BadRequest(_) => Code::Internal,
             Failure::Timeout(_) => Code::DeadlineExceeded,
@@ -101,12 +103,18 @@ impl Failure {
             Failure::UnknownService { host, path } => {
                 format!("no InferenceService matches host {} and path {}", brief_str(host), brief_str(path))
             }
-            Failure::UnknownModel { model } => {
-                format!("no InferenceService serves model {} (named in the gRPC request)", brief_str(model))
+            Failure::UnknownModel { model, named_in } => {
+                format!("no InferenceService serves model {} (named in {named_in})", brief_str(model))
             }
             Failure::NoModelName { method, why } => format!(
                 "cannot route gRPC {} by the model it names: {why}; or address a service by its authority",
                 brief_str(method)
+            ),
+            Failure::NoJsonModel { path, why } => format!(
+                "cannot route POST {} by the \"model\" its JSON body names: {why}; name the InferenceService \
+                 in \"model\" within the first {} KiB, or address it by its Host",
+                brief_str(path),
+                crate::openai::PEEK_LIMIT / 1024
             ),
             Failure::NotRoutable { method } => format!(
                 "gRPC {} names no model, so only a service's own authority routes it (<name>.<namespace>.<domain>)",
@@ -206,8 +214,13 @@ mod tests {
         let cases = [
             (Failure::MethodNotAllowed(Method::CONNECT), 405, "method CONNECT is not allowed"),
             (Failure::UnknownService { host: "a.example.com".into(), path: "/x".into() }, 404, "host a.example.com"),
-            (Failure::UnknownModel { model: "mnist".into() }, 404, "model mnist"),
+            (Failure::UnknownModel { model: "mnist".into(), named_in: "the gRPC request" }, 404, "model mnist"),
             (Failure::NoModelName { method: "ModelInfer".into(), why: "compressed".into() }, 400, "ModelInfer"),
+            (
+                Failure::NoJsonModel { path: "/v1/completions".into(), why: "the body is empty".into() },
+                400,
+                "\"model\" its JSON body names: the body is empty",
+            ),
             (Failure::NotRoutable { method: "RepositoryIndex".into() }, 404, "RepositoryIndex names no model"),
             (Failure::NoRevision { service: "default/iris".into() }, 503, "default/iris"),
             (Failure::NoActivator { revision: "default/iris-predictor-00001".into() }, 503, "no activator"),
@@ -228,7 +241,10 @@ mod tests {
         assert_eq!(Failure::NoActivator { revision: "r".into() }.grpc_code(), Code::Unavailable);
         assert_eq!(Failure::Timeout("after 5 s".into()).grpc_code(), Code::DeadlineExceeded);
         assert_eq!(Failure::UnknownService { host: "h".into(), path: "/p".into() }.grpc_code(), Code::Unimplemented);
-        assert_eq!(Failure::UnknownModel { model: "m".into() }.grpc_code(), Code::NotFound);
+        assert_eq!(
+            Failure::UnknownModel { model: "m".into(), named_in: "the gRPC request" }.grpc_code(),
+            Code::NotFound
+        );
         assert_eq!(Failure::NoModelName { method: "m".into(), why: "w".into() }.grpc_code(), Code::InvalidArgument);
     }
 

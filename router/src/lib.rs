@@ -4,10 +4,12 @@
 //! with room, or to the activator (with `x-skiff-revision`) when the revision has none.
 //!
 //! Requests to the router itself (a Host or `:authority` that names no service) get its own
-//! server-level V2 answers ([`v2`]: live, ready, metadata), and gRPC calls to it are routed by the
-//! model their first message names ([`peek`]), read without holding the stream back.
+//! server-level V2 answers ([`v2`]: live, ready, metadata) and OpenAI's model list ([`openai`]);
+//! gRPC calls to it are routed by the model their first message names ([`peek`]), and OpenAI
+//! requests (`/openai/v1/chat/completions`, ...) by the `"model"` of their JSON body ([`openai`]),
+//! both read without holding the stream back.
 //!
-//! Pure cores: [`table`] (routing), [`split`] (weighted choice), [`peek`] and [`v2`]; the request path (Pingora's
+//! Pure cores: [`table`] (routing), [`split`] (weighted choice), [`peek`], [`openai`] and [`v2`]; the request path (Pingora's
 //! server and HTTP/1 sessions towards clients, pooled hyper connections towards replicas and
 //! activators) and the server thread are thin shells around them. On Kubernetes ([`cluster`], the `skiff-router`
 //! binary) routes come from InferenceServices and endpoints from EndpointSlices. Routes are rebuilt by the caller and swapped in with
@@ -30,6 +32,7 @@ mod downstream;
 mod error;
 mod failure;
 pub mod metrics;
+pub mod openai;
 pub mod peek;
 mod proxy;
 mod server;
@@ -143,6 +146,9 @@ impl Router {
             pool: Default::default(),
             draining: Arc::new(AtomicBool::new(false)),
             peek_timeout: self.inner.config.downstream.header_timeout,
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_secs()),
         };
         server::start(&self.inner.config, proxy)
     }

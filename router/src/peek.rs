@@ -55,17 +55,18 @@ pub fn method(path: &str) -> Option<(&str, Method)> {
     Some((name, method))
 }
 
-/// What the first bytes of a request body say about its model name.
+/// What the first bytes of a request body say about its model name; `E` says why it cannot be
+/// read (this module's [`PeekError`] for gRPC, [`crate::openai::JsonError`] for OpenAI's JSON).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Peek {
+pub enum Peek<E = PeekError> {
     /// The field holds this name (possibly empty).
     Found(String),
-    /// The first message is whole and has no such field: it names no model.
+    /// The message (or JSON object) is whole and has no such field: it names no model.
     Absent,
     /// More bytes are needed.
     NeedMore,
     /// The name cannot be read.
-    Invalid(PeekError),
+    Invalid(E),
 }
 
 /// Why a model name cannot be read from a request.

@@ -4,8 +4,8 @@
 //! [`crate::table`] and [`crate::split`]; failures become answers in [`crate::failure`]. A
 //! request body that streams keeps streaming while the answer comes back ([`pump`]), so a gRPC
 //! bidirectional stream flows both ways. Requests to the router itself rather than a service
-//! get its server-level V2 answers ([`own`]), and gRPC calls to it are routed by the model their
-//! first message names ([`by_message`]).
+//! get its server-level V2 answers and OpenAI's model list ([`own`]), and gRPC calls and OpenAI
+//! requests to it are routed by the model their body names ([`by_message`]).
 
 mod by_message;
 mod own;
@@ -63,8 +63,10 @@ pub(crate) struct Proxy {
     pub(crate) pool: Pool,
     /// Set once SIGTERM has been received: the router's own readiness turns false.
     pub(crate) draining: Arc<AtomicBool>,
-    /// How long a gRPC call routed by its message may take to send the bytes that name the model.
+    /// How long a request routed by its body may take to send the bytes that name the model.
     pub(crate) peek_timeout: Duration,
+    /// When the router started, in Unix seconds: the `created` of its OpenAI model list.
+    pub(crate) started: u64,
 }
 
 /// The request body as it goes upstream.
@@ -158,8 +160,8 @@ impl Proxy {
         reusable
     }
 
-    /// Resolves the route and picks the revision and target, filling `ctx`. A gRPC call whose
-    /// authority names no service is routed by the model its first message names (read here).
+    /// Resolves the route and picks the revision and target, filling `ctx`. A gRPC call or an
+    /// OpenAI request whose Host names no service is routed by the model its body names (read here).
     async fn route(&self, session: &mut ServerSession, ctx: &mut RequestCtx) -> Result<(), Failure> {
         let table = self.table.load_full();
         let req = session.req_header();
@@ -167,11 +169,12 @@ impl Proxy {
         let host = host_of(req).to_owned();
         let resolved = match table.resolve(&host, &path) {
             Some(resolved) => resolved,
-            None => match by_message::method(session, &table, &host)? {
-                Some((method, field)) => {
-                    let (model, peeked) = by_message::model_name(session, &method, field, self.peek_timeout).await?;
+            None => match by_message::by_body(session, &table, &host)? {
+                Some(by_body) => {
+                    let (model, peeked) = by_body.model_name(session, self.peek_timeout).await?;
                     ctx.peeked = Some(peeked);
-                    table.resolve_model(&model, &path).ok_or(Failure::UnknownModel { model })?
+                    let named_in = by_body.named_in();
+                    table.resolve_model(&model, &path).ok_or(Failure::UnknownModel { model, named_in })?
                 }
                 None => return Err(Failure::UnknownService { host, path }),
             },
@@ -222,12 +225,19 @@ impl Proxy {
         let http2 = session.is_http2();
         let has_body =
             length.map_or_else(|| is_chunked(session.req_header()) || (http2 && !session.is_body_done()), |n| n > 0);
-        if has_body && expects_continue(session.req_header()) {
+        // A body read to route the request was asked for then, if the client waits to be asked.
+        if has_body && ctx.peeked.is_none() && expects_continue(session.req_header()) {
             continue_100(session).await?;
         }
         let outgoing = match (ctx.peeked.take(), length) {
-            // Routed by its first message: whole if that was all, else the rest streams after it.
+            // Routed by the model its body names: whole if that was all, else the rest streams after it.
             (Some(peeked), _) if session.is_body_done() => Outgoing::Whole(peeked),
+            // A small body is read whole as any other, after the bytes read to route it.
+            (Some(peeked), Some(length)) if length <= BUFFERED_BODY => Outgoing::Whole(
+                tokio::time::timeout_at(deadline, read_rest(session, peeked, length))
+                    .await
+                    .map_err(|_| timed_out(limit))??,
+            ),
             (Some(peeked), _) => Outgoing::Stream(Some(peeked)),
             // Pingora bounds each HTTP/1 read (60 s) but no HTTP/2 one: those wait until the deadline at most.
             (None, Some(length)) if length <= BUFFERED_BODY && http2 => Outgoing::Whole(
@@ -435,6 +445,7 @@ impl Proxy {
                 Failure::UnknownService { .. }
                     | Failure::UnknownModel { .. }
                     | Failure::NoModelName { .. }
+                    | Failure::NoJsonModel { .. }
                     | Failure::NotRoutable { .. }
                     | Failure::ClientGone
             )
@@ -501,15 +512,23 @@ async fn read_whole_body(session: &mut ServerSession, length: usize) -> Result<B
     if length == 0 {
         return Ok(Bytes::new());
     }
-    let read = |e: Box<pingora::Error>| Failure::BadRequest(format!("reading the body: {e}"));
-    let Some(first) = session.read_request_body().await.map_err(read)? else { return Ok(Bytes::new()) };
+    let Some(first) = session.read_request_body().await.map_err(body_error)? else { return Ok(Bytes::new()) };
     if first.len() >= length {
         return Ok(first);
     }
-    let mut body = BytesMut::with_capacity(length);
-    body.extend_from_slice(&first);
-    while let Some(chunk) = session.read_request_body().await.map_err(read)? {
+    read_rest(session, first, length).await
+}
+
+/// Reads the rest of a body of `length` bytes whose first bytes, `read`, are already read.
+async fn read_rest(session: &mut ServerSession, read: Bytes, length: usize) -> Result<Bytes, Failure> {
+    let mut body = BytesMut::with_capacity(length.max(read.len()));
+    body.extend_from_slice(&read);
+    while let Some(chunk) = session.read_request_body().await.map_err(body_error)? {
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
+}
+
+fn body_error(e: Box<pingora::Error>) -> Failure {
+    Failure::BadRequest(format!("reading the body: {e}"))
 }

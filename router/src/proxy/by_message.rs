@@ -1,59 +1,105 @@
-//! Routing a gRPC call by the model its first message names, when its `:authority` names no
-//! service: which calls qualify and which field names the model ([`crate::peek::method`]), and
-//! reading the body until [`crate::peek::peek`] finds the name (bounded in bytes and in time). The
-//! bytes read are handed back to be sent upstream first; the rest of the body streams after them.
+//! Routing a request to the router itself (its Host or `:authority` names no service) by the model
+//! its body names: a gRPC call by its first message ([`crate::peek`]), an OpenAI request by the
+//! `"model"` of its JSON body ([`crate::openai`]). Which requests qualify, and reading the body
+//! until the name is known (bounded in bytes by each reader and in time here). The bytes read are
+//! handed back to be sent upstream first; the rest of the body streams after them.
 
+use std::fmt::Display;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use pingora::protocols::http::ServerSession;
 use skiff_http::grpc;
 
+use super::{continue_100, expects_continue};
 use crate::failure::Failure;
+use crate::openai::{self, Endpoint, ModelField};
 use crate::peek::{self, Method, Peek};
 use crate::table::RouteTable;
 
-/// For a gRPC call over HTTP/2 to the router itself (its authority, `host`, names no service):
-/// the method and the protobuf field its request names the model in. `None` for any other
-/// request; an error for a method of the inference service that names no model.
-pub(super) fn method(
-    session: &ServerSession,
-    table: &RouteTable,
-    host: &str,
-) -> Result<Option<(String, u32)>, Failure> {
+/// How a request to the router itself names its model in its body.
+pub(super) enum ByBody {
+    /// A gRPC method whose request names the model in this protobuf field.
+    Grpc { method: String, field: u32 },
+    /// An OpenAI request: its JSON body's `"model"`.
+    OpenAi,
+}
+
+/// How the request, to the router itself (`host` names no service), names its model in its body;
+/// `None` for a request that does not; an error for a method of the inference service that names
+/// no model.
+pub(super) fn by_body(session: &ServerSession, table: &RouteTable, host: &str) -> Result<Option<ByBody>, Failure> {
     let req = session.req_header();
-    if !session.is_http2() || !grpc::is_grpc(&req.headers) || table.is_service_host(host) {
+    if table.is_service_host(host) {
         return Ok(None);
     }
-    match peek::method(req.uri.path()) {
-        Some((name, Method::Model(field))) => Ok(Some((name.to_owned(), field))),
-        Some((name, _)) => Err(Failure::NotRoutable { method: name.to_owned() }),
-        None => Ok(None),
+    if session.is_http2() && grpc::is_grpc(&req.headers) {
+        return match peek::method(req.uri.path()) {
+            Some((name, Method::Model(field))) => Ok(Some(ByBody::Grpc { method: name.to_owned(), field })),
+            Some((name, _)) => Err(Failure::NotRoutable { method: name.to_owned() }),
+            None => Ok(None),
+        };
+    }
+    Ok((openai::endpoint(&req.method, req.uri.path()) == Some(Endpoint::ByModel)).then_some(ByBody::OpenAi))
+}
+
+impl ByBody {
+    /// Where the name was read, for an unknown model's message.
+    pub(super) fn named_in(&self) -> &'static str {
+        match self {
+            ByBody::Grpc { .. } => "the gRPC request",
+            ByBody::OpenAi => "the body's \"model\"",
+        }
+    }
+
+    /// Reads the request body until the model it names is known, within `limit`: the name and
+    /// every byte read. A client waiting for `100 Continue` is told to send its body first.
+    pub(super) async fn model_name(
+        &self,
+        session: &mut ServerSession,
+        limit: Duration,
+    ) -> Result<(String, Bytes), Failure> {
+        match self {
+            ByBody::Grpc { method, field } => {
+                let no_name = |why: String| Failure::NoModelName { method: method.clone(), why };
+                read_name(session, limit, no_name, "its first message", |read, ended| peek::peek(read, *field, ended))
+                    .await
+            }
+            ByBody::OpenAi => {
+                if expects_continue(session.req_header()) {
+                    continue_100(session).await?;
+                }
+                let path = session.req_header().uri.path().to_owned();
+                let no_name = |why: String| Failure::NoJsonModel { path: path.clone(), why };
+                let mut field = ModelField::default();
+                read_name(session, limit, no_name, "its JSON object", |read, ended| field.peek(read, ended)).await
+            }
+        }
     }
 }
 
-/// Reads the request body until its first message's model name is known, within `limit`: the
-/// name and every byte read.
-pub(super) async fn model_name(
+/// Reads the body until `peek` (given every byte read so far, and whether the body has ended)
+/// finds the name, within `limit`; `what` holds the name, for the messages of `no_name`.
+async fn read_name<E: Display>(
     session: &mut ServerSession,
-    method: &str,
-    field: u32,
     limit: Duration,
+    no_name: impl Fn(String) -> Failure,
+    what: &str,
+    mut peek: impl FnMut(&[u8], bool) -> Peek<E>,
 ) -> Result<(String, Bytes), Failure> {
-    let no_name = |why: String| Failure::NoModelName { method: method.to_owned(), why };
     let deadline = tokio::time::Instant::now() + limit;
     let mut read = BytesMut::new();
     let mut ended = session.is_body_done();
     loop {
-        match peek::peek(&read, field, ended) {
+        match peek(&read, ended) {
             Peek::Found(name) if name.is_empty() => return Err(no_name("its model name is empty".to_owned())),
             Peek::Found(name) => return Ok((name, read.freeze())),
-            Peek::Absent => return Err(no_name("its first message names no model".to_owned())),
+            Peek::Absent => return Err(no_name(format!("{what} names no model"))),
             Peek::Invalid(error) => return Err(no_name(error.to_string())),
             Peek::NeedMore => {}
         }
         match tokio::time::timeout_at(deadline, session.read_request_body()).await {
-            Err(_) => return Err(no_name(format!("its first message did not arrive within {limit:?}"))),
+            Err(_) => return Err(no_name(format!("{what} did not arrive within {limit:?}"))),
             Ok(Err(e)) => return Err(Failure::BadRequest(format!("reading the body: {e}"))),
             Ok(Ok(Some(chunk))) => {
                 read.extend_from_slice(&chunk);

@@ -1,6 +1,7 @@
 //! The router's own answers to the Open Inference Protocol's server-level requests ([`crate::v2`])
-//! when their Host or `:authority` names no service: JSON over REST, a protobuf message over gRPC.
-//! A request whose host names a service goes to that service as any other.
+//! and to OpenAI's `GET .../v1/models` ([`crate::openai`]) when their Host or `:authority` names no
+//! service: JSON over REST, a protobuf message over gRPC. A request whose host names a service goes
+//! to that service as any other.
 
 use std::sync::atomic::Ordering;
 
@@ -12,6 +13,7 @@ use skiff_http::grpc;
 
 use super::{Proxy, host_of};
 use crate::failure;
+use crate::openai::{self, Endpoint};
 use crate::peek::{self, Method};
 use crate::v2::{self, Ask};
 
@@ -28,6 +30,13 @@ impl Proxy {
                 Method::ServerMetadata => Ask::Metadata,
                 Method::Model(_) | Method::Unroutable => return None,
             }
+        } else if openai::endpoint(&req.method, req.uri.path()) == Some(Endpoint::Models) {
+            let table = self.table.load();
+            if table.is_service_host(host_of(req)) {
+                return None;
+            }
+            let body = openai::models(&table, self.started);
+            return Some(failure::respond(session, 200, "application/json", Bytes::from(body.to_string())).await);
         } else {
             v2::rest(&req.method, req.uri.path())?
         };
