@@ -75,6 +75,7 @@ pub struct Controller {
     services: BTreeMap<String, Service>,
     provisioned: BTreeSet<RevisionKey>,
     errors: Vec<String>,
+    warnings: Vec<String>,
     routes: Vec<ServiceRoute>,
 }
 
@@ -88,6 +89,7 @@ impl Controller {
             services: BTreeMap::new(),
             provisioned: BTreeSet::new(),
             errors: Vec::new(),
+            warnings: Vec::new(),
             routes: Vec::new(),
         }
     }
@@ -97,6 +99,7 @@ impl Controller {
         // Only changed files are read again; refusals are logged there, once per change.
         let folder = self.manifests.refresh();
         self.errors.clone_from(&folder.errors);
+        self.warnings.clone_from(&folder.warnings);
         self.services.retain(|key, _| folder.manifests.contains_key(key));
         for (key, manifest) in &folder.manifests {
             let service = self
@@ -205,7 +208,7 @@ impl Controller {
                 }
             })
             .collect();
-        Status { services, errors: self.errors.clone() }
+        Status { services, errors: self.errors.clone(), warnings: self.warnings.clone() }
     }
 
     /// Tears every revision down (on shutdown); replicas drain in the background.

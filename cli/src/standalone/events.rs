@@ -168,11 +168,11 @@ mod tests {
     #[test]
     fn changes_between_snapshots_are_events() {
         let empty = Status::default();
-        let starting = Status { services: vec![service(false, 1, 0, 0)], errors: Vec::new() };
+        let starting = Status { services: vec![service(false, 1, 0, 0)], ..Status::default() };
         assert_eq!(reasons(&empty, &starting), ["Created", "RevisionCreated", "Scaled"]);
-        let ready = Status { services: vec![service(true, 1, 1, 0)], errors: Vec::new() };
+        let ready = Status { services: vec![service(true, 1, 1, 0)], ..Status::default() };
         assert_eq!(reasons(&starting, &ready), ["Ready", "ReplicasReady"]);
-        let restarted = Status { services: vec![service(true, 1, 1, 1)], errors: Vec::new() };
+        let restarted = Status { services: vec![service(true, 1, 1, 1)], ..Status::default() };
         assert_eq!(reasons(&ready, &restarted), ["ReplicaRestarted"]);
         assert!(reasons(&restarted, &restarted).is_empty());
         let log = EventLog::default();
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_failure_and_each_back_off_are_events() {
-        let starting = Status { services: vec![service(false, 1, 0, 0)], errors: Vec::new() };
+        let starting = Status { services: vec![service(false, 1, 0, 0)], ..Status::default() };
         let failing = |spawns, message: &str, back_off_ms| {
             let mut s = service(false, 1, 0, 0);
             s.revisions[0].health = ReplicaHealth {
@@ -197,7 +197,7 @@ mod tests {
                 }),
                 back_off_ms: Some(back_off_ms),
             };
-            Status { services: vec![s], errors: Vec::new() }
+            Status { services: vec![s], ..Status::default() }
         };
         let first = failing(1, "cannot load model 'iris'", 1000);
         let events = diff(&starting, &first, "t1");
