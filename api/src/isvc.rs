@@ -4,7 +4,8 @@
 //! These types are also the source of the CustomResourceDefinition: [`InferenceServiceSpec`] derives
 //! `CustomResource`, which generates [`InferenceServiceResource`] (the object the API server stores,
 //! with Kubernetes metadata and [`crate::status::InferenceServiceStatus`]); [`crate::schema`] adds the
-//! parts of the schema that cannot be derived. [`InferenceService`] is the manifest form that
+//! parts of the schema that cannot be derived, among them KServe's other fields by name
+//! ([`crate::fields`]): `other` keeps those, and a field KServe does not have is unknown. [`InferenceService`] is the manifest form that
 //! standalone mode reads from files; [`crate::resource`] converts between the two.
 
 use std::collections::BTreeMap;
@@ -78,7 +79,6 @@ pub struct ObjectMeta {
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::preserve_unknown_fields)]
 pub struct InferenceServiceSpec {
     /// The model server component.
     pub predictor: PredictorSpec,
@@ -180,7 +180,6 @@ pub struct PredictorSpec {
 /// `spec.predictor.model`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = crate::schema::model)]
 pub struct ModelSpec {
     /// The model's format, e.g. `onnx`. Optional, as in KServe: a model that names its `runtime`
     /// may omit it (absent, it reads as an empty name; validation asks for one or the other).

@@ -1,5 +1,6 @@
 //! Skiff's shared vocabulary. KServe `InferenceService` v1beta1 types ([`isvc`]) that keep every
-//! field a user wrote, their validation with errors naming the field ([`validate`]), revisions
+//! field a user wrote, the names KServe gives its fields, which tell a misspelt one ([`fields`]),
+//! their validation with errors naming the field ([`validate`]), revisions
 //! ([`revision`]) and their rollout and canary traffic split ([`traffic`]), the bridge to the
 //! autoscaler's per-revision settings ([`scaling`]) and KServe's autoscaler classes and deployment
 //! modes ([`autoscaling`]), and what `skiff up` and the operator must
@@ -15,6 +16,7 @@
 
 pub mod autoscaling;
 pub mod error;
+pub mod fields;
 pub mod image;
 pub mod isvc;
 pub mod labels;

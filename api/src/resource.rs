@@ -6,6 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::error::{Error, Result};
+use crate::fields::Level;
 pub use crate::isvc::InferenceServiceResource;
 use crate::isvc::{API_VERSION, InferenceService, KIND, ObjectMeta};
 
@@ -13,11 +14,18 @@ use crate::isvc::{API_VERSION, InferenceService, KIND, ObjectMeta};
 pub const CRD_PATH: &str = "deploy/crds/serving.kserve.io_inferenceservices.yaml";
 
 /// The CustomResourceDefinition of `inferenceservices.serving.kserve.io`, with the rules on the
-/// object's root ([`crate::schema::root`]) that the derive cannot place.
+/// object's root ([`crate::schema::root`]) that the derive cannot place, and KServe's fields
+/// declared at every level of `spec` that [`crate::fields`] knows, unknown ones refused there
+/// ([`crate::schema::known_fields`]).
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = InferenceServiceResource::crd();
     let schemas = crd.spec.versions.iter_mut().filter_map(|v| v.schema.as_mut()?.open_api_v3_schema.as_mut());
-    schemas.for_each(crate::schema::root);
+    for schema in schemas {
+        crate::schema::root(schema);
+        if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+            crate::schema::known_fields(spec, Level::Spec);
+        }
+    }
     crd
 }
 

@@ -1,13 +1,17 @@
 //! The Kubernetes-specific parts of the InferenceService's OpenAPI schema that `schemars` cannot
-//! derive: objects that keep unknown fields, KServe's framework shorthands, and the CEL rules
+//! derive: the fields KServe declares beside those Skiff's types read ([`known_fields`]), objects
+//! that keep unknown fields, KServe's framework shorthands, and the CEL rules
 //! (`x-kubernetes-validations`) that make the API server refuse a bad spec with the field named.
-//! The Rust types in [`crate::isvc`] remain the one source of every field; these functions only
-//! decorate the schema generated from them.
+//! The Rust types in [`crate::isvc`] remain the one source of the fields Skiff reads, and
+//! [`crate::fields`] of KServe's names; these functions only decorate the schema generated from them.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{JSONSchemaProps, ValidationRule};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray, ValidationRule,
+};
 use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 
+use crate::fields::{Child, Level};
 use crate::revision::MAX_NAME_LENGTH;
 use crate::validate::{DNS_1035, FRAMEWORKS, name_limit};
 
@@ -35,16 +39,15 @@ pub fn preserve_unknown_fields(schema: &mut Schema) {
 }
 
 /// `spec.predictor` (and the transformer's and explainer's, the same type): the framework
-/// shorthands and the explainer's `art` become known (free-form) properties, so that CEL can test
-/// for them, and the cross-field rules are added. The rules admit what KServe's CRD admits (it has
+/// shorthands and the explainer's `art` become known properties, so that CEL can test for them,
+/// and the cross-field rules are added. The rules admit what KServe's CRD admits (it has
 /// none): at most one of `model` or a framework, beside which `containers` may stand (KServe's
 /// collocation), and something to run. Validation then refuses, naming the field, what Skiff
 /// cannot run ([`crate::validate`]).
 pub fn predictor(schema: &mut Schema) {
-    preserve_unknown_fields(schema);
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
         for framework in FRAMEWORKS.iter().chain([&EXPLAINER_ART]) {
-            properties.insert((*framework).into(), json!({ "type": "object", PRESERVE: true }));
+            properties.insert((*framework).into(), json!({ "type": "object" }));
         }
     }
     let has = |fields: &[&str]| fields.iter().map(|f| format!("has(self.{f})")).collect::<Vec<_>>().join(", ");
@@ -71,10 +74,34 @@ pub fn predictor(schema: &mut Schema) {
     schema.insert(VALIDATIONS.into(), rules);
 }
 
-/// `spec.predictor.model`: fields kept. `storageUri` and `modelFormat` are optional, as in
-/// KServe's CRD; validation asks for them where Skiff needs them (a model on the embedded server).
-pub fn model(schema: &mut Schema) {
-    preserve_unknown_fields(schema);
+/// Declares at `schema` (an object at `level`) and at the levels below it every field KServe
+/// declares there ([`crate::fields`]) and keeps no unknown field there, as KServe's CRD does: the
+/// API server then names an unknown field (`spec.predictor.minReplica`), a warning for `kubectl
+/// apply` and a refusal under `--validate=strict`. The fields Skiff's types read keep their
+/// derived schema; the others take any value, kept as written with whatever it holds.
+pub fn known_fields(schema: &mut JSONSchemaProps, level: Level) {
+    schema.type_.get_or_insert_with(|| "object".to_owned());
+    schema.x_kubernetes_preserve_unknown_fields = None;
+    schema.additional_properties = None;
+    let properties = schema.properties.get_or_insert_with(Default::default);
+    for field in level.fields() {
+        let property = properties.entry(field.to_owned()).or_insert_with(|| JSONSchemaProps {
+            x_kubernetes_preserve_unknown_fields: Some(true),
+            ..JSONSchemaProps::default()
+        });
+        match level.child(field) {
+            Some(Child::Object(child)) => known_fields(property, child),
+            Some(Child::List(child)) => {
+                property.type_ = Some("array".to_owned());
+                property.x_kubernetes_preserve_unknown_fields = None;
+                let items = property.items.get_or_insert_with(|| JSONSchemaPropsOrArray::Schema(Box::default()));
+                if let JSONSchemaPropsOrArray::Schema(items) = items {
+                    known_fields(items, child);
+                }
+            }
+            None => {}
+        }
+    }
 }
 
 /// The root of the resource's schema: rules on `metadata.name` (the one piece of metadata, with
@@ -128,7 +155,7 @@ mod tests {
         for f in ["model", "containers", "sklearn", "huggingface", "art"] {
             assert!(rule.contains(&format!("has(self.{f})")), "{rule}");
             if f != "model" && f != "containers" {
-                assert_eq!(schema.get("properties").unwrap()[f][PRESERVE], json!(true));
+                assert_eq!(schema.get("properties").unwrap()[f]["type"], json!("object"));
             }
         }
     }

@@ -3,7 +3,8 @@
 //! manifest. Each bad file is refused on its own, with its line and column or the bound it broke;
 //! the good one is served; the secret shows nowhere (`skiff get`, `-o json`, the web index); each
 //! refusal is logged once. And the web app names the files it writes so that two namespaces never
-//! share one.
+//! share one. A misspelt field is a warning (log, `skiff get`, the status document), and with
+//! `--strict` a refusal; a second file that defines a served name is refused, the first keeps it.
 
 mod common;
 
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use common::browser::Browser;
 use common::*;
 use http::StatusCode;
+use serde_json::json;
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
 const SECRET: &str = "TOPSECRET";
@@ -154,5 +156,87 @@ async fn the_web_app_gives_two_namespaces_two_files() {
         })
         .await;
     assert_eq!(names(&status), ["default/team-a-coll", "team-a/coll"]);
+    assert!(up.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelt_field_is_a_warning_and_with_strict_a_refusal() {
+    let dir = folder(&["iris"]);
+    let path = dir.path();
+    let file = path.join("iris.yaml");
+    std::fs::write(&file, manifest("iris", "iris", "minReplica: 0")).unwrap();
+    let warning = format!("{}: unknown field \"spec.predictor.minReplica\"", file.display());
+
+    let up = Up::start(path, CONFIG);
+    let status = up.wait_for("iris ready", Duration::from_secs(60), |s| ready(s, "iris")).await;
+    assert_eq!(status["warnings"], serde_json::json!([warning]));
+    assert_eq!(status["errors"], serde_json::json!([]));
+    let table = skiff_get(&up, &[]);
+    assert!(table.lines().any(|line| line == format!("warning: {warning}")), "{table}");
+    let index =
+        send(http::Method::GET, &format!("http://{}/models/?ns=default", up.admin), Bytes::new(), &[]).await.unwrap();
+    let index = String::from_utf8_lossy(&index.body).into_owned();
+    assert!(index.contains("unknown field &quot;spec.predictor.minReplica&quot;"), "{index}");
+    let logs: Vec<String> = up.logs.try_iter().collect();
+    let said: Vec<&String> = logs.iter().filter(|l| l.contains("unknown field")).collect();
+    assert!(said.len() == 1 && said[0].contains("WARN") && said[0].contains("spec.predictor.minReplica"), "{said:#?}");
+    assert!(up.stop().success());
+
+    let up = Up::start_with(path, CONFIG, &[], &["--strict"]);
+    let status = up
+        .wait_for("the refusal", Duration::from_secs(60), |s| s["errors"].as_array().is_some_and(|e| e.len() == 1))
+        .await;
+    assert_eq!(names(&status), Vec::<String>::new());
+    let refusal = status["errors"][0].as_str().unwrap();
+    let named = format!("{}: spec.predictor.minReplica: unknown field", file.display());
+    assert!(refusal.starts_with(&named) && refusal.contains("--strict"), "{refusal}");
+    assert_eq!(status["warnings"], serde_json::json!([]));
+    assert!(skiff_get(&up, &[]).contains(&format!("refused: {named}")));
+
+    // Spelt right, the same file is served under --strict.
+    std::fs::write(&file, manifest("iris", "iris", "minReplicas: 0")).unwrap();
+    up.wait_for("iris served", Duration::from_secs(60), |s| ready(s, "iris") && s["errors"] == serde_json::json!([]))
+        .await;
+    assert!(up.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_file_with_a_served_name_is_refused_and_the_first_keeps_it() {
+    let dir = folder(&["iris"]);
+    let path = dir.path();
+    let (original, copy) = (path.join("iris.yaml"), path.join("iris-dup.yaml"));
+    std::fs::write(&original, manifest("iris", "iris", "minReplicas: 1")).unwrap();
+    let up = Up::start(path, CONFIG);
+    up.wait_for("iris ready", Duration::from_secs(60), |s| ready(s, "iris")).await;
+
+    // The copy sorts before the original: it used to take the name and get the original refused.
+    std::fs::write(&copy, manifest("iris", "iris", "minReplicas: 2")).unwrap();
+    let refusal = format!(
+        "{}: metadata.name: default/iris is already defined in {}, which keeps it",
+        copy.display(),
+        original.display()
+    );
+    let status = up
+        .wait_for("the copy refused", Duration::from_secs(60), |s| s["errors"].as_array().is_some_and(|e| e.len() == 1))
+        .await;
+    assert!(status["errors"][0].as_str().unwrap().starts_with(&refusal), "{status:#}");
+    let service = &status["services"][0];
+    assert_eq!(
+        (&service["file"], &service["latestCreatedRevision"]),
+        (&json!(original.display().to_string()), &json!("iris-predictor-00001"))
+    );
+    assert_eq!(up.infer("iris").await.unwrap().status, StatusCode::OK);
+    assert!(skiff_get(&up, &[]).contains(&format!("refused: {refusal}")));
+    let logs: Vec<String> = up.logs.try_iter().collect();
+    assert_eq!(logs.iter().filter(|l| l.contains("already defined")).count(), 1, "{logs:#?}");
+
+    // The original removed, the copy takes the name (its spec: a new revision).
+    std::fs::remove_file(&original).unwrap();
+    let status = up
+        .wait_for("the copy served", Duration::from_secs(60), |s| {
+            s["services"][0]["file"] == json!(copy.display().to_string()) && s["errors"] == json!([])
+        })
+        .await;
+    assert_eq!(status["services"][0]["latestCreatedRevision"], "iris-predictor-00002");
     assert!(up.stop().success());
 }

@@ -21,7 +21,8 @@
 #    storageUri rolls revision 2 (revision 1 collected); canaryTrafficPercent 30 with a new
 #    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
 #    server naming the field (a 60-character name naming metadata.name and its limit of 47,
-#    `timeout: 0`, bounds); what KServe's CRD admits but Skiff cannot run (an ONNX model without
+#    `timeout: 0`, bounds); unknown fields (`spec.predictor.minReplica`) refused by kubectl apply and
+#    a warning with --validate=warn, as with KServe's CRD; what KServe's CRD admits but Skiff cannot run (an ONNX model without
 #    storageUri, multi-node beside model, explainer.art) is admitted and refused in the status naming the field;
 #    `kubectl get isvc` shows the columns; an idle controller leaves every
 #    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; an empty model.onnx
@@ -366,6 +367,30 @@ $onnx"
 refused_as "$(printf 'a%.0s' {1..60})" "metadata.name is too long; the limit is 47 characters" "$onnx"
 refused_as 9lives "metadata.name must be a DNS-1035 label" "$onnx"
 pass "bad specs refused by kubectl apply (API server schema bounds and CEL rules), each naming its field"
+
+# --- unknown fields: as with KServe's CRD, refused by kubectl apply (--validate=strict, its default),
+# a warning with --validate=warn (the rule skiff up follows too: api/src/fields.rs) ---------------------
+refused 'unknown field "spec.predictor.minReplica"' "    minReplica: 0
+$onnx"
+refused 'unknown field "spec.predictor.model.storageURI"' "    model: {modelFormat: {name: onnx}, storageUri: 'file:///m', storageURI: x}"
+refused 'unknown field "spec.transformer.containers[0].imag"' "$onnx
+  transformer:
+    containers: [{name: t, imag: t}]"
+warned="$(cat <<EOF | k apply --dry-run=server --validate=warn -f - 2>&1
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: misspelt, namespace: $ns}
+spec:
+  predictor:
+    minReplica: 0
+    serviceAccountName: default
+$onnx
+EOF
+)" || fail "--validate=warn refused an unknown field: $warned"
+[[ "$warned" == *'unknown field "spec.predictor.minReplica"'* ]] || fail "no warning naming spec.predictor.minReplica: $warned"
+[[ "$warned" != *serviceAccountName* ]] || fail "a field KServe has was warned about: $warned"
+log "     warned: $(grep -m1 'unknown field' <<<"$warned")"
+pass "unknown fields named by the API server: refused by kubectl apply, a warning with --validate=warn"
 
 # --- what KServe's CRD admits and Skiff cannot run: admitted, refused in the status naming the field ---
 # (the CRD admits what KServe's does; validation, the same as skiff up's, says what Skiff lacks)

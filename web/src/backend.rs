@@ -111,6 +111,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn refused(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
+    /// Manifests served with fields KServe does not have (`skiff up`'s `file: unknown field
+    /// "path"`); on a cluster the API server drops or refuses them at once, so there are none.
+    async fn warnings(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Log lines as they come; ends when the replica goes.

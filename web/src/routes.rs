@@ -88,8 +88,8 @@ async fn index(
     let (namespace, namespaces) = selected(&app, &user, query.ns).await?;
     app.authorize(&user, Action::isvc("list", &namespace)).await?;
     let services = app.backend.list(&namespace).await?;
-    let refused = app.backend.refused().await?;
-    Ok(Html(pages::index::page(&app, &namespace, &namespaces, &services, &refused).into_string()))
+    let (refused, warnings) = (app.backend.refused().await?, app.backend.warnings().await?);
+    Ok(Html(pages::index::page(&app, &namespace, &namespaces, &services, &refused, &warnings).into_string()))
 }
 
 async fn new(

@@ -1,8 +1,11 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read as _;
 use std::path::Path;
 
 use serde_json::{Value, json};
 
 use super::*;
+use crate::fields::{Child, Level};
 
 const IRIS: &str = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: iris\n  namespace: ml\n  annotations:\n    autoscaling.knative.dev/target: \"5\"\nspec:\n  predictor:\n    serviceAccountName: reader\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///models/iris\n";
 
@@ -46,19 +49,77 @@ fn names_scope_subresources_and_columns_are_kserves() {
     assert_eq!(columns[3].1, ".status.components.predictor.traffic[?(@.latestRevision==true)].percent");
 }
 
-#[test]
-fn objects_with_other_fields_keep_unknown_fields() {
-    let schema = schema();
-    let spec = &schema["properties"]["spec"];
-    let predictor = &spec["properties"]["predictor"];
-    let model = &predictor["properties"]["model"];
-    for (name, object) in [("spec", spec), ("predictor", predictor), ("model", model)] {
-        assert_eq!(object["x-kubernetes-preserve-unknown-fields"], json!(true), "{name}");
-        assert!(object.get("additionalProperties").is_none(), "{name}");
+/// A place in a schema that [`Level::child`] reaches from `spec` (a list's items for a list): its
+/// path, level, field names, and whether it keeps unknown fields.
+struct Place {
+    at: String,
+    level: Level,
+    names: BTreeSet<String>,
+    preserves: bool,
+}
+
+fn places(schema: &Value, level: Level, at: &str, out: &mut Vec<Place>) {
+    let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+    let preserves = schema.get("x-kubernetes-preserve-unknown-fields").is_some();
+    out.push(Place { at: at.to_owned(), level, names: properties.keys().cloned().collect(), preserves });
+    for (field, property) in &properties {
+        let at = format!("{at}.{field}");
+        match level.child(field) {
+            Some(Child::Object(child)) => places(property, child, &at, out),
+            Some(Child::List(child)) => places(&property["items"], child, &format!("{at}[]"), out),
+            None => {}
+        }
     }
-    assert_eq!(spec["properties"]["transformer"]["x-kubernetes-preserve-unknown-fields"], json!(true));
-    assert_eq!(predictor["properties"]["containers"]["items"]["x-kubernetes-preserve-unknown-fields"], json!(true));
-    assert_eq!(predictor["properties"]["sklearn"]["type"], "object");
+}
+
+fn fields(level: Level) -> BTreeSet<String> {
+    level.fields().into_iter().map(str::to_owned).collect()
+}
+
+/// KServe's own InferenceService CRD (v1beta1), from the corpus fixture.
+fn kserve_schema() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/kserve-corpus/kserve-inferenceservices-crd.yaml.gz");
+    let mut yaml = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap()).read_to_string(&mut yaml).unwrap();
+    let options = serde_saphyr::options! { budget: None };
+    let crd: Value = serde_saphyr::from_str_with_options(&yaml, options).unwrap();
+    let version = crd["spec"]["versions"].as_array().unwrap().iter().find(|v| v["name"] == "v1beta1").unwrap();
+    version["schema"]["openAPIV3Schema"].clone()
+}
+
+#[test]
+fn the_schema_declares_kserves_fields_and_keeps_no_unknown_one_where_kserves_does_not() {
+    // Every level's names are KServe's: the union, over the places of that level in KServe's CRD,
+    // of what it declares there (a component's: the predictor's and the explainer's together).
+    let kserve = kserve_schema();
+    let mut theirs = Vec::new();
+    places(&kserve["properties"]["spec"], Level::Spec, "spec", &mut theirs);
+    let mut union: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for place in &theirs {
+        assert!(!place.preserves, "KServe's CRD keeps unknown fields at {}", place.at);
+        union.entry(format!("{:?}", place.level)).or_default().extend(place.names.iter().cloned());
+    }
+    union.insert("Root".to_owned(), kserve["properties"].as_object().unwrap().keys().cloned().collect());
+    // (`metadata` is Kubernetes' ObjectMeta, which a CRD does not declare.)
+    for level in Level::ALL.into_iter().filter(|l| *l != Level::Metadata) {
+        assert_eq!(union.get(&format!("{level:?}")), Some(&fields(level)), "{level:?}");
+    }
+
+    // Skiff's CRD declares exactly those names at every such place, and keeps no unknown field there.
+    let mut ours = Vec::new();
+    places(&schema()["properties"]["spec"], Level::Spec, "spec", &mut ours);
+    for place in &ours {
+        assert!(!place.preserves, "Skiff's CRD keeps unknown fields at {}", place.at);
+        assert_eq!(place.names, fields(place.level), "{}", place.at);
+    }
+    let reached: BTreeSet<String> = ours.iter().map(|p| format!("{:?}", p.level)).collect();
+    assert_eq!(reached.len(), Level::ALL.len() - 2, "every level below spec is reached: {reached:?}");
+    // Below them, values are kept as written: what a user gives a pod passes through.
+    let predictor = &schema()["properties"]["spec"]["properties"]["predictor"]["properties"];
+    assert_eq!(predictor["nodeSelector"], json!({"x-kubernetes-preserve-unknown-fields": true}));
+    let resources = &predictor["containers"]["items"]["properties"]["resources"];
+    assert_eq!(resources["x-kubernetes-preserve-unknown-fields"], json!(true));
 }
 
 #[test]

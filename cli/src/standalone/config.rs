@@ -63,6 +63,8 @@ pub struct UpConfig {
     pub runtimes: Vec<ClusterServingRuntime>,
     /// How replicas restart after failures (the kubelet's CrashLoopBackOff by default).
     pub restart_backoff: BackOff,
+    /// Refuse a manifest with a field KServe does not have, instead of warning (`skiff up --strict`).
+    pub strict: bool,
 }
 
 impl Default for UpConfig {
@@ -74,6 +76,7 @@ impl Default for UpConfig {
             images: builtin_images(),
             runtimes: kserve_runtimes().expect("the built-in runtimes parse (skiff-api's tests read them)"),
             restart_backoff: BackOff::default(),
+            strict: false,
         }
     }
 }
@@ -95,6 +98,7 @@ impl UpConfig {
             runtimes: defaults.runtimes,
             restart_backoff: restart_backoff(&file.replicas)
                 .map_err(|e| format!("{}: replicas.{e}", path.display()))?,
+            strict: defaults.strict,
         })
     }
 

@@ -84,6 +84,7 @@ pub struct Controller {
     services: BTreeMap<String, Service>,
     provisioned: BTreeSet<RevisionKey>,
     errors: Vec<String>,
+    warnings: Vec<String>,
     routes: Vec<ServiceRoute>,
 }
 
@@ -97,6 +98,7 @@ impl Controller {
             services: BTreeMap::new(),
             provisioned: BTreeSet::new(),
             errors: Vec::new(),
+            warnings: Vec::new(),
             routes: Vec::new(),
         }
     }
@@ -106,6 +108,7 @@ impl Controller {
         // Only changed files are read again; refusals are logged there, once per change.
         let folder = self.manifests.refresh();
         self.errors.clone_from(&folder.errors);
+        self.warnings.clone_from(&folder.warnings);
         let removed: BTreeSet<RevisionKey> = self
             .services
             .iter()
@@ -216,7 +219,7 @@ impl Controller {
                 }
             })
             .collect();
-        Status { services, errors: self.errors.clone() }
+        Status { services, errors: self.errors.clone(), warnings: self.warnings.clone() }
     }
 
     /// Tears every revision down (on shutdown); replicas drain in the background.

@@ -192,11 +192,11 @@ mod tests {
     #[test]
     fn changes_between_snapshots_are_events() {
         let empty = Status::default();
-        let starting = Status { services: vec![service(false, 1, 0, 0)], errors: Vec::new() };
+        let starting = Status { services: vec![service(false, 1, 0, 0)], ..Status::default() };
         assert_eq!(reasons(&empty, &starting), ["Created", "RevisionCreated", "Scaled"]);
-        let ready = Status { services: vec![service(true, 1, 1, 0)], errors: Vec::new() };
+        let ready = Status { services: vec![service(true, 1, 1, 0)], ..Status::default() };
         assert_eq!(reasons(&starting, &ready), ["Ready", "ReplicasReady"]);
-        let restarted = Status { services: vec![service(true, 1, 1, 1)], errors: Vec::new() };
+        let restarted = Status { services: vec![service(true, 1, 1, 1)], ..Status::default() };
         assert_eq!(reasons(&ready, &restarted), ["ReplicaRestarted"]);
         assert!(reasons(&restarted, &restarted).is_empty());
         let log = EventLog::default();
@@ -209,7 +209,7 @@ mod tests {
 
     #[test]
     fn a_canary_and_a_removed_service_are_events() {
-        let one = Status { services: vec![service(true, 1, 1, 0)], errors: Vec::new() };
+        let one = Status { services: vec![service(true, 1, 1, 0)], ..Status::default() };
         let mut canary = service(true, 1, 1, 0);
         canary.latest_created_revision = Some("iris-predictor-00002".into());
         let mut latest = canary.revisions[0].clone();
@@ -217,7 +217,7 @@ mod tests {
         (latest.percent, latest.tag) = (20, Some("latest".into()));
         (canary.revisions[0].percent, canary.revisions[0].tag) = (80, Some("prev".into()));
         canary.revisions.insert(0, latest);
-        let canary = Status { services: vec![canary], errors: Vec::new() };
+        let canary = Status { services: vec![canary], ..Status::default() };
         let events = diff(&one, &canary, "t1");
         let changed = events.iter().find(|e| e.event.reason == "TrafficChanged").expect("a traffic event");
         assert_eq!(
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_failure_and_each_back_off_are_events() {
-        let starting = Status { services: vec![service(false, 1, 0, 0)], errors: Vec::new() };
+        let starting = Status { services: vec![service(false, 1, 0, 0)], ..Status::default() };
         let failing = |spawns, message: &str, back_off_ms| {
             let mut s = service(false, 1, 0, 0);
             s.revisions[0].health = ReplicaHealth {
@@ -250,7 +250,7 @@ mod tests {
                 }),
                 back_off_ms: Some(back_off_ms),
             };
-            Status { services: vec![s], errors: Vec::new() }
+            Status { services: vec![s], ..Status::default() }
         };
         let first = failing(1, "cannot load model 'iris'", 1000);
         let events = diff(&starting, &first, "t1");

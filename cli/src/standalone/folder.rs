@@ -8,8 +8,10 @@
 //! A file whose device, inode, size and modification time are those of the last pass is not read
 //! or parsed again; its InferenceService is checked again (cheap: a model that appears later makes
 //! it valid). A refusal is logged at warn once, when it first appears or changes, and so are the
-//! fields of an accepted manifest that skiff up does not act on ([`super::manifests::notices`]). The controller
-//! refreshes the folder; the web app reads the same parsed state ([`ManifestFolder::current`]).
+//! unknown fields of an accepted manifest (a misspelt `minReplica`, also in [`Folder::warnings`])
+//! and the fields it has that skiff up does not act on ([`super::manifests::notices`]). Two files
+//! that define one name: the older keeps it ([`owners`]). The controller refreshes the folder; the
+//! web app reads the same parsed state ([`ManifestFolder::current`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, Metadata, OpenOptions};
@@ -23,7 +25,10 @@ use arc_swap::ArcSwap;
 use skiff_api::InferenceService;
 
 use super::config::UpConfig;
-use super::manifests::{Folder, check, read, utf8_position};
+use super::manifests::{Folder, Manifest, check, read, unknown, unknown_field, utf8_position};
+use owners::{Claim, owners};
+
+mod owners;
 
 /// The largest manifest file read: 1.5 MiB, etcd's default limit on one request
 /// (`--max-request-bytes`). The Kubernetes API server cannot store a larger object, so a larger
@@ -54,6 +59,7 @@ const SETTLE: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 struct Parsed {
     isvc: InferenceService,
+    unknown: Vec<String>,
     text: Arc<str>,
     created: Option<SystemTime>,
 }
@@ -74,11 +80,12 @@ impl Seen {
     }
 }
 
-/// The folder's files as last seen, and what was last said about each.
+/// The folder's files as last seen, what was last said about each, and which file holds each name.
 #[derive(Default)]
 struct Scan {
     seen: BTreeMap<PathBuf, Seen>,
-    said: BTreeMap<PathBuf, String>,
+    said: BTreeMap<PathBuf, Vec<String>>,
+    owners: BTreeMap<String, PathBuf>,
     folder_error: Option<String>,
 }
 
@@ -142,53 +149,50 @@ impl Scan {
             .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
             .collect();
         paths.sort();
-        let mut folder = Folder::default();
-        let mut present = BTreeSet::new();
+        let mut checked = Vec::new();
         for path in paths {
             let Some(parsed) = self.look(&root, &path) else { continue };
-            present.insert(path.clone());
-            let mut noticed = None;
-            let refusal = match parsed.and_then(|p| check(&path, p.isvc, p.text, p.created, config)) {
-                Ok(manifest) => {
-                    if !manifest.notices.is_empty() {
-                        noticed = Some(format!("{}: not acted on: {}", path.display(), manifest.notices.join("; ")));
-                    }
-                    let key = format!("{}/{}", manifest.isvc.namespace(), manifest.isvc.name());
-                    match folder.manifests.get(&key) {
-                        Some(first) => {
-                            Some(format!("metadata.name: {key} is already defined in {}", first.path.display()))
-                        }
-                        None => {
-                            folder.manifests.insert(key, manifest);
-                            None
-                        }
-                    }
-                }
-                Err(message) => Some(message),
+            let manifest = parsed.and_then(|p| check(&path, p.isvc, p.unknown, p.text, p.created, config));
+            let key = manifest.as_ref().map(|m| format!("{}/{}", m.isvc.namespace(), m.isvc.name())).ok();
+            checked.push((path, key, manifest));
+        }
+        let claims: Vec<Claim<'_>> = checked
+            .iter()
+            .filter_map(|(path, key, _)| {
+                let modified = self.seen.get(path).map_or((0, 0), |seen| seen.stamp.mtime);
+                Some(Claim { key: key.as_deref()?, path, modified })
+            })
+            .collect();
+        let owners = owners(&claims, &self.owners);
+        let present: BTreeSet<PathBuf> = checked.iter().map(|(path, _, _)| path.clone()).collect();
+        let mut folder = Folder::default();
+        let mut said = BTreeMap::new();
+        for (path, key, manifest) in checked {
+            let taken = key.as_ref().and_then(|key| owners.get(key).filter(|owner| **owner != path).map(|o| (key, o)));
+            let outcome = match (manifest, taken) {
+                (Ok(_), Some((key, owner))) => Err(format!(
+                    "metadata.name: {key} is already defined in {}, which keeps it (the older file keeps a name; \
+                     rename this one)",
+                    owner.display()
+                )),
+                (Ok(manifest), None) => Ok(accepted(key.unwrap_or_default(), manifest, &mut folder)),
+                (Err(message), _) => Err(message),
             };
-            match refusal {
-                Some(message) => {
-                    let line = format!("{}: {message}", path.display());
-                    if self.said.get(&path) != Some(&line) {
-                        tracing::warn!(file = %path.display(), "refused {line}");
-                        self.said.insert(path.clone(), line.clone());
-                    }
-                    folder.errors.push(line);
+            let lines = outcome.unwrap_or_else(|message| {
+                let line = format!("{}: {message}", path.display());
+                folder.errors.push(line.clone());
+                vec![format!("refused {line}")]
+            });
+            if self.said.get(&path) != Some(&lines) {
+                for line in &lines {
+                    tracing::warn!(file = %path.display(), "{line}");
                 }
-                None => match noticed {
-                    Some(line) if self.said.get(&path) != Some(&line) => {
-                        tracing::warn!(file = %path.display(), "accepted; {line}");
-                        self.said.insert(path.clone(), line);
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.said.remove(&path);
-                    }
-                },
             }
+            said.insert(path, lines);
         }
         self.seen.retain(|path, _| present.contains(path));
-        self.said.retain(|path, _| present.contains(path));
+        self.said = said;
+        self.owners = folder.manifests.iter().map(|(key, m)| (key.clone(), m.path.clone())).collect();
         Ok(folder)
     }
 
@@ -224,6 +228,20 @@ impl Scan {
         self.seen.insert(path.to_owned(), Seen { stamp, read_at, parsed: parsed.clone() });
         Some(parsed)
     }
+}
+
+/// Adds the accepted `manifest` to `folder` under `key`, with a warning per unknown field; the
+/// lines to log about it (each unknown field, and the fields skiff up does not act on).
+fn accepted(key: String, manifest: Manifest, folder: &mut Folder) -> Vec<String> {
+    let file = manifest.path.display().to_string();
+    let mut lines: Vec<String> =
+        manifest.unknown.iter().map(|field| format!("{file}: {}", unknown_field(field))).collect();
+    folder.warnings.extend(lines.iter().cloned());
+    if !manifest.notices.is_empty() {
+        lines.push(format!("accepted; {file}: not acted on: {}", manifest.notices.join("; ")));
+    }
+    folder.manifests.insert(key, manifest);
+    lines
 }
 
 /// The refusal of a file of `size` bytes.
@@ -274,6 +292,7 @@ fn read_file(target: &Path, meta: &Metadata) -> (Stamp, Result<Parsed, String>) 
         }
     };
     let parsed = read(&text).map(|isvc| Parsed {
+        unknown: unknown(&text, &isvc),
         isvc,
         text: Arc::from(text),
         created: meta.created().or_else(|_| meta.modified()).ok(),
@@ -454,6 +473,61 @@ mod tests {
         .unwrap();
         let folder = manifests.refresh();
         assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["default/iris"], "{:?}", folder.errors);
+    }
+
+    /// Sets the modification time of `path` to `ago` before now.
+    fn modified_ago(path: &Path, ago: Duration) {
+        let at = SystemTime::now() - ago;
+        File::options().write(true).open(path).unwrap().set_times(FileTimes::new().set_modified(at)).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_field_is_a_warning_and_with_strict_a_refusal() {
+        let (tmp, manifests) = folder();
+        let path = tmp.path().join("iris.yaml");
+        std::fs::write(&path, iris().replace("minReplicas: 0", "minReplica: 0")).unwrap();
+        let folder = manifests.refresh();
+        assert_eq!(folder.manifests.keys().collect::<Vec<_>>(), ["default/iris"], "{:?}", folder.errors);
+        assert_eq!(folder.warnings, [format!("{}: unknown field \"spec.predictor.minReplica\"", path.display())]);
+        // Not also a field "not used by skiff up".
+        assert_eq!(folder.manifests["default/iris"].notices, Vec::<String>::new());
+
+        let strict = ManifestFolder::new(tmp.path().to_owned(), UpConfig { strict: true, ..UpConfig::default() });
+        let folder = strict.refresh();
+        assert!(folder.manifests.is_empty() && folder.warnings.is_empty());
+        let refusal =
+            format!("{}: spec.predictor.minReplica: unknown field \"spec.predictor.minReplica\"", path.display());
+        assert!(folder.errors.len() == 1 && folder.errors[0].starts_with(&refusal), "{:?}", folder.errors);
+    }
+
+    #[test]
+    fn the_file_that_holds_a_name_keeps_it_and_the_newcomer_is_refused_naming_both() {
+        let (tmp, manifests) = folder();
+        let (original, copy) = (tmp.path().join("iris.yaml"), tmp.path().join("iris-dup.yaml"));
+        std::fs::write(&original, iris()).unwrap();
+        modified_ago(&original, Duration::from_secs(60));
+        assert_eq!(manifests.refresh().manifests["default/iris"].path, original);
+
+        // The copy sorts first and is modified earlier still: the running holder keeps the name.
+        std::fs::write(&copy, iris().replace("maxReplicas: 4", "maxReplicas: 3")).unwrap();
+        modified_ago(&copy, Duration::from_secs(3600));
+        let folder = manifests.refresh();
+        assert_eq!(folder.manifests["default/iris"].path, original);
+        let refusal = format!(
+            "{}: metadata.name: default/iris is already defined in {}, which keeps it",
+            copy.display(),
+            original.display()
+        );
+        assert!(folder.errors.len() == 1 && folder.errors[0].starts_with(&refusal), "{:?}", folder.errors);
+
+        // On start-up, the file modified first takes it (here the copy); once the original goes,
+        // the copy takes the name while running too.
+        let restarted = ManifestFolder::new(tmp.path().to_owned(), UpConfig::default()).refresh();
+        assert_eq!(restarted.manifests["default/iris"].path, copy);
+        assert!(restarted.errors[0].starts_with(&format!("{}: metadata.name: default/iris", original.display())));
+        std::fs::remove_file(&original).unwrap();
+        let folder = manifests.refresh();
+        assert_eq!((folder.manifests["default/iris"].path.as_path(), folder.errors.len()), (copy.as_path(), 0));
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //!
 //! A refusal names the field, or for text that is not an InferenceService the line and column
 //! with a generic message: never the text itself (a file may be anything, even a secret).
+//!
+//! A field KServe's InferenceService does not have (a misspelt `minReplica`, found by
+//! [`skiff_api::fields`], the rule the CRD follows on a cluster) is an unknown field: a warning, as
+//! `kubectl apply` gives one, or a refusal under `skiff up --strict`, as `kubectl apply
+//! --validate=strict`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +21,7 @@ use std::time::SystemTime;
 
 use skiff_api::InferenceService;
 use skiff_api::autoscaling::runs_locally;
+use skiff_api::fields::unknown_fields;
 use skiff_api::revision::Component;
 use skiff_api::runtime::uses_embedded_server;
 use skiff_api::shorthand::expand;
@@ -43,7 +49,9 @@ pub struct Manifest {
     pub transformer: Option<ContainerSpec>,
     /// The explainer's container, when it has one.
     pub explainer: Option<ContainerSpec>,
-    /// `field: why` for each field `skiff up` does not act on ([`notices`]), logged once.
+    /// The path of each field KServe does not have (`spec.predictor.minReplica`), warned about.
+    pub unknown: Vec<String>,
+    /// `field: why` for each field KServe has and `skiff up` does not act on ([`notices`]), logged once.
     pub notices: Vec<String>,
 }
 
@@ -88,11 +96,27 @@ pub struct Folder {
     pub manifests: BTreeMap<String, Manifest>,
     /// `file: field: message` (or `file: line L, column C: message`) for every file that was refused.
     pub errors: Vec<String>,
+    /// `file: unknown field "path"` for every unknown field of a manifest that was accepted.
+    pub warnings: Vec<String>,
 }
 
 /// Parses and checks one manifest; the error names the field, or the line and column.
 pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, String> {
-    check(path, read(text)?, Arc::from(text), None, config)
+    let isvc = read(text)?;
+    let unknown = unknown(text, &isvc);
+    check(path, isvc, unknown, Arc::from(text), None, config)
+}
+
+/// The fields of the manifest `text` (read as `isvc`) that KServe does not have, by path.
+pub fn unknown(text: &str, isvc: &InferenceService) -> Vec<String> {
+    // The text as it is: the typed value drops what no type keeps (an unknown top-level field).
+    let written = serde_saphyr::from_str::<serde_json::Value>(text).or_else(|_| serde_json::to_value(isvc));
+    written.map(|manifest| unknown_fields(&manifest)).unwrap_or_default()
+}
+
+/// `kubectl`'s words for an unknown field.
+pub fn unknown_field(path: &str) -> String {
+    format!("unknown field \"{path}\"")
 }
 
 /// Deserializes an InferenceService; a refusal gives the field being read, the line and column, and
@@ -161,6 +185,7 @@ pub fn utf8_position(bytes: &[u8], valid: usize) -> (usize, usize) {
 pub fn check(
     path: &Path,
     isvc: InferenceService,
+    unknown: Vec<String>,
     text: Arc<str>,
     created: Option<SystemTime>,
     config: &UpConfig,
@@ -169,7 +194,20 @@ pub fn check(
     // skiff up runs the kpa class only: another class (or Standard mode's hpa) is refused naming
     // the annotation that asks for it.
     runs_locally(&isvc.metadata.annotations).map_err(|e| e.to_string())?;
-    let notices = notices::notices(&isvc);
+    // After validation, whose refusal of a field KServe no longer has says more (`explainer.alibi`).
+    if config.strict
+        && let Some((first, rest)) = unknown.split_first()
+    {
+        let also = if rest.is_empty() { String::new() } else { format!("; also unknown: {}", rest.join(", ")) };
+        return Err(format!(
+            "{first}: {} (skiff up --strict refuses fields KServe's InferenceService does not have, as kubectl \
+             apply --validate=strict does){also}",
+            unknown_field(first)
+        ));
+    }
+    // An unknown field is warned about as such, not as a field skiff up leaves to a cluster.
+    let mut notices = notices::notices(&isvc);
+    notices.retain(|notice| !notice.split_once(": ").is_some_and(|(field, _)| unknown.iter().any(|u| u == field)));
     // A framework shorthand (`sklearn:`) is served as the `model` KServe's webhook makes of it.
     let isvc = expand(isvc).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
@@ -198,7 +236,7 @@ pub fn check(
         None => Ok(None),
     };
     let (transformer, explainer) = (container(Component::Transformer)?, container(Component::Explainer)?);
-    Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer, notices })
+    Ok(Manifest { path: path.to_owned(), text, created, isvc, predictor, transformer, explainer, unknown, notices })
 }
 
 /// Why `skiff up` refuses KServe's collocation beside a runtime's container, which a cluster runs.

@@ -107,6 +107,10 @@ pub struct UpArgs {
     /// replica holds are evicted.
     #[arg(long, default_value = "50G", value_parser = crate::cache::parse_size)]
     pub model_cache_limit: u64,
+    /// Refuse a manifest with a field KServe's InferenceService does not have (a misspelt
+    /// `minReplica`), as `kubectl apply --validate=strict` does; without it, such a field is a warning.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// `skiff get` flags.
@@ -188,6 +192,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.image_map {
         config.images = config.images.overridden_by(ImageMap::load(path)?);
     }
+    config.strict = args.strict;
     let server_bin = match args.server_bin {
         Some(bin) => bin,
         None => std::env::current_exe()?.with_file_name("skiff-server"),

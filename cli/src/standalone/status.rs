@@ -15,6 +15,9 @@ pub struct Status {
     pub services: Vec<ServiceStatus>,
     /// Manifests that were refused, `file: field: message`.
     pub errors: Vec<String>,
+    /// Unknown fields of the manifests that were accepted, `file: unknown field "path"`.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// One InferenceService.
@@ -212,6 +215,9 @@ pub fn table(status: &Status) -> String {
             }
         }
     }
+    for warning in &status.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
     for error in &status.errors {
         let _ = writeln!(out, "refused: {error}");
     }
@@ -258,6 +264,7 @@ mod tests {
                 ],
             }],
             errors: vec!["bad.yaml: spec.predictor.timeout: 0 is less than 1".into()],
+            warnings: vec!["iris.yaml: unknown field \"spec.predictor.minReplica\"".into()],
         };
         let text = table(&status);
         let lines: Vec<&str> = text.lines().collect();
@@ -298,11 +305,12 @@ mod tests {
         assert!(lines[1].ends_with("45ms/40ms"), "{text}");
         assert!(lines[2].trim_start().starts_with("iris-predictor-00001") && lines[2].contains("80%"), "{text}");
         assert!(lines[2].ends_with('-'), "{text}");
-        assert_eq!(lines[3], "refused: bad.yaml: spec.predictor.timeout: 0 is less than 1");
+        assert_eq!(lines[3], "warning: iris.yaml: unknown field \"spec.predictor.minReplica\"");
+        assert_eq!(lines[4], "refused: bad.yaml: spec.predictor.timeout: 0 is less than 1");
 
         let mut other = status.services[0].clone();
         other.namespace = "team-a".into();
-        let two = Status { services: vec![status.services[0].clone(), other], errors: Vec::new() };
+        let two = Status { services: vec![status.services[0].clone(), other], ..Status::default() };
         let text = table(&two);
         let firsts: Vec<(&str, &str)> = text
             .lines()
@@ -351,7 +359,7 @@ mod tests {
             revisions: vec![revision],
         };
         assert_eq!(service.failure(), Some(&failure));
-        let status = Status { services: vec![service], errors: Vec::new() };
+        let status = Status { services: vec![service], ..Status::default() };
         let text = table(&status);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with("REASON") && lines[1].ends_with("ModelLoadFailed"), "{text}");

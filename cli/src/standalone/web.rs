@@ -249,6 +249,10 @@ impl Backend for FolderBackend {
     async fn refused(&self) -> Result<Vec<String>> {
         Ok(self.admin.status.load().errors.clone())
     }
+
+    async fn warnings(&self) -> Result<Vec<String>> {
+        Ok(self.admin.status.load().warnings.clone())
+    }
 }
 
 /// Skiff's metrics text, read in process.

@@ -7,8 +7,16 @@ use super::{age, layout};
 use crate::App;
 use crate::backend::{RevisionView, ServiceView};
 
-/// The index page.
-pub fn page(app: &App, namespace: &str, namespaces: &[String], services: &[ServiceView], refused: &[String]) -> Markup {
+/// The index page; `refused` and `warnings` are the backend's ([`crate::backend::Backend::refused`],
+/// [`crate::backend::Backend::warnings`]).
+pub fn page(
+    app: &App,
+    namespace: &str,
+    namespaces: &[String],
+    services: &[ServiceView],
+    refused: &[String],
+    warnings: &[String],
+) -> Markup {
     let prefix = &app.settings.prefix;
     let body = html! {
         h1 { "InferenceServices in " (namespace) }
@@ -16,6 +24,12 @@ pub fn page(app: &App, namespace: &str, namespaces: &[String], services: &[Servi
             div #refused .error {
                 strong { "Refused manifests (not served):" }
                 ul { @for message in refused { li { (message) } } }
+            }
+        }
+        @if !warnings.is_empty() {
+            div #warnings .warning {
+                strong { "Warnings (served; kubectl apply --validate=strict would refuse these):" }
+                ul { @for message in warnings { li { (message) } } }
             }
         }
         table.services #services data-live={ (prefix) "/api/namespaces/" (namespace) "/rows" } {

@@ -1,8 +1,9 @@
 //! KServe's own sample manifests (tests/fixtures/kserve-corpus, 259 InferenceServices of
 //! kserve/kserve and kserve/website) through what `skiff up` does with a manifest file
-//! ([`super::parse`], default settings). Each is accepted, with a notice for every field skiff up
-//! does not act on ([`super::notices`]: none is ignored silently), or refused with a message that
-//! starts with the field's path. The outcomes are compared with `expected.tsv`, so that a change
+//! ([`super::parse`], default settings). Each is accepted, with a warning for every field KServe
+//! does not have ([`skiff_api::fields`]) and a notice for every field skiff up does not act on
+//! ([`super::notices`]: none is ignored silently), or refused with a message that starts with the
+//! field's path. The outcomes are compared with `expected.tsv`, so that a change
 //! shows in review; `SKIFF_CORPUS_BLESS=1` rewrites it:
 //!
 //! ```text
@@ -18,12 +19,21 @@ fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kserve-corpus")
 }
 
-/// `accepted`, `accepted; not acted on: <notices>` or `refused: <message>`, one line.
+/// `accepted`, `accepted; unknown fields: <paths>; not acted on: <notices>` (either part only when
+/// there is one) or `refused: <message>`, one line.
 fn outcome(file: &Path) -> String {
     let text = std::fs::read_to_string(file).unwrap();
     let line = match parse(file, &text, &UpConfig::default()) {
-        Ok(manifest) if manifest.notices.is_empty() => "accepted".to_owned(),
-        Ok(manifest) => format!("accepted; not acted on: {}", manifest.notices.join("; ")),
+        Ok(manifest) => {
+            let mut line = "accepted".to_owned();
+            if !manifest.unknown.is_empty() {
+                line = format!("{line}; unknown fields: {}", manifest.unknown.join(", "));
+            }
+            if !manifest.notices.is_empty() {
+                line = format!("{line}; not acted on: {}", manifest.notices.join("; "));
+            }
+            line
+        }
         Err(message) => {
             assert!(names_a_field(&message), "{}: the refusal names no field: {message}", file.display());
             format!("refused: {message}")
