@@ -153,24 +153,26 @@ impl From<skiff_autoscaler::Decision> for AutoscalerStatus {
     }
 }
 
+/// The columns of [`table`], one name each.
+const COLUMNS: [&str; 11] = [
+    "NAMESPACE",
+    "NAME",
+    "URL",
+    "READY",
+    "REVISION",
+    "TRAFFIC",
+    "TAG",
+    "REPLICAS",
+    "RESTARTS",
+    "COLD START LAST/P50",
+    "REASON",
+];
+
 /// A `kubectl get -A`-style table: each service's namespace, name, URL and readiness, then per
 /// revision its traffic and `REPLICAS` as ready/desired (as `kubectl get deployments` shows them).
 pub fn table(status: &Status) -> String {
     let mut out = String::new();
-    let header = [
-        "NAMESPACE",
-        "NAME",
-        "URL",
-        "READY",
-        "REVISION",
-        "TRAFFIC",
-        "TAG",
-        "REPLICAS",
-        "RESTARTS",
-        "COLD START LAST/P50",
-        "REASON",
-    ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| (*s).to_owned()).collect()];
+    let mut rows: Vec<Vec<String>> = vec![COLUMNS.iter().map(|s| (*s).to_owned()).collect()];
     for service in &status.services {
         let ready = if service.ready { "True" } else { "False" };
         let first = [service.namespace.clone(), service.name.clone(), service.url.clone(), ready.to_owned()];
@@ -195,7 +197,7 @@ pub fn table(status: &Status) -> String {
         }
     }
     let widths: Vec<usize> =
-        (0..header.len()).map(|c| rows.iter().map(|r| r.get(c).map_or(0, String::len)).max().unwrap_or(0)).collect();
+        (0..COLUMNS.len()).map(|c| rows.iter().map(|r| r.get(c).map_or(0, String::len)).max().unwrap_or(0)).collect();
     for row in rows {
         let line: Vec<String> = row.iter().enumerate().map(|(c, cell)| format!("{cell:<w$}", w = widths[c])).collect();
         let _ = writeln!(out, "{}", line.join("   ").trim_end());
@@ -269,23 +271,7 @@ mod tests {
         let text = table(&status);
         let lines: Vec<&str> = text.lines().collect();
         let columns: Vec<&str> = lines[0].split("   ").map(str::trim).filter(|c| !c.is_empty()).collect();
-        assert_eq!(
-            columns,
-            [
-                "NAMESPACE",
-                "NAME",
-                "URL",
-                "READY",
-                "REVISION",
-                "TRAFFIC",
-                "TAG",
-                "REPLICAS",
-                "RESTARTS",
-                "COLD START LAST/P50",
-                "REASON"
-            ],
-            "{text}"
-        );
+        assert_eq!(columns, COLUMNS, "{text}");
         let cells: Vec<&str> = lines[1].split_whitespace().collect();
         assert_eq!(
             cells[..9],
