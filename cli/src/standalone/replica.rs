@@ -121,13 +121,7 @@ impl ReplicaSpec {
 
     /// This spec serving the model in `dir` (a fetched model's folder in the cache).
     pub fn with_model_dir(&self, dir: &Path) -> ReplicaSpec {
-        let with_dir = |args: &[String]| {
-            let mut args = args.to_vec();
-            if let Some(at) = args.iter().position(|a| a == "--model-dir") {
-                args[at + 1] = dir.to_string_lossy().into_owned();
-            }
-            args
-        };
+        let with_dir = |args: &[String]| with_flag(args, "--model-dir", &dir.to_string_lossy());
         match self {
             ReplicaSpec::Server { args, .. } => ReplicaSpec::Server { args: with_dir(args), fetch: None },
             ReplicaSpec::Collocated { server, transformer, .. } => {
@@ -152,10 +146,7 @@ impl ReplicaSpec {
             ReplicaSpec::Container(replica) => launch_container(replica, programs, log),
             ReplicaSpec::Collocated { server: args, transformer, .. } => {
                 let port = free_port()?;
-                let mut args = args.clone();
-                if let Some(at) = args.iter().position(|a| a == "--http-port") {
-                    args[at + 1] = port.to_string();
-                }
+                let args = with_flag(args, "--http-port", &port.to_string());
                 let mut model_server = spawn(server(programs, &args, termination_message), Stdio::null())?;
                 if let Some(output) = model_server.stderr.take() {
                     tokio::spawn(copy_lines(boxed(output), log.clone()));
@@ -182,6 +173,15 @@ fn server(programs: &Programs, args: &[String], termination_message: &Path) -> C
     let mut server = Command::new(&programs.server);
     server.args(args).args(process.to_args()).env("ORT_DYLIB_PATH", &programs.ort_dylib);
     server
+}
+
+/// `args` with `flag`'s value (the argument after it) set to `value`, where `flag` is given.
+fn with_flag(args: &[String], flag: &str, value: &str) -> Vec<String> {
+    let mut args = args.to_vec();
+    if let Some(slot) = args.iter().position(|a| a == flag).and_then(|at| args.get_mut(at + 1)) {
+        *slot = value.to_owned();
+    }
+    args
 }
 
 /// A container replica's processes: the container on a free port (its output to `log`), and its
