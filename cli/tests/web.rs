@@ -188,6 +188,87 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
     up.stop();
 }
 
+/// Whether `css` lies whole inside the viewport and is what the page shows at its centre.
+async fn in_view(b: &Browser, css: &str) -> Value {
+    let script = format!(
+        "const e = document.querySelector('{css}'); const r = e.getBoundingClientRect(); \
+         const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2); \
+         return {{bottom: r.bottom, right: r.right, height: innerHeight, width: innerWidth, \
+                  shown: r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth \
+                         && r.height > 0 && (top === e || e.contains(top))}};"
+    );
+    b.eval(&script).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_create_form_offers_what_can_run_here_and_creates_with_its_own_button() {
+    let dir = folder(&["iris"]);
+    // Triton's image mapped to a program that exists: its auto-selected formats are offered;
+    // runtimes whose image is in no map (PaddleServer, PMMLServer, Hugging Face, MLServer's
+    // mlflow, TorchServe's pytorch) are not.
+    let programs = tempfile::tempdir().unwrap();
+    let triton = programs.path().join("tritonserver");
+    std::fs::write(&triton, "#!/bin/sh\n").unwrap();
+    let map = programs.path().join("images.yaml");
+    std::fs::write(&map, format!("nvcr.io/nvidia/tritonserver: {}\n", triton.display())).unwrap();
+    let up = Up::start_with(dir.path(), CONFIG, &[], &["--image-map", map.to_str().unwrap(), "--web-allow-containers"]);
+    let base = format!("http://{}/models", up.admin);
+    let browser = Browser::start("skiff-up-create-form").await;
+    let dir_ref = &dir;
+    browser
+        .run(async |b| {
+            b.client.set_window_size(1400, 900).await.unwrap();
+            b.open(&format!("{base}/new?ns=default"), "create-1400x900").await;
+            let offered = b
+                .eval("return [...document.querySelectorAll('select[name=modelFormat] option')].map(o => o.value)")
+                .await;
+            let offered: Vec<String> = serde_json::from_value(offered).unwrap();
+            assert_eq!(offered.first().map(String::as_str), Some("onnx"), "{offered:?}");
+            assert_eq!(offered.last().map(String::as_str), Some("custom-container"), "{offered:?}");
+            for runnable in ["triton", "tensorrt", "tensorflow"] {
+                assert!(offered.iter().any(|f| f == runnable), "{runnable} is not offered: {offered:?}");
+            }
+            for unrunnable in ["paddle", "pmml", "huggingface", "mlflow", "pytorch", "caffe"] {
+                assert!(!offered.iter().any(|f| f == unrunnable), "{unrunnable} is offered: {offered:?}");
+            }
+            assert_eq!(offered.iter().filter(|f| *f == "onnx").count(), 1, "{offered:?}");
+
+            let view = in_view(b, "#create-form").await;
+            assert_eq!(view["shown"], true, "the form's Create button is not in view at 1400x900: {view}");
+            let view = in_view(b, "#create").await;
+            assert_eq!(view["shown"], true, "the YAML's Create button is not in view at 1400x900: {view}");
+            b.client.set_window_size(1280, 720).await.unwrap();
+            let view = in_view(b, "#create-form").await;
+            assert_eq!(view["shown"], true, "the form's Create button is not in view at 1280x720: {view}");
+            b.shot("create-1280x720").await;
+
+            // The image field shows for a custom container only.
+            let image_shown = "return document.querySelector('input[name=image]').offsetParent !== null";
+            assert_eq!(b.eval(image_shown).await, false);
+            b.eval(
+                "const s = document.querySelector('select[name=modelFormat]'); s.value = 'custom-container'; \
+                    s.dispatchEvent(new Event('input', {bubbles: true}));",
+            )
+            .await;
+            assert_eq!(b.eval(image_shown).await, true);
+            b.eval("document.querySelector('select[name=modelFormat]').value = 'onnx'").await;
+
+            // The form's own Create button creates what the form says.
+            b.fill("input[name=name]", "iris").await;
+            b.fill("input[name=storageUri]", "file://./models/iris").await;
+            b.click("#create-form").await;
+            b.wait_text("h1", "the detail page", |t| t.starts_with("iris")).await;
+            b.shot("created-from-the-form").await;
+            let written = std::fs::read_to_string(dir_ref.path().join("iris.yaml")).unwrap();
+            assert!(
+                written.contains("name: onnx") && written.contains("storageUri: file://./models/iris"),
+                "{written}"
+            );
+        })
+        .await;
+    up.stop();
+}
+
 /// Serves `html` at every path from a second HTTP server on 127.0.0.1 (the other site's).
 async fn serve_page(html: String) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -259,6 +259,14 @@ struct Setup {
 async fn browse(b: &mut Browser, setup: &Setup) {
     let Setup { base, user, ns, forbidden, service, model_uri } = setup;
     let (ns, service) = (ns.as_str(), service.as_str());
+    // The create form offers what the cluster's runtimes run (e2e-web.sh installs form-sklearn in
+    // the namespace and a disabled ClusterServingRuntime for tensorflow), and custom containers.
+    b.open(&format!("{base}/new?ns={ns}"), "create-form").await;
+    let offered =
+        b.eval("return [...document.querySelectorAll('select[name=modelFormat] option')].map(o => o.value)").await;
+    assert_eq!(offered, json!(["onnx", "sklearn", "custom-container"]), "the create form offers {offered}");
+    eprintln!("ok: as {user}, the create form in {ns} offers {offered}");
+
     // The index of the allowed namespace lists the service.
     b.open(&format!("{base}/?ns={ns}"), "index-allowed").await;
     let table = b.wait_text("table#services", &format!("{service} in the table"), |t| t.contains(service)).await;

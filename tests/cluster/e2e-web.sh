@@ -152,6 +152,36 @@ can_i() { k auth can-i "$@" --as "$user" 2>/dev/null || true; }
 [[ "$(can_i list namespaces)" == no ]] || fail "$user may list namespaces"
 pass "namespaces $ns and $other_ns; $user may use InferenceServices, events, pods and pods/log in $ns only"
 
+# --- runtimes the create form offers ------------------------------------------------------------
+# A ServingRuntime in $ns that auto-selects sklearn, one that does not auto-select xgboost, and a
+# disabled ClusterServingRuntime for tensorflow: the form offers onnx and sklearn only.
+k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1alpha1
+kind: ServingRuntime
+metadata:
+  name: form-sklearn
+  namespace: $ns
+spec:
+  supportedModelFormats:
+    - {name: sklearn, version: "1", autoSelect: true}
+    - {name: xgboost, version: "1"}
+  protocolVersions: [v1, v2]
+  containers:
+    - {name: kserve-container, image: kserve/sklearnserver:latest}
+---
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata:
+  name: form-tensorflow-disabled
+spec:
+  disabled: true
+  supportedModelFormats:
+    - {name: tensorflow, version: "2", autoSelect: true}
+  containers:
+    - {name: kserve-container, image: tensorflow/serving:2.6.2}
+EOF
+pass "runtimes for the create form: ServingRuntime form-sklearn in $ns, ClusterServingRuntime form-tensorflow-disabled"
+
 # --- skiff-web: auth on, cookies for plain HTTP --------------------------------------------------
 web_env() { k -n skiff-system get deployment skiff-web -o jsonpath="{.spec.template.spec.containers[0].env[?(@.name==\"$1\")].value}"; }
 [[ "$(web_env APP_DISABLE_AUTH)" == false ]] || fail "deploy/base has APP_DISABLE_AUTH=$(web_env APP_DISABLE_AUTH), not false"
@@ -243,7 +273,7 @@ fi
     cargo test --quiet -p skiff --test web_cluster -- --ignored --nocapture 2>&1 | sed 's/^/    /'
   exit "${PIPESTATUS[0]}"
 ) || fail "the browser test failed (screenshots and failure.html in $root/target/web-screenshots/web_cluster/)"
-pass "browser test: user header without the proxy's secret refused, index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs, metrics from the router pods"
+pass "browser test: user header without the proxy's secret refused, the create form's formats, index, 403 in $other_ns, CSRF refusals, API refusal shown, create, live index, logs, metrics from the router pods"
 
 # --- what the cluster says -------------------------------------------------------------------------
 managers="$(k -n "$ns" get isvc iris-from-browser -o jsonpath='{range .metadata.managedFields[*]}{.manager}/{.operation}{" "}{end}')" ||

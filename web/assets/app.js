@@ -54,29 +54,39 @@ function createPage() {
   const yaml = $("#yaml");
   const fields = () => Object.fromEntries(new FormData(form).entries());
   let pending = 0;
+  // The form's YAML, shown in the text area; false (the error shown) if the form is refused.
   const render = async () => {
     const ticket = ++pending;
     try {
       const answer = await call("POST", form.dataset.render, JSON.stringify(fields()));
       if (ticket === pending) { yaml.value = answer.yaml; showError(""); }
+      return ticket === pending;
     } catch (error) {
       if (ticket === pending) showError(error.message);
+      return false;
     }
   };
-  form.addEventListener("input", render);
-  $("#use-form").addEventListener("click", render);
-  $("#yaml-file").addEventListener("change", async (event) => {
-    const file = event.target.files[0];
-    if (file) yaml.value = await file.text();
-  });
-  yamlForm.addEventListener("submit", async (event) => {
-    event.preventDefault();
+  const create = async () => {
     try {
       const created = await call("POST", yamlForm.dataset.create, yaml.value, "application/yaml");
       location.href = yamlForm.dataset.details + encodeURIComponent(created.name);
     } catch (error) {
       showError(error.message);
     }
+  };
+  form.addEventListener("input", render);
+  $("#use-form").addEventListener("click", render);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (await render()) await create();
+  });
+  $("#yaml-file").addEventListener("change", async (event) => {
+    const file = event.target.files[0];
+    if (file) yaml.value = await file.text();
+  });
+  yamlForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    await create();
   });
 }
 

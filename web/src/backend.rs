@@ -11,6 +11,7 @@ use serde_json::Value;
 use skiff_api::status::Condition;
 
 use crate::error::Result;
+use crate::formats::{Offer, runnable_formats};
 
 /// One InferenceService as the pages show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -115,6 +116,12 @@ pub trait Backend: Send + Sync + 'static {
     /// "path"`); on a cluster the API server drops or refuses them at once, so there are none.
     async fn warnings(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
+    }
+    /// What the create form offers in `namespace`: the formats that can run here
+    /// ([`runnable_formats`] over the installed runtimes) and whether custom containers may be
+    /// created. A backend that knows no runtimes offers ONNX alone.
+    async fn offer(&self, _namespace: &str) -> Result<Offer> {
+        Ok(Offer { formats: runnable_formats([], |_| true), containers: false })
     }
 }
 

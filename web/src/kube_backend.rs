@@ -13,10 +13,12 @@ use kube::{Api, Client, Resource};
 use serde_json::Value;
 use skiff_api::isvc::InferenceServiceResource;
 use skiff_api::labels;
+use skiff_api::runtime::{ClusterServingRuntime, ServingRuntime};
 use skiff_api::traffic::canary_percent;
 
 use crate::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use crate::error::{Error, Result};
+use crate::formats::{Offer, runnable_formats};
 use crate::manifest::to_yaml;
 
 /// The model container of a predictor pod.
@@ -198,6 +200,14 @@ impl Backend for KubeBackend {
             .collect();
         events.sort_by_key(|e| std::cmp::Reverse(e.0));
         Ok(events.into_iter().take(MAX_EVENTS).map(|(_, e)| e).collect())
+    }
+
+    async fn offer(&self, namespace: &str) -> Result<Offer> {
+        let all = ListParams::default();
+        let namespaced = Api::<ServingRuntime>::namespaced(self.client.clone(), namespace).list(&all).await?;
+        let cluster = Api::<ClusterServingRuntime>::all(self.client.clone()).list(&all).await?;
+        let runtimes = namespaced.items.iter().map(|r| &r.spec).chain(cluster.items.iter().map(|r| &r.spec.spec));
+        Ok(Offer { formats: runnable_formats(runtimes, |_| true), containers: true })
     }
 
     async fn pods(&self, namespace: &str, name: &str) -> Result<Vec<PodView>> {

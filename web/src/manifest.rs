@@ -50,14 +50,20 @@ pub fn force_namespace(mut manifest: Value, namespace: &str) -> Result<Value> {
     Ok(manifest)
 }
 
-/// The create form: the common case of one model from a storage URI.
+/// The create form's model format that stands for a custom container (`spec.predictor.containers`).
+pub const CUSTOM_CONTAINER: &str = "custom-container";
+
+/// The create form: the common case of one model from a storage URI, or one custom container.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Form {
     /// InferenceService name.
     pub name: String,
-    /// Model format, e.g. `onnx`.
+    /// Model format, e.g. `onnx`, or [`CUSTOM_CONTAINER`].
     pub model_format: String,
+    /// The custom container's image.
+    #[serde(default)]
+    pub image: String,
     /// Where the model is, e.g. `file://models/iris` or `gs://…`.
     pub storage_uri: String,
     /// `v1` or `v2`.
@@ -96,14 +102,7 @@ impl Form {
         if format.is_empty() {
             return Err(Error::BadRequest("spec.predictor.model.modelFormat.name: a model format is required".into()));
         }
-        let mut model = json!({ "modelFormat": { "name": format } });
-        if !self.storage_uri.trim().is_empty() {
-            model["storageUri"] = json!(self.storage_uri.trim());
-        }
-        if !self.protocol.trim().is_empty() {
-            model["protocolVersion"] = json!(self.protocol.trim());
-        }
-        let mut predictor = json!({ "model": model });
+        let mut predictor = if format == CUSTOM_CONTAINER { self.container()? } else { self.model(format) };
         if let Some(min) = number("spec.predictor.minReplicas", &self.min_replicas, 1000)? {
             predictor["minReplicas"] = json!(min);
         }
@@ -119,6 +118,34 @@ impl Form {
             "metadata": { "name": name, "namespace": namespace },
             "spec": { "predictor": predictor },
         }))
+    }
+
+    /// `{model: …}` for a model of `format`.
+    fn model(&self, format: &str) -> Value {
+        let mut model = json!({ "modelFormat": { "name": format } });
+        if !self.storage_uri.trim().is_empty() {
+            model["storageUri"] = json!(self.storage_uri.trim());
+        }
+        if !self.protocol.trim().is_empty() {
+            model["protocolVersion"] = json!(self.protocol.trim());
+        }
+        json!({ "model": model })
+    }
+
+    /// `{containers: [kserve-container]}` for a custom container, with `STORAGE_URI` when a storage
+    /// URI is given (KServe's storage initializer reads it).
+    fn container(&self) -> Result<Value> {
+        let image = self.image.trim();
+        if image.is_empty() {
+            return Err(Error::BadRequest(
+                "spec.predictor.containers[0].image: a custom container needs an image".into(),
+            ));
+        }
+        let mut container = json!({ "name": "kserve-container", "image": image });
+        if !self.storage_uri.trim().is_empty() {
+            container["env"] = json!([{ "name": "STORAGE_URI", "value": self.storage_uri.trim() }]);
+        }
+        Ok(json!({ "containers": [container] }))
     }
 }
 
@@ -184,6 +211,7 @@ mod tests {
         let form = Form {
             name: "iris".into(),
             model_format: "onnx".into(),
+            image: String::new(),
             storage_uri: "file://models/iris".into(),
             protocol: "v2".into(),
             min_replicas: "0".into(),
@@ -199,8 +227,21 @@ mod tests {
         assert_eq!(round_trip, manifest);
         let bad = Form { canary_percent: "120".into(), ..form.clone() }.manifest("default").unwrap_err();
         assert!(bad.to_string().starts_with("spec.predictor.canaryTrafficPercent"), "{bad}");
-        let unnamed = Form { name: " ".into(), ..form }.manifest("default").unwrap_err();
+        let unnamed = Form { name: " ".into(), ..form.clone() }.manifest("default").unwrap_err();
         assert!(unnamed.to_string().starts_with("metadata.name"), "{unnamed}");
+
+        let custom = Form { model_format: CUSTOM_CONTAINER.into(), image: "kserve/custom:1".into(), ..form.clone() };
+        let manifest = custom.manifest("default").unwrap();
+        let predictor = &manifest["spec"]["predictor"];
+        assert!(predictor.get("model").is_none(), "{predictor}");
+        assert_eq!(custom_containers(&manifest), ["spec.predictor.containers"]);
+        assert_eq!(
+            predictor["containers"],
+            json!([{"name": "kserve-container", "image": "kserve/custom:1",
+                    "env": [{"name": "STORAGE_URI", "value": "file://models/iris"}]}])
+        );
+        let imageless = Form { model_format: CUSTOM_CONTAINER.into(), ..form }.manifest("default").unwrap_err();
+        assert!(imageless.to_string().starts_with("spec.predictor.containers[0].image"), "{imageless}");
     }
 
     #[test]

@@ -99,7 +99,8 @@ async fn new(
 ) -> Result<Html<String>, PageError> {
     let (namespace, namespaces) = selected(&app, &user, query.ns).await?;
     app.authorize(&user, Action::isvc("create", &namespace)).await?;
-    Ok(Html(pages::create::page(&app, &namespace, &namespaces).into_string()))
+    let offer = app.backend.offer(&namespace).await?;
+    Ok(Html(pages::create::page(&app, &namespace, &namespaces, &offer).into_string()))
 }
 
 #[derive(Deserialize)]

@@ -21,7 +21,7 @@ use skiff_api::InferenceService;
 use skiff_api::image::ImageMap;
 use skiff_api::isvc::ModelSpec;
 use skiff_api::runtime::container::{Served, runtime_containers};
-use skiff_api::runtime::{ClusterServingRuntime, select_runtime};
+use skiff_api::runtime::{ClusterServingRuntime, ServingRuntimeSpec, select_runtime};
 
 use super::container::ContainerSpec;
 use super::manifests::ModelSource;
@@ -36,6 +36,29 @@ pub fn builtin_images() -> ImageMap {
         let argv = ["python3", "-m", module, "--enable_grpc=false"].map(str::to_owned).to_vec();
         (format!("kserve/{module}"), argv)
     }))
+}
+
+/// Whether `skiff up` can run `runtime`'s serving container (`kserve-container`, else the first):
+/// its program (the container's command, else the program `images` maps its image to) is `found`
+/// ([`on_this_machine`]). The web app's create form offers a runtime's formats only then
+/// ([`skiff_web::formats::runnable_formats`]).
+pub fn can_run(runtime: &ServingRuntimeSpec, images: &ImageMap, found: impl Fn(&str) -> bool) -> bool {
+    let containers = &runtime.containers;
+    let serving = containers.iter().find(|c| c.name == "kserve-container").or(containers.first());
+    let program = serving.and_then(|c| match c.command.as_deref() {
+        Some([program, ..]) => Some(program.as_str()),
+        _ => images.lookup(c.image.as_deref()?)?.first().map(String::as_str),
+    });
+    program.is_some_and(found)
+}
+
+/// Whether `program` is on this machine: a path (with a `/`) that is a file, or a name found in a
+/// folder of `PATH`.
+pub fn on_this_machine(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// A model served by a runtime's container.
@@ -141,6 +164,36 @@ mod tests {
             assert_eq!(got.container.argv[..3], ["python3", "-m", module]);
             assert!(got.container.argv.contains(&"--nthread=1".to_owned()), "{:?}", got.container.argv);
         }
+    }
+
+    #[test]
+    fn the_form_offers_the_formats_of_the_runtimes_whose_program_is_here() {
+        let runtimes = kserve_runtimes().unwrap();
+        let specs = || runtimes.iter().map(|r| &r.spec.spec);
+        let builtin = builtin_images();
+        let python_only = |program: &str| program == "python3";
+        let offered = skiff_web::formats::runnable_formats(specs(), |r| can_run(r, &builtin, python_only));
+        assert_eq!(offered, ["onnx", "lightgbm", "sklearn", "xgboost"]);
+        let tf = |program: &str| program == "/usr/bin/tensorflow_model_server";
+        let offered = skiff_web::formats::runnable_formats(specs(), |r| can_run(r, &builtin, tf));
+        assert_eq!(offered, ["onnx", "tensorflow"], "TensorFlow Serving's runtime names its command");
+        let triton = builtin.overridden_by(ImageMap::from_entries([(
+            "nvcr.io/nvidia/tritonserver",
+            vec!["/opt/tritonserver/bin/tritonserver".to_owned()],
+        )]));
+        let offered = skiff_web::formats::runnable_formats(specs(), |r| can_run(r, &triton, |_| true));
+        assert!(offered.contains(&"triton".to_owned()) && offered.contains(&"sklearn".to_owned()), "{offered:?}");
+    }
+
+    #[test]
+    fn programs_are_found_by_path_or_on_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let program = tmp.path().join("server");
+        assert!(!on_this_machine(program.to_str().unwrap()));
+        std::fs::write(&program, "").unwrap();
+        assert!(on_this_machine(program.to_str().unwrap()));
+        assert!(on_this_machine("sh"), "sh is on PATH");
+        assert!(!on_this_machine("no-such-program-skiff"));
     }
 
     #[test]

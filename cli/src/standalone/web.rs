@@ -16,6 +16,7 @@ use skiff_api::status::Condition;
 use skiff_api::traffic::canary_percent;
 use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
 use skiff_web::error::{Error, Result};
+use skiff_web::formats::{Offer, runnable_formats};
 use skiff_web::manifest::{custom_containers, to_yaml};
 use skiff_web::metrics::sampler::Scrape;
 use tokio_stream::wrappers::BroadcastStream;
@@ -25,6 +26,7 @@ use super::events::EventLog;
 use super::folder::{ManifestFolder, manifest_file};
 use super::logs::ReplicaLogs;
 use super::manifests::{Folder, Manifest, parse};
+use super::runtimes::{can_run, on_this_machine};
 use super::status::ServiceStatus;
 
 /// The folder behind the web app.
@@ -244,6 +246,13 @@ impl Backend for FolderBackend {
             .ok_or_else(|| Error::NotFound(format!("replica {namespace}/{pod}")))?;
         let live = BroadcastStream::new(feed).filter_map(|line| async move { line.ok().map(Ok) });
         Ok(futures::stream::iter(lines.into_iter().map(Ok)).chain(live).boxed())
+    }
+
+    async fn offer(&self, _namespace: &str) -> Result<Offer> {
+        let config = self.manifests.config();
+        let runtimes = config.runtimes.iter().map(|r| &r.spec.spec);
+        let formats = runnable_formats(runtimes, |r| can_run(r, &config.images, on_this_machine));
+        Ok(Offer { formats, containers: self.allow_containers })
     }
 
     async fn refused(&self) -> Result<Vec<String>> {
