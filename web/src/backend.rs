@@ -91,6 +91,15 @@ pub trait Backend: Send + Sync + 'static {
     async fn namespaces(&self) -> Result<Vec<String>>;
     /// The InferenceServices of `namespace`, by name.
     async fn list(&self, namespace: &str) -> Result<Vec<ServiceView>>;
+    /// Every InferenceService in every namespace it lists (the metrics sampler's pass); a
+    /// cluster lists them in one call.
+    async fn list_all(&self) -> Result<Vec<ServiceView>> {
+        let mut all = Vec::new();
+        for namespace in self.namespaces().await? {
+            all.extend(self.list(&namespace).await?);
+        }
+        Ok(all)
+    }
     /// One InferenceService.
     async fn get(&self, namespace: &str, name: &str) -> Result<ServiceView>;
     /// Its stored manifest, as YAML.

@@ -2,7 +2,7 @@
 //! (`APP_PREFIX`, `APP_DISABLE_AUTH`, `APP_SECURE_COOKIES`, `CSRF_SAMESITE`, `USERID_HEADER`,
 //! `USERID_PREFIX`, `ALLOWED_NAMESPACES`) plus Skiff's own: `APP_ALLOWED_HOSTS` (the `Host` names
 //! the app answers to), `APP_PROXY_SECRET` and `APP_PROXY_SECRET_HEADER` (what the front proxy
-//! proves itself with), `PROMETHEUS_URL` and `APP_PORT`. Every bad value is reported at once.
+//! proves itself with), `PROMETHEUS_URL`, `METRICS_SOURCE` and `APP_PORT`. Every bad value is reported at once.
 
 use std::fmt;
 
@@ -76,6 +76,17 @@ impl fmt::Display for AllowedHosts {
     }
 }
 
+/// Where the metrics charts' traffic figures (rates, latency, in-flight) come from
+/// (`METRICS_SOURCE`). Replicas and cold starts always come from the app's own history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsSource {
+    /// `app`: the app samples Skiff's own `/metrics` into its history (the default without
+    /// `PROMETHEUS_URL`).
+    App,
+    /// `prometheus`: `query_range` on `PROMETHEUS_URL` (the default when it is set).
+    Prometheus,
+}
+
 /// A secret whose value never shows in `Debug` output or logs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(pub String);
@@ -112,6 +123,8 @@ pub struct Settings {
     pub allowed_namespaces: Vec<String>,
     /// Prometheus (`http://`) to query for metrics; without it the app samples Skiff's own `/metrics`.
     pub prometheus_url: Option<String>,
+    /// Where traffic figures come from.
+    pub metrics_source: MetricsSource,
     /// Port to listen on (the binary only).
     pub port: u16,
 }
@@ -130,6 +143,7 @@ impl Default for Settings {
             allowed_hosts: AllowedHosts::Any,
             allowed_namespaces: Vec::new(),
             prometheus_url: None,
+            metrics_source: MetricsSource::App,
             port: 5000,
         }
     }
@@ -228,6 +242,19 @@ impl Settings {
                 ));
             }
         }
+        settings.metrics_source = match var("METRICS_SOURCE").as_deref().map(str::trim) {
+            None | Some("") if settings.prometheus_url.is_some() => MetricsSource::Prometheus,
+            None | Some("") | Some("app") => MetricsSource::App,
+            Some("prometheus") if var("PROMETHEUS_URL").is_some_and(|u| !u.is_empty()) => MetricsSource::Prometheus,
+            Some("prometheus") => {
+                errors.push("METRICS_SOURCE: prometheus needs PROMETHEUS_URL (http://host:port)".into());
+                MetricsSource::App
+            }
+            Some(other) => {
+                errors.push(format!("METRICS_SOURCE: {other:?} is not app or prometheus"));
+                MetricsSource::App
+            }
+        };
         if let Some(port) = var("APP_PORT") {
             match port.parse() {
                 Ok(port) => settings.port = port,
@@ -235,6 +262,14 @@ impl Settings {
             }
         }
         if errors.is_empty() { Ok(settings) } else { Err(errors.join("; ")) }
+    }
+
+    /// The Prometheus to query for traffic figures: `PROMETHEUS_URL` when the source is Prometheus.
+    pub fn prometheus(&self) -> Option<&str> {
+        match self.metrics_source {
+            MetricsSource::Prometheus => self.prometheus_url.as_deref(),
+            MetricsSource::App => None,
+        }
     }
 
     /// What the binary says at start-up about how it trusts requests: the `Host` names it answers
@@ -366,6 +401,20 @@ mod tests {
         for name in ["APP_DISABLE_AUTH", "CSRF_SAMESITE", "APP_PREFIX", "PROMETHEUS_URL"] {
             assert!(error.contains(name), "{error}");
         }
+    }
+
+    #[test]
+    fn the_metrics_source_is_prometheus_when_its_url_is_set_unless_told_otherwise() {
+        let source = |pairs: &[(&str, &str)]| Settings::from_env(env(pairs)).map(|s| s.prometheus().map(str::to_owned));
+        let url = ("PROMETHEUS_URL", "http://prom:9090/");
+        assert_eq!(source(&[]), Ok(None));
+        assert_eq!(source(&[url]), Ok(Some("http://prom:9090".into())));
+        assert_eq!(source(&[url, ("METRICS_SOURCE", "prometheus")]), Ok(Some("http://prom:9090".into())));
+        assert_eq!(source(&[url, ("METRICS_SOURCE", "app")]), Ok(None), "the app's own history, explicitly");
+        let error = source(&[("METRICS_SOURCE", "prometheus")]).unwrap_err();
+        assert!(error.contains("METRICS_SOURCE: prometheus needs PROMETHEUS_URL"), "{error}");
+        let error = source(&[("METRICS_SOURCE", "grafana")]).unwrap_err();
+        assert!(error.contains("\"grafana\" is not app or prometheus"), "{error}");
     }
 
     #[test]

@@ -124,6 +124,11 @@ impl Backend for KubeBackend {
         Ok(views)
     }
 
+    async fn list_all(&self) -> Result<Vec<ServiceView>> {
+        let all = Api::<InferenceServiceResource>::all(self.client.clone());
+        Ok(all.list(&ListParams::default()).await?.items.iter().map(view_of).collect())
+    }
+
     async fn get(&self, namespace: &str, name: &str) -> Result<ServiceView> {
         let isvc = self
             .typed(namespace)

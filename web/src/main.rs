@@ -2,8 +2,10 @@
 //! the environment (see [`skiff_web::config`]), access reviews per user unless `APP_DISABLE_AUTH`
 //! (the user header believed only with the front proxy's `APP_PROXY_SECRET`; what it trusts is
 //! logged at start-up);
-//! without `PROMETHEUS_URL` the charts come from the router pods of `SKIFF_ROUTER_SERVICE`
-//! (default `skiff-system/skiff-router`).
+//! the metrics history is sampled from the start, for every revision, by one background task;
+//! traffic figures come from Prometheus (`METRICS_SOURCE=prometheus`, the default when
+//! `PROMETHEUS_URL` is set) or from the router pods of `SKIFF_ROUTER_SERVICE` (default
+//! `skiff-system/skiff-router`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,7 +38,7 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("no Kubernetes API (in-cluster or kubeconfig)")?;
     let backend = Arc::new(KubeBackend::new(client.clone()));
     let access = (!settings.disable_auth).then(|| Arc::new(SubjectAccessReviews::new(client.clone())) as _);
-    let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
+    let prometheus = settings.prometheus().map(Prometheus::new);
     let router = std::env::var("SKIFF_ROUTER_SERVICE").unwrap_or_else(|_| "skiff-system/skiff-router".into());
     let scrape = RouterPods::new(client.clone(), &router).map_err(anyhow::Error::msg)?;
     let sampler = Sampler::new(backend.clone(), Some(Arc::new(scrape)), prometheus);

@@ -26,6 +26,8 @@ type AppState = State<Arc<App>>;
 
 /// How often the live index checks for changes.
 const ROWS_INTERVAL: Duration = Duration::from_secs(2);
+/// The longest metrics window, in minutes: the app's history reaches back as far.
+const MAX_MINUTES: u64 = crate::metrics::history::KEPT.as_secs() / 60;
 /// Largest log tail a client may ask for.
 const MAX_TAIL: u32 = 10_000;
 
@@ -239,7 +241,7 @@ async fn metrics(
     app.authorize(&user, Action::isvc("get", &namespace)).await?;
     // Only a service that exists starts being sampled.
     app.backend.get(&namespace, &name).await?;
-    let minutes = query.minutes.unwrap_or(15).clamp(1, 30);
+    let minutes = query.minutes.unwrap_or(15).clamp(1, MAX_MINUTES);
     Ok(Json(app.sampler.panels(&namespace, &name, Duration::from_secs(minutes * 60)).await?))
 }
 

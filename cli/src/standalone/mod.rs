@@ -155,8 +155,9 @@ async fn report_held(activator: Arc<Activator>, autoscaler: Arc<Runner<LocalProc
 
 /// The models web app over the folder: auth off (the admin port is on loopback), only `hosts` (the
 /// loopback names and `--web-host`) as `Host`, custom containers only with
-/// `--web-allow-containers`, metrics sampled from the router unless `PROMETHEUS_URL` names a
-/// Prometheus that scrapes `/metrics`.
+/// `--web-allow-containers`, every revision's metrics sampled from the start by one background
+/// task, traffic from the router unless `PROMETHEUS_URL` names a Prometheus that scrapes
+/// `/metrics` (and `METRICS_SOURCE` is not `app`).
 fn web_app(
     manifests: Arc<ManifestFolder>,
     admin: Arc<Admin>,
@@ -168,11 +169,11 @@ fn web_app(
 ) -> anyhow::Result<axum::Router> {
     let mut settings = Settings::standalone();
     settings.allowed_hosts = hosts;
-    settings.prometheus_url = Settings::from_env(|name| std::env::var(name).ok())
-        .map_err(|e| anyhow::anyhow!("models web app: {e}"))?
-        .prometheus_url;
+    let from_env =
+        Settings::from_env(|name| std::env::var(name).ok()).map_err(|e| anyhow::anyhow!("models web app: {e}"))?;
+    (settings.prometheus_url, settings.metrics_source) = (from_env.prometheus_url, from_env.metrics_source);
     let folder = Arc::new(FolderBackend { manifests, admin: admin.clone(), logs, events, allow_containers });
-    let prometheus = settings.prometheus_url.as_deref().map(Prometheus::new);
+    let prometheus = settings.prometheus().map(Prometheus::new);
     let sampler = Sampler::new(folder.clone(), Some(Arc::new(AdminMetrics(admin))), prometheus);
     tokio::spawn(sampler.clone().run());
     let mode = Mode { name: "skiff up", router: Some(router.to_string()) };

@@ -7,6 +7,7 @@
 //! (a revision going from zero ready replicas to one or more) are always sampled from the backend,
 //! which knows them in both modes.
 
+pub mod downsample;
 pub mod history;
 pub mod prometheus;
 pub mod router_pods;
@@ -24,8 +25,12 @@ pub struct Panel {
     pub title: &'static str,
     /// Unit of the values.
     pub unit: &'static str,
-    /// One line per revision.
+    /// One line per revision that has points in the window.
     pub series: Vec<Series>,
+    /// The window shown, unix seconds: the time axis runs from `start` to `end`.
+    pub start: f64,
+    /// Its end (now, when asked).
+    pub end: f64,
 }
 
 /// One line of a chart.
@@ -45,11 +50,11 @@ pub const PANELS: [(&str, &str, &str); 7] = [
     ("p99", "Latency p99", "ms"),
     ("inflight", "In-flight requests", "requests"),
     ("replicas", "Ready replicas", "replicas"),
-    ("coldstarts", "Cold starts", "total"),
+    ("coldstarts", "Cold starts", "starts"),
 ];
 
 /// An empty panel of the given id.
 pub fn panel(id: &str) -> Panel {
     let (id, title, unit) = PANELS.iter().copied().find(|(i, _, _)| *i == id).unwrap_or(PANELS[0]);
-    Panel { id, title, unit, series: Vec::new() }
+    Panel { id, title, unit, series: Vec::new(), start: 0.0, end: 0.0 }
 }

@@ -1,26 +1,20 @@
-//! The app's own sampling: while someone looks at a service's metrics (and ten minutes after),
-//! every two seconds it records the service's ready replicas from the backend and, without
-//! Prometheus, the router's counters from a [`Scrape`] of Skiff's `/metrics`.
+//! The app's own sampling, the thin shell around [`History`]: one task, started with the app,
+//! every [`INTERVAL`] lists every InferenceService from the backend (ready replicas per revision)
+//! and, unless Prometheus has the traffic, reads Skiff's `/metrics` once through a [`Scrape`]
+//! (the router's counters of every service), and records one point per revision, whoever is
+//! looking.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
-use super::history::{History, Sample};
+use super::Panel;
+use super::history::{History, INTERVAL, Observation, RevisionKey};
 use super::prometheus::Prometheus;
-use super::text::service_counters;
-use super::{Panel, panel};
+use super::text::all_counters;
 use crate::backend::Backend;
 use crate::error::Result;
-
-/// How often a watched service is sampled.
-pub const INTERVAL: Duration = Duration::from_secs(2);
-/// How long a service stays watched after its metrics were last asked for.
-const WATCH_FOR: Duration = Duration::from_secs(600);
-/// Services watched at most; past it the one asked for longest ago is forgotten.
-const MAX_WATCHED: usize = 500;
 
 /// Reads Skiff's metrics text (the router's and the activator's).
 #[async_trait]
@@ -29,30 +23,20 @@ pub trait Scrape: Send + Sync + 'static {
     async fn scrape(&self) -> Result<String>;
 }
 
-struct Watched {
-    asked: Instant,
-    history: History,
-}
-
-/// Forgets the services asked for longest ago until fewer than `max` are watched.
-fn make_room<K: Clone + Eq + std::hash::Hash>(watched: &mut HashMap<K, Watched>, max: usize) {
-    while watched.len() >= max.max(1) {
-        let Some(oldest) = watched.iter().min_by_key(|(_, w)| w.asked).map(|(k, _)| k.clone()) else { return };
-        watched.remove(&oldest);
-    }
-}
-
-/// The metrics of the services being looked at.
+/// Every revision's history, and where traffic figures come from.
 pub struct Sampler {
     backend: Arc<dyn Backend>,
     scrape: Option<Arc<dyn Scrape>>,
     prometheus: Option<Prometheus>,
-    watched: Mutex<HashMap<(String, String), Watched>>,
+    history: Mutex<History>,
 }
 
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
+
+/// The panels whose figures come from the router's traffic.
+const TRAFFIC: [&str; 5] = ["rate", "errors", "p50", "p99", "inflight"];
 
 impl Sampler {
     /// Samples replicas from `backend`; traffic from `prometheus` when set, else from `scrape`.
@@ -61,45 +45,54 @@ impl Sampler {
         scrape: Option<Arc<dyn Scrape>>,
         prometheus: Option<Prometheus>,
     ) -> Arc<Sampler> {
-        Arc::new(Sampler { backend, scrape, prometheus, watched: Mutex::new(HashMap::new()) })
+        Arc::new(Sampler { backend, scrape, prometheus, history: Mutex::new(History::default()) })
     }
 
     /// Where traffic figures come from, for the page.
     pub fn source(&self) -> &'static str {
         match (&self.prometheus, &self.scrape) {
-            (Some(_), _) => "Prometheus",
-            (None, Some(_)) => "the router's /metrics, sampled every 2 s",
+            (Some(_), _) => "Prometheus (METRICS_SOURCE=prometheus); replicas and cold starts from this app's history",
+            (None, Some(_)) => "the router's /metrics, sampled by this app every 5 s for every revision, kept an hour",
             (None, None) => "nothing (set PROMETHEUS_URL)",
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Watched>> {
-        self.watched.lock().expect("sampler lock")
+    fn lock(&self) -> std::sync::MutexGuard<'_, History> {
+        self.history.lock().expect("history lock")
     }
 
-    /// The panels of a service over the last `window`; starts watching it.
+    /// The panels of a service over the last `window`.
     pub async fn panels(&self, namespace: &str, name: &str, window: Duration) -> Result<Vec<Panel>> {
-        let since = unix_now() - window.as_secs_f64();
-        let (history_panels, replicas, cold) = {
-            let mut watched = self.lock();
-            let key = (namespace.to_owned(), name.to_owned());
-            if !watched.contains_key(&key) {
-                make_room(&mut watched, MAX_WATCHED);
+        let end = unix_now();
+        let mut start = end - window.as_secs_f64();
+        let (mut panels, first) = {
+            let history = self.lock();
+            (history.panels(namespace, name, start), history.first())
+        };
+        if self.prometheus.is_none() {
+            // The time axis begins where the app's knowledge does.
+            start = start.max(first.unwrap_or(end));
+        }
+        match &self.prometheus {
+            Some(prometheus) => {
+                let traffic = prometheus.traffic(namespace, name, window).await?;
+                panels.retain(|p| !TRAFFIC.contains(&p.id));
+                panels.splice(0..0, traffic);
             }
-            let entry =
-                watched.entry(key).or_insert_with(|| Watched { asked: Instant::now(), history: History::default() });
-            entry.asked = Instant::now();
-            (entry.history.traffic(since), entry.history.replicas(since), entry.history.cold_starts(since))
-        };
-        let traffic = match &self.prometheus {
-            Some(prometheus) => prometheus.traffic(namespace, name, window).await?,
-            None if self.scrape.is_some() => history_panels,
-            None => ["rate", "errors", "p50", "p99", "inflight"].into_iter().map(panel).collect(),
-        };
-        Ok(traffic.into_iter().chain([replicas, cold]).collect())
+            None if self.scrape.is_none() => {
+                for panel in panels.iter_mut().filter(|p| TRAFFIC.contains(&p.id)) {
+                    panel.series.clear();
+                }
+            }
+            None => {}
+        }
+        for panel in &mut panels {
+            (panel.start, panel.end) = (start, end);
+        }
+        Ok(panels)
     }
 
-    /// Samples every watched service every [`INTERVAL`], until the task is dropped.
+    /// Samples every revision every [`INTERVAL`], until the task is dropped.
     pub async fn run(self: Arc<Self>) {
         let mut interval = tokio::time::interval(INTERVAL);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -110,14 +103,13 @@ impl Sampler {
     }
 
     async fn sample_once(&self) {
-        let services: Vec<(String, String)> = {
-            let mut watched = self.lock();
-            watched.retain(|_, w| w.asked.elapsed() < WATCH_FOR);
-            watched.keys().cloned().collect()
+        let services = match self.backend.list_all().await {
+            Ok(services) => services,
+            Err(error) => {
+                tracing::debug!(%error, "cannot list InferenceServices to sample");
+                return;
+            }
         };
-        if services.is_empty() {
-            return;
-        }
         let text = match (&self.prometheus, &self.scrape) {
             (None, Some(scrape)) => match scrape.scrape().await {
                 Ok(text) => Some(text),
@@ -128,37 +120,25 @@ impl Sampler {
             },
             _ => None,
         };
-        for (namespace, name) in services {
-            let Ok(view) = self.backend.get(&namespace, &name).await else { continue };
-            let sample = Sample {
-                at: unix_now(),
-                ready: view.revisions.iter().map(|r| (r.name.clone(), r.ready.unwrap_or(0))).collect(),
-                counters: text
-                    .as_deref()
-                    .map(|t| service_counters(t, &format!("{namespace}/{name}")))
-                    .unwrap_or_default(),
-            };
-            if let Some(watched) = self.lock().get_mut(&(namespace, name)) {
-                watched.history.push(sample);
+        let mut counters = text.as_deref().map(all_counters);
+        let mut seen = Vec::new();
+        for service in services {
+            let qualified = format!("{}/{}", service.namespace, service.name);
+            for revision in service.revisions {
+                let counters = counters
+                    .as_mut()
+                    .map(|c| c.remove(&(qualified.clone(), revision.name.clone())).unwrap_or_default());
+                let key = RevisionKey {
+                    namespace: service.namespace.clone(),
+                    service: service.name.clone(),
+                    revision: revision.name,
+                };
+                seen.push(Observation { key, ready: revision.ready.unwrap_or(0), counters });
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_service_asked_for_longest_ago_makes_room() {
-        let start = Instant::now();
-        let mut watched: HashMap<u32, Watched> = (0..3)
-            .map(|i| {
-                (i, Watched { asked: start + Duration::from_secs(u64::from(10 - i)), history: History::default() })
-            })
-            .collect();
-        make_room(&mut watched, 3);
-        assert_eq!(watched.len(), 2);
-        assert!(!watched.contains_key(&2), "2 was asked for first");
+        let no_room = self.lock().record(unix_now(), seen);
+        if no_room > 0 {
+            tracing::warn!(no_room, "metrics history full: revisions past the bound are not sampled");
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The part of the Prometheus text format the sampler reads: the router's request counters,
-//! latency buckets and in-flight gauge of one service, summed per revision.
+//! latency buckets and in-flight gauge, summed per service and revision.
 
 use std::collections::BTreeMap;
 
@@ -39,16 +39,15 @@ fn sample(line: &str) -> Option<(&str, BTreeMap<&str, &str>, f64)> {
     Some((name, map, value))
 }
 
-/// The counters of `service` (`namespace/name`) in a scrape, by revision.
-pub fn service_counters(text: &str, service: &str) -> BTreeMap<String, RevisionCounters> {
-    let mut revisions: BTreeMap<String, RevisionCounters> = BTreeMap::new();
+/// The counters of every service and revision in a scrape, by `(service, revision)` (service as
+/// `namespace/name`), summed across the lines (and pods) that carry them.
+pub fn all_counters(text: &str) -> BTreeMap<(String, String), RevisionCounters> {
+    let mut revisions: BTreeMap<(String, String), RevisionCounters> = BTreeMap::new();
     for line in text.lines().filter(|l| l.starts_with("skiff_router_")) {
         let Some((name, labels, value)) = sample(line) else { continue };
-        if labels.get("service") != Some(&service) {
-            continue;
-        }
+        let Some(service) = labels.get("service") else { continue };
         let Some(revision) = labels.get("revision").filter(|r| !r.is_empty()) else { continue };
-        let counters = revisions.entry((*revision).to_owned()).or_default();
+        let counters = revisions.entry(((*service).to_owned(), (*revision).to_owned())).or_default();
         match name {
             REQUESTS => {
                 counters.requests += value;
@@ -58,7 +57,10 @@ pub fn service_counters(text: &str, service: &str) -> BTreeMap<String, RevisionC
             }
             DURATION_BUCKETS => {
                 let le = labels.get("le").map_or(f64::INFINITY, |le| le.parse().unwrap_or(f64::INFINITY));
-                counters.buckets.push((le, value));
+                match counters.buckets.iter_mut().find(|(l, _)| *l == le) {
+                    Some(bucket) => bucket.1 += value,
+                    None => counters.buckets.push((le, value)),
+                }
             }
             IN_FLIGHT => counters.in_flight += value,
             _ => {}
@@ -108,13 +110,16 @@ skiff_router_inflight_requests{service="default/iris",revision="iris-predictor-0
 "#;
 
     #[test]
-    fn counters_are_summed_per_revision_of_one_service() {
-        let counters = service_counters(SCRAPE, "default/iris");
-        assert_eq!(counters.len(), 1);
-        let revision = &counters["iris-predictor-00001"];
+    fn counters_are_summed_per_service_and_revision() {
+        let counters = all_counters(SCRAPE);
+        assert_eq!(counters.len(), 2);
+        let revision = &counters[&("default/iris".to_owned(), "iris-predictor-00001".to_owned())];
         assert_eq!((revision.requests, revision.errors, revision.in_flight), (100.0, 10.0, 3.0));
         assert_eq!(revision.buckets, vec![(0.001, 0.0), (0.002, 50.0), (f64::INFINITY, 100.0)]);
-        assert!(service_counters(SCRAPE, "default/none").is_empty());
+        assert_eq!(counters[&("default/other".to_owned(), "other-predictor-00001".to_owned())].requests, 7.0);
+        let two_pods = format!("{SCRAPE}{SCRAPE}");
+        let summed = &all_counters(&two_pods)[&("default/iris".to_owned(), "iris-predictor-00001".to_owned())];
+        assert_eq!((summed.requests, summed.buckets[2]), (200.0, (f64::INFINITY, 200.0)), "pods are summed");
     }
 
     #[test]
