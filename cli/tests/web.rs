@@ -1,9 +1,10 @@
 //! The models web app in `skiff up`, in a real headless Chromium: create a service with the form
 //! (a refused one first), see it become Ready on the live index, send requests and see the
 //! metrics chart move, set a canary and promote it with one click each, read a replica's logs,
-//! delete the service. And what a page of another origin, or of a name rebound to this machine
-//! (DNS rebinding), can do with it: nothing. Screenshots of every page:
-//! `target/web-screenshots/<test>/`.
+//! delete the service; traffic sent while nobody looked shows on the metrics tab opened later
+//! (`SKIFF_SCREENSHOTS=docs/images` saves it as `metrics.png`). And what a page of another
+//! origin, or of a name rebound to this machine (DNS rebinding), can do with it: nothing.
+//! Screenshots of every page: `target/web-screenshots/<test>/`.
 
 mod common;
 
@@ -43,10 +44,10 @@ async fn reload_until(b: &mut Browser, url: &str, css: &str, what: &str, check: 
 async fn last_value(b: &Browser, id: &str) -> Option<f64> {
     let script = format!(
         "const f = document.querySelector('figure[data-panel=\"{id}\"] .legend span'); \
-         return f ? f.textContent : null;"
+         return f ? f.dataset.last : null;"
     );
     let text = b.eval(&script).await;
-    text.as_str()?.rsplit(": ").next()?.parse().ok()
+    text.as_str()?.parse().ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,6 +184,84 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             b.wait_text("#services tbody", "the empty index", |t| t.contains("No InferenceServices yet")).await;
             assert!(!dir.path().join("iris.yaml").exists(), "delete removes the file");
             b.shot("deleted").await;
+        })
+        .await;
+    up.stop();
+}
+
+/// What the chart of panel `id` shows: its largest value, its time ticks, its value ticks and
+/// its legend's revisions.
+async fn drawn(b: &Browser, id: &str) -> Value {
+    let script = format!(
+        "const f = document.querySelector('figure[data-panel=\"{id}\"]'); if (!f) return null; \
+         const texts = (css) => [...f.querySelectorAll(css)].map((e) => e.textContent); \
+         return {{peak: Number(f.dataset.peak), times: texts('.xtick'), values: texts('.ytick'), \
+                  legend: [...f.querySelectorAll('.legend span')].map((e) => e.dataset.revision)}};"
+    );
+    b.eval(&script).await
+}
+
+/// Saves the page as `<SKIFF_SCREENSHOTS>/<name>` (a folder relative to the repository, e.g.
+/// `docs/images`) when that variable is set; a plain run never rewrites tracked files.
+async fn doc_shot(b: &Browser, name: &str) {
+    let Some(folder) = std::env::var_os("SKIFF_SCREENSHOTS") else { return };
+    let path = common::repo().join(folder).join(name);
+    let png = b.client.screenshot().await.unwrap();
+    std::fs::write(&path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// Traffic sent while no Metrics tab was open (and no metrics asked for) shows when the tab is
+/// opened later: the app samples every revision from the start. The charts have clock times on
+/// the time axis, units on the value axis and only the revisions in view in the legend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_tab_shows_traffic_sent_while_nobody_looked() {
+    let dir = folder(&["iris"]);
+    std::fs::write(dir.path().join("iris.yaml"), common::manifest("iris", "iris", "minReplicas: 1")).unwrap();
+    let up = Up::start(dir.path(), CONFIG);
+    up.wait_for("iris ready", WAIT, |s| s["services"][0]["ready"] == true).await;
+    // Traffic for five sampling intervals (5 s each), faster then slower, nobody looking.
+    for (seconds, pause) in [(13, 20), (12, 100)] {
+        let until = Instant::now() + Duration::from_secs(seconds);
+        while Instant::now() < until {
+            for _ in 0..5 {
+                assert_eq!(up.infer("iris").await.unwrap().status, 200);
+            }
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+    }
+    let browser = Browser::start("skiff-up-metrics").await;
+    let base = format!("http://{}/models", up.admin);
+    browser
+        .run(async |b| {
+            b.open(&format!("{base}/details/default/iris?tab=metrics"), "metrics-later").await;
+            let deadline = Instant::now() + WAIT;
+            let rate = loop {
+                let rate = drawn(b, "rate").await;
+                if rate["peak"].as_f64().is_some_and(|peak| peak > 0.0) {
+                    break rate;
+                }
+                assert!(Instant::now() < deadline, "the rate chart shows none of the traffic sent before: {rate}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            let times: Vec<&str> = rate["times"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            assert!(times.len() >= 2, "a time axis with clock times: {rate}");
+            for time in &times {
+                let digits: Vec<&str> = time.split(':').collect();
+                assert!(
+                    (2..=3).contains(&digits.len()) && digits.iter().all(|d| d.len() == 2 && d.parse::<u8>().is_ok()),
+                    "{time} is not a clock time"
+                );
+            }
+            for (id, unit) in [("rate", " req/s"), ("p50", " ms"), ("replicas", " replica")] {
+                let chart = drawn(b, id).await;
+                let values = chart["values"].as_array().unwrap();
+                assert!(values.len() >= 2, "{id}: value ticks: {chart}");
+                assert!(values.iter().all(|v| v.as_str().unwrap().contains(unit)), "{id}: ticks in {unit}: {chart}");
+                assert_eq!(chart["legend"], json!(["iris-predictor-00001"]), "{id}: the revision in view");
+            }
+            assert!(drawn(b, "replicas").await["peak"].as_f64().unwrap() >= 1.0);
+            b.shot("metrics-history").await;
+            doc_shot(b, "metrics.png").await;
         })
         .await;
     up.stop();

@@ -157,43 +157,114 @@ function svg(name, attributes) {
   return element;
 }
 
+// A round step for about `count` ticks over `span`: 1, 2 or 5 times a power of ten.
+function niceStep(span, count) {
+  const raw = span / count;
+  const power = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+  return step || 10 * power;
+}
+
+// A value as a tick or legend shows it: at most three significant digits, no trailing zeros.
+function formatValue(value) {
+  if (value === 0) return "0";
+  const abs = Math.abs(value);
+  const digits = abs >= 100 ? 0 : abs >= 10 ? 1 : abs >= 1 ? 2 : 3;
+  return String(Number(value.toFixed(digits)));
+}
+
+// Clock times between t0 and t1 (unix seconds) on round steps (10 s ... 1 h), at most 6.
+function timeTicks(t0, t1) {
+  const steps = [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200];
+  const step = steps.find((s) => (t1 - t0) / s <= 6) || 7200;
+  const pad = (n) => String(n).padStart(2, "0");
+  const ticks = [];
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
+    const d = new Date(t * 1000);
+    const label = pad(d.getHours()) + ":" + pad(d.getMinutes()) + (step < 60 ? ":" + pad(d.getSeconds()) : "");
+    ticks.push([t, label]);
+  }
+  return ticks;
+}
+
+// Units counted in whole numbers get whole ticks.
+const WHOLE_UNITS = ["replicas", "starts", "requests"];
+
+// A value with its unit, a counted unit in the singular for one ("1 replica").
+function withUnit(value, unit) {
+  const text = formatValue(value);
+  return text + " " + (text === "1" && WHOLE_UNITS.includes(unit) ? unit.slice(0, -1) : unit);
+}
+
 function chart(panel) {
   const figure = document.createElement("figure");
   figure.className = "chart";
   figure.dataset.panel = panel.id;
   const caption = document.createElement("figcaption");
-  caption.textContent = panel.title + " (" + panel.unit + ")";
+  const named = panel.title.toLowerCase().includes(panel.unit);
+  caption.textContent = panel.title + (named ? "" : " (" + panel.unit + ")");
   figure.appendChild(caption);
-  const width = 360, height = 150, left = 44, bottom = 18;
+  const width = 360, height = 170, left = 66, right = 10, top = 8, bottom = 20;
   const plot = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": panel.title });
-  const points = panel.series.flatMap((s) => s.points);
+  const series = panel.series.filter((s) => s.points.length > 0);
+  const points = series.flatMap((s) => s.points);
   figure.dataset.points = String(points.length);
-  if (points.length === 0) {
-    const empty = svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "empty" });
-    empty.textContent = "no data yet";
-    plot.appendChild(empty);
-  } else {
-    const t0 = Math.min(...points.map((p) => p[0])), t1 = Math.max(...points.map((p) => p[0]));
-    const top = Math.max(...points.map((p) => p[1])) || 1;
-    const x = (t) => left + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (width - left - 4);
-    const y = (v) => height - bottom - (v / top) * (height - bottom - 8);
-    plot.appendChild(svg("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, class: "axis" }));
-    const label = svg("text", { x: left - 4, y: 12, "text-anchor": "end", class: "tick" });
-    label.textContent = top >= 100 ? top.toFixed(0) : top.toPrecision(2);
-    plot.appendChild(label);
-    panel.series.forEach((series, i) => {
-      const d = series.points.map((p, j) => (j ? "L" : "M") + x(p[0]).toFixed(1) + " " + y(p[1]).toFixed(1)).join(" ");
-      plot.appendChild(svg("path", { d, fill: "none", stroke: COLOURS[i % COLOURS.length], "stroke-width": 1.5 }));
-    });
+  let t0 = panel.start, t1 = panel.end;
+  if (!(t1 > t0) && points.length) {
+    t0 = Math.min(...points.map((p) => p[0]));
+    t1 = Math.max(...points.map((p) => p[0]));
   }
+  const peak = points.length ? Math.max(...points.map((p) => p[1])) : 0;
+  figure.dataset.peak = String(peak);
+  const whole = WHOLE_UNITS.includes(panel.unit);
+  const step = Math.max(niceStep(peak > 0 ? peak : 1, 4), whole ? 1 : 0);
+  const yMax = Math.max(step, Math.ceil(peak / step) * step);
+  const x = (t) => left + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (width - left - right);
+  const y = (v) => height - bottom - (v / yMax) * (height - bottom - top);
+  for (let v = 0; v <= yMax + step / 2; v += step) {
+    plot.appendChild(svg("line", { x1: left, y1: y(v), x2: width - right, y2: y(v), class: v ? "grid" : "axis" }));
+    const label = svg("text", { x: left - 4, y: y(v) + 3, "text-anchor": "end", class: "tick ytick" });
+    label.textContent = withUnit(v, panel.unit);
+    plot.appendChild(label);
+  }
+  if (t1 > t0) {
+    for (const [t, text] of timeTicks(t0, t1)) {
+      plot.appendChild(svg("line", { x1: x(t), y1: top, x2: x(t), y2: height - bottom + 3, class: "grid" }));
+      const label = svg("text", { x: x(t), y: height - 6, "text-anchor": "middle", class: "tick xtick" });
+      label.textContent = text;
+      plot.appendChild(label);
+    }
+  }
+  if (points.length === 0) {
+    const empty = svg("text", { x: (left + width) / 2, y: (height - bottom) / 2, "text-anchor": "middle", class: "empty" });
+    empty.textContent = "no data in this window";
+    plot.appendChild(empty);
+  }
+  series.forEach((line, i) => {
+    const colour = COLOURS[i % COLOURS.length];
+    // A gap much longer than the sampling step (the app was down, a scrape failed) is not bridged.
+    const gaps = line.points.slice(1).map((p, j) => p[0] - line.points[j][0]).filter((d) => d > 0);
+    const gap = Math.max(30, 3 * (gaps.length ? Math.min(...gaps) : 0));
+    const d = line.points.map((p, j) => {
+      const move = j === 0 || p[0] - line.points[j - 1][0] > gap;
+      return (move ? "M" : "L") + x(p[0]).toFixed(1) + " " + y(p[1]).toFixed(1);
+    }).join(" ");
+    plot.appendChild(svg("path", { d, fill: "none", stroke: colour, "stroke-width": 1.5 }));
+    if (line.points.length === 1) {
+      const [p] = line.points;
+      plot.appendChild(svg("circle", { cx: x(p[0]).toFixed(1), cy: y(p[1]).toFixed(1), r: 2, fill: colour }));
+    }
+  });
   figure.appendChild(plot);
   const legend = document.createElement("div");
   legend.className = "legend";
-  panel.series.forEach((series, i) => {
+  series.forEach((line, i) => {
     const item = document.createElement("span");
     item.className = "c" + (i % COLOURS.length);
-    const last = series.points.length ? series.points[series.points.length - 1][1] : 0;
-    item.textContent = series.label + ": " + (Math.round(last * 100) / 100);
+    const last = line.points[line.points.length - 1][1];
+    item.dataset.revision = line.label;
+    item.dataset.last = String(last);
+    item.textContent = line.label + ": " + withUnit(last, panel.unit);
     legend.appendChild(item);
   });
   figure.appendChild(legend);
@@ -203,13 +274,15 @@ function chart(panel) {
 function charts() {
   const box = $("#charts");
   if (!box) return;
+  const select = $("#window");
   const draw = async () => {
     try {
-      const panels = await call("GET", box.dataset.metrics);
+      const panels = await call("GET", box.dataset.metrics + (select ? select.value : "15"));
       box.replaceChildren(...panels.map(chart));
       box.dataset.updated = String(Date.now());
     } catch (error) { showError(error.message); }
   };
+  if (select) select.addEventListener("change", draw);
   draw();
   setInterval(draw, 5000);
 }

@@ -205,7 +205,14 @@ fn logs(prefix: &str, namespace: &str, pods: &[PodView]) -> Markup {
 
 fn metrics(app: &App, api: &str) -> Markup {
     html! {
-        p.hint { "From " (app.sampler.source()) "; updated every 5 s." }
-        div #charts .charts data-metrics={ (api) "/metrics?minutes=15" } {}
+        p.hint {
+            "From " (app.sampler.source()) "; updated every 5 s. Window: "
+            select #window aria-label="Window" {
+                option value="5" { "5 minutes" }
+                option value="15" selected { "15 minutes" }
+                option value="60" { "1 hour" }
+            }
+        }
+        div #charts .charts data-metrics={ (api) "/metrics?minutes=" } {}
     }
 }
