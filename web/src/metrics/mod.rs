@@ -1,11 +1,13 @@
 //! The metrics tab: request rate, errors, p50 and p99 latency, in-flight requests, replicas over
 //! time and cold starts, per revision, drawn as charts in the page without Grafana.
 //!
-//! Rates and latencies come from Prometheus when `PROMETHEUS_URL` is set ([`prometheus`]),
-//! otherwise from Skiff's own `/metrics` sampled by the app ([`sampler`]; on a cluster the router
-//! pods', [`router_pods`]). Replicas and cold starts
-//! (a revision going from zero ready replicas to one or more) are always sampled from the backend,
-//! which knows them in both modes.
+//! The app keeps an hour of every revision's history from the moment it starts, whoever is
+//! looking: [`sampler`] (one background task, the I/O) records into [`history`] (the pure ring of
+//! points), and [`downsample`] thins a line for a chart. Rates and latencies come from Prometheus
+//! when `METRICS_SOURCE` is `prometheus` ([`prometheus`]), otherwise from Skiff's own `/metrics`
+//! sampled by the app ([`text`]; on a cluster the router pods', [`router_pods`]). Replicas and
+//! cold starts (a revision going from zero ready replicas to one or more) always come from the
+//! history, sampled from the backend, which knows them in both modes.
 
 pub mod downsample;
 pub mod history;
