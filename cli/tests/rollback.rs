@@ -115,6 +115,15 @@ async fn restoring_a_kept_revisions_spec_routes_to_it_and_old_ones_are_collected
     );
     assert!(rolled_out_to(&status, 2, 1, &[1]), "{status:#}");
     answered_by(&up, &rev(2)).await;
+    let get = std::process::Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["get", "--admin-port", &up.admin.port().to_string()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&get.stdout);
+    assert!(
+        get.status.success() && table.lines().any(|l| l.starts_with("warning: ") && l.contains("changes nothing")),
+        "skiff get says so: {table}"
+    );
 
     // Restoring v1's spec routes to v1: no third revision, answers from v1, v2 kept.
     write("a", "");
