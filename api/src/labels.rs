@@ -27,6 +27,18 @@ pub const AUTOSCALER_FIELD_MANAGER: &str = "skiff-autoscaler";
 pub const TEMPLATE_HASH: &str = "skiff.dev/template-hash";
 /// Annotation on a revision's Deployment: the replicas it was created with (0: ready without a pod).
 pub const INITIAL_SCALE: &str = "skiff.dev/initial-scale";
+/// Label on a revision's Deployment: `reserve` while it takes no traffic and is kept, scaled to
+/// zero, for a rollback (the autoscaler leaves it at zero, as Knative applies no minimum scale to
+/// a revision that is not routed to), `active` once routed to again. Knative's
+/// `serving.knative.dev/routingState`. A Deployment without it is active.
+pub const ROUTING_STATE: &str = "skiff.dev/routing-state";
+/// [`ROUTING_STATE`] of a revision kept without traffic.
+pub const RESERVE: &str = "reserve";
+/// [`ROUTING_STATE`] of a revision routed to again.
+pub const ACTIVE: &str = "active";
+/// Field manager of the operator's writes of [`ROUTING_STATE`] and of the scale to zero that
+/// goes with `reserve`, apart from its applies of the whole Deployment.
+pub const ROUTING_FIELD_MANAGER: &str = "skiff-routing";
 /// Annotation on a child: the hash of what the operator last applied, so it applies only on change.
 pub const APPLIED_HASH: &str = "skiff.dev/applied-hash";
 /// The field manager of every server-side apply by the operator.

@@ -102,6 +102,25 @@ pub const MAX_REVISION: u32 = 99_999;
 /// 63 - 16 = 47 characters.
 pub const MAX_NAME_LENGTH: usize = DNS_LABEL_MAX - (1 + PREDICTOR.len() + 1 + REVISION_DIGITS);
 
+/// Revisions of a component without traffic that stay, scaled to zero, for a rollback: the previous
+/// rolled-out revision first, then the newest others; older ones are collected. Knative's revision
+/// GC (`config-gc`) keeps between `min-non-active-revisions` (20) and `max-non-active-revisions`
+/// (1000) of them for hours; Skiff keeps two, since a rollback is to the last spec or two, and each
+/// kept revision is a Deployment (on a cluster) or a known revision (in `skiff up`).
+pub const KEPT_INACTIVE_REVISIONS: usize = 2;
+
+/// The revision a component's template maps to among its existing revisions (oldest first, as
+/// `(name, template or its hash)`): the newest one whose template equals `wanted`, since two equal
+/// templates are the same revision. Restoring an earlier spec so routes to the revision that ran it
+/// instead of creating a new one (KServe, through Knative, would create one). Both modes decide
+/// by this one rule: `skiff up` compares [`RevisionTemplate`]s, the operator their hashes.
+pub fn same_revision<'a, T: PartialEq + ?Sized + 'a>(
+    existing: impl DoubleEndedIterator<Item = (&'a str, &'a T)>,
+    wanted: &T,
+) -> Option<&'a str> {
+    existing.rev().find(|(_, template)| *template == wanted).map(|(name, _)| name)
+}
+
 /// `<service>-<component>-<number, five digits>`, as Knative names revisions.
 pub fn revision_name(service: &str, component: &str, number: u32) -> String {
     format!("{service}-{component}-{number:05}")
@@ -147,6 +166,16 @@ mod tests {
                  to number its revisions from 1 again"
             );
         }
+    }
+
+    #[test]
+    fn a_template_maps_to_the_newest_revision_that_ran_it() {
+        let existing = [("m-predictor-00001", "a"), ("m-predictor-00002", "b"), ("m-predictor-00003", "a")];
+        let iter = || existing.iter().map(|(n, t)| (*n, *t));
+        assert_eq!(same_revision(iter(), "a"), Some("m-predictor-00003"));
+        assert_eq!(same_revision(iter(), "b"), Some("m-predictor-00002"));
+        assert_eq!(same_revision(iter(), "c"), None, "a new template makes a new revision");
+        assert_eq!(same_revision(std::iter::empty::<(&str, &str)>(), "a"), None);
     }
 
     #[test]

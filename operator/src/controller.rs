@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use skiff_api::isvc::{API_VERSION, KIND};
-use skiff_api::labels::{FIELD_MANAGER, INFERENCE_SERVICE};
+use skiff_api::labels::{ACTIVE, FIELD_MANAGER, INFERENCE_SERVICE, RESERVE, ROUTING_FIELD_MANAGER, ROUTING_STATE};
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntime};
 use skiff_api::status::READY;
 use skiff_api::{InferenceServiceResource, InferenceServiceStatus};
@@ -182,6 +182,9 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
             other?;
         }
     }
+    // A kept revision routed to again is marked active (the autoscaler takes it up) before the
+    // status routes to it.
+    futures::future::try_join_all(plan.activate.iter().map(|r| route(&deployments, r, ACTIVE))).await?;
     if let Some(status) = &plan.status
         && !write_status(&ctx, &isvc, status).await?
     {
@@ -191,7 +194,11 @@ pub async fn reconcile(isvc: Arc<InferenceServiceResource>, ctx: Arc<Context>) -
         return Err(Error::Spec(why));
     }
     ctx.backoff.succeed(&uid);
-    let (due, next) = ctx.retiring.due(&uid, &plan.delete, ctx.retention);
+    // Revisions without traffic, after the retention period: kept ones scaled to zero, others collected.
+    let retiring: Vec<String> = plan.delete.iter().chain(&plan.reserve).cloned().collect();
+    let (retired, next) = ctx.retiring.due(&uid, &retiring, ctx.retention);
+    let (reserve, due): (Vec<String>, Vec<String>) = retired.into_iter().partition(|r| plan.reserve.contains(r));
+    futures::future::try_join_all(reserve.iter().map(|r| route(&deployments, r, RESERVE))).await?;
     let collections = due.iter().map(|revision| collect(&deployments, &services, revision, &ctx.metrics));
     futures::future::try_join_all(collections).await?;
     // A collected revision's HPA or ScaledObject goes with it at once (its owner reference would
@@ -393,6 +400,26 @@ where
     Ok(stored)
 }
 
+/// Marks a revision's Deployment [`ACTIVE`] or [`RESERVE`] ([`ROUTING_STATE`]); `reserve` also
+/// scales it to zero. A server-side apply of these fields only, under a field manager of their own,
+/// so that the controller's applies of the whole Deployment and the autoscaler's scale writes keep
+/// theirs. Marked active again, it gives `spec.replicas` up (the Deployment's default, one) and
+/// the autoscaler takes it from there.
+async fn route(deployments: &Api<Deployment>, revision: &str, state: &str) -> Result<()> {
+    let mut body = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": revision, "labels": {ROUTING_STATE: state}},
+    });
+    if state == RESERVE {
+        body["spec"] = json!({"replicas": 0});
+    }
+    let apply = PatchParams::apply(ROUTING_FIELD_MANAGER).force();
+    deployments.patch(revision, &apply, &Patch::Apply(&body)).await?;
+    tracing::info!(%revision, state, "revision routing state");
+    Ok(())
+}
+
 /// Deletes a revision that no longer takes traffic.
 async fn collect(
     deployments: &Api<Deployment>,
@@ -544,8 +571,8 @@ mod tests {
 
     use super::*;
     use crate::fixtures::calls::{
-        apply_deployment, apply_service, delete_deployment, delete_service, get_account, get_secret, list_children,
-        list_runtimes, write_status,
+        apply_deployment, apply_service, get_account, get_secret, list_children, list_runtimes, route_deployment,
+        write_status,
     };
     use crate::fixtures::{ApiServer, Call, context, inference_service};
 
@@ -699,7 +726,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_rollout_applies_the_new_revision_then_moves_traffic_then_collects_the_old_one() {
+    async fn a_rollout_applies_the_new_revision_then_moves_traffic_then_keeps_the_old_one_at_zero() {
         let mut server = created().await;
         server.make_available(FIRST);
         let (result, mut server) = reconcile_on(server, &[list_children(), vec![write_status()]]).await;
@@ -718,14 +745,23 @@ mod tests {
         assert_eq!(serving(predictor), [FIRST], "traffic stays until the new one is ready: {predictor}");
 
         server.make_available(SECOND);
-        let script = [list_children(), vec![write_status()], vec![delete_deployment(FIRST), delete_service(FIRST)]];
+        let script = [list_children(), vec![write_status()], vec![route_deployment(FIRST)]];
         let (result, server) = reconcile_on(server, &script).await;
         assert_eq!(result.unwrap(), Action::requeue(RESYNC));
         let predictor = &server.body(&write_status())["status"]["components"]["predictor"];
         assert_eq!(serving(predictor), [SECOND], "{predictor}");
+        let route = server.body(&route_deployment(FIRST));
+        assert_eq!(
+            (&route["metadata"]["labels"]["skiff.dev/routing-state"], &route["spec"]),
+            (&json!("reserve"), &json!({"replicas": 0})),
+            "the old revision kept at zero after the status moved its traffic: {route}"
+        );
         let left: Vec<String> = server.deployments.iter().map(ResourceExt::name_any).collect();
-        assert_eq!(left, [SECOND], "the old revision collected after the status moved its traffic");
-        assert_eq!(server.services.iter().map(ResourceExt::name_any).collect::<Vec<_>>(), [SECOND]);
+        assert_eq!(left, [FIRST, SECOND]);
+        assert_eq!(server.services.iter().map(ResourceExt::name_any).collect::<Vec<_>>(), [FIRST, SECOND]);
+
+        let (result, _) = reconcile_on(server, &[list_children()]).await;
+        assert_eq!(result.unwrap(), Action::requeue(RESYNC), "then nothing more is written");
     }
 
     #[test]

@@ -200,6 +200,18 @@ impl ApiServer {
             }
             ("GET", [.., "serviceaccounts", name]) => one(&self.accounts, name),
             ("GET", [.., "secrets", name]) => one(&self.secrets, name),
+            ("PATCH", [.., "deployments", name]) if body["spec"].get("template").is_none() => {
+                // An apply of a few fields under their own manager (the routing state): merged.
+                let Some(d) = self.deployments.iter_mut().find(|d| d.name_any() == *name) else { return not_found() };
+                for (key, value) in body["metadata"]["labels"].as_object().into_iter().flatten() {
+                    d.labels_mut().insert(key.clone(), value.as_str().expect("a label value").to_owned());
+                }
+                if let Some(replicas) = body["spec"]["replicas"].as_i64() {
+                    d.spec.get_or_insert_default().replicas = Some(i32::try_from(replicas).expect("replicas"));
+                }
+                d.metadata.resource_version = Some(version.to_string());
+                (StatusCode::OK, serde_json::to_value(&*d).expect("JSON"))
+            }
             ("PATCH", [.., "deployments", name]) => {
                 let defaults = json!({"revisionHistoryLimit": 10, "progressDeadlineSeconds": 600});
                 (StatusCode::OK, store(&mut self.deployments, name, body, &defaults, version))
@@ -371,14 +383,14 @@ pub mod calls {
         format!("DELETE /apis/autoscaling/v2/namespaces/ml/horizontalpodautoscalers/{name}")
     }
 
-    /// A KEDA ScaledObject's deletion.
-    pub fn delete_scaled_object(name: &str) -> String {
-        format!("DELETE /apis/keda.sh/v1alpha1/namespaces/ml/scaledobjects/{name}")
-    }
-
     /// The server-side apply of a Deployment.
     pub fn apply_deployment(name: &str) -> String {
         format!("PATCH /apis/apps/v1/namespaces/ml/deployments/{name}?fieldManager=skiff-controller&force=true")
+    }
+
+    /// The server-side apply of a revision's routing state (and scale to zero, for `reserve`).
+    pub fn route_deployment(name: &str) -> String {
+        format!("PATCH /apis/apps/v1/namespaces/ml/deployments/{name}?fieldManager=skiff-routing&force=true")
     }
 
     /// The server-side apply of a Service.
@@ -400,15 +412,5 @@ pub mod calls {
     /// The read of a Secret of namespace `ml`.
     pub fn get_secret(name: &str) -> String {
         format!("GET /api/v1/namespaces/ml/secrets/{name}")
-    }
-
-    /// A Deployment's deletion.
-    pub fn delete_deployment(name: &str) -> String {
-        format!("DELETE /apis/apps/v1/namespaces/ml/deployments/{name}")
-    }
-
-    /// A Service's deletion.
-    pub fn delete_service(name: &str) -> String {
-        format!("DELETE /api/v1/namespaces/ml/services/{name}")
     }
 }

@@ -7,8 +7,11 @@
 //! immutable revision `<name>-<component>-NNNNN`, numbered after the highest one of that component
 //! seen; its traffic split comes from [`skiff_api::traffic::split`] with the component's
 //! rolled-out revisions read back from the status and its own `canaryTrafficPercent` (KServe
-//! applies a canary per component); revisions without a share, and every revision of a component
-//! the InferenceService no longer has, are collected.
+//! applies a canary per component). A template equal to that of a revision still there routes to
+//! that revision instead of making a new one ([`same_revision`]: a rollback that creates nothing).
+//! Revisions without a share are kept, scaled to zero and marked `reserve`, as
+//! [`kept_inactive`] says; the others, and every revision of a component the InferenceService no
+//! longer has, are collected.
 //!
 //! A predictor model that `skiff-server` does not serve (any format but ONNX, or ONNX with
 //! `runtime:`) runs the container of the ServingRuntime or ClusterServingRuntime that
@@ -24,7 +27,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use skiff_api::labels::FIELD_MANAGER;
-use skiff_api::revision::{Component, RevisionTemplate, next_number, revision_name};
+use skiff_api::revision::{Component, RevisionTemplate, next_number, revision_name, same_revision};
 use skiff_api::runtime::{
     ClusterServingRuntime, SelectedRuntime, ServingRuntime, select_runtime, uses_embedded_server,
 };
@@ -33,7 +36,7 @@ use skiff_api::serving::revision_ready;
 use skiff_api::settings::RevisionSettings;
 use skiff_api::shorthand::{expand, model_of};
 use skiff_api::status::Replicas;
-use skiff_api::traffic::{RolledOut, canary_percent, split};
+use skiff_api::traffic::{RolledOut, canary_percent, idle_canary, kept_inactive, split};
 use skiff_api::validate::validate_for;
 use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStatus};
 
@@ -108,6 +111,11 @@ pub struct Plan {
     pub services: Vec<Service>,
     /// Revisions whose Deployment and Service go.
     pub delete: Vec<String>,
+    /// Revisions that lost their traffic and are kept for a rollback: to scale to zero and mark
+    /// `reserve` (after the retention period, as deletions are).
+    pub reserve: Vec<String>,
+    /// Kept revisions routed to again (a restored spec): to mark `active` before traffic moves.
+    pub activate: Vec<String>,
     /// The status to write; `None` when the stored one is already right.
     pub status: Option<InferenceServiceStatus>,
     /// Why the spec cannot be realised, as the status says; `None` when it can.
@@ -222,21 +230,37 @@ fn plan_component(
         shared.revisions.iter().filter(|r| r.component == component).cloned().collect();
     let old_component = old.component(component.name()).cloned().unwrap_or_default();
 
-    // The latest revision, and its Deployment when it is new or changed.
-    let latest = match revisions.last() {
-        Some(r) if r.template_hash == template_hash => Latest {
+    // The latest revision: the one that runs this template (newest first), else a new one.
+    let existing = revisions.iter().map(|r| (r.name.as_str(), r.template_hash.as_str()));
+    let same = same_revision(existing, template_hash.as_str()).and_then(|n| revisions.iter().find(|r| r.name == n));
+    // Rolled out once, a kept revision has been ready: routed to again, it takes its share at once
+    // and starts from zero on the first request.
+    let has_been_ready = |name: &str| {
+        [
+            &old_component.latest_ready_revision,
+            &old_component.latest_rolledout_revision,
+            &old_component.previous_rolledout_revision,
+        ]
+        .iter()
+        .any(|n| n.as_deref() == Some(name))
+    };
+    let latest = match same {
+        Some(r) => Latest {
             name: r.name.clone(),
             number: r.number,
             ready: revision_ready(
-                r.serving() || old_component.latest_ready_revision.as_deref() == Some(r.name.as_str()),
+                r.serving() || has_been_ready(&r.name),
                 r.initial_scale.unwrap_or_else(|| scaling.initial_pods()),
             ),
             observed: Some(r.clone()),
             initial_scale: r.initial_scale.unwrap_or_else(|| scaling.initial_pods()),
         },
-        _ => {
-            let seen = old_component.latest_created_revision.as_deref().and_then(revision_number);
-            let highest = revisions.last().map(|r| r.number).max(seen).unwrap_or(0);
+        None => {
+            let seen = [&old_component.latest_created_revision, &old_component.latest_rolledout_revision]
+                .into_iter()
+                .filter_map(|n| n.as_deref().and_then(revision_number))
+                .max();
+            let highest = revisions.iter().map(|r| r.number).max().max(seen).unwrap_or(0);
             let number = next_number(name, highest).map_err(|e| e.to_string())?;
             let initial_scale = scaling.initial_pods();
             Latest {
@@ -281,6 +305,17 @@ fn plan_component(
     let traffic = split(&latest.name, latest.ready, &mut rolled_out, canary_percent(spec));
     let kept: BTreeSet<&str> = traffic.iter().map(|t| t.revision_name.as_str()).chain([latest.name.as_str()]).collect();
     keep.extend(kept.iter().map(|n| (*n).to_owned()));
+    // Revisions without a share: the newest kept at zero for a rollback, the others collected.
+    let names: Vec<&str> = revisions.iter().map(|r| r.name.as_str()).collect();
+    let inactive = kept_inactive(&names, &traffic, rolled_out.previous.as_deref());
+    keep.extend(inactive.iter().map(|n| (*n).to_owned()));
+    for r in &revisions {
+        if inactive.contains(&r.name.as_str()) && !r.reserved {
+            plan.reserve.push(r.name.clone());
+        } else if kept.contains(r.name.as_str()) && r.reserved {
+            plan.activate.push(r.name.clone());
+        }
+    }
 
     // Services of every kept revision; the new one's port comes from its Deployment.
     let latest_port = crate::revisions::observe(std::slice::from_ref(&wanted), &owner.uid)
@@ -317,8 +352,10 @@ fn plan_component(
             None => None,
         })
         .collect();
+    let note = idle_canary(&latest.name, &rolled_out, canary_percent(spec));
     Ok(ComponentObservation {
         component,
+        note,
         latest_created: Some(latest.name.clone()),
         latest_ready,
         rolled_out,

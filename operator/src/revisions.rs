@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::ResourceExt;
-use skiff_api::labels::{INITIAL_SCALE, REVISION, REVISION_NAME, TEMPLATE_HASH};
+use skiff_api::labels::{INITIAL_SCALE, RESERVE, REVISION, REVISION_NAME, ROUTING_STATE, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 use skiff_api::settings::{RevisionSettings, component_of};
 
@@ -36,6 +36,8 @@ pub struct ObservedRevision {
     pub port: i32,
     /// Its concurrency and timeout, from its labels.
     pub serving: RevisionSettings,
+    /// Kept without traffic, scaled to zero ([`ROUTING_STATE`] `reserve`).
+    pub reserved: bool,
 }
 
 /// The revisions among `deployments` that `owner_uid` controls, oldest first (numbers are per
@@ -61,11 +63,18 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
                 available: status.and_then(|s| s.available_replicas).unwrap_or(0),
                 port: spec.and_then(|s| container_port(&s.template.spec)).unwrap_or(crate::desired::SERVER_PORT),
                 serving: RevisionSettings::from_labels(d.labels()),
+                reserved: reserved(d),
             })
         })
         .collect();
     revisions.sort_by_key(|r| r.number);
     revisions
+}
+
+/// Whether a revision's Deployment is kept without traffic for a rollback ([`ROUTING_STATE`]
+/// `reserve`): scaled to zero, with no autoscaler of any class.
+pub fn reserved(deployment: &Deployment) -> bool {
+    deployment.labels().get(ROUTING_STATE).is_some_and(|s| s == RESERVE)
 }
 
 /// The port requests enter the pod on: the queue-proxy's when it has one, else the first container's.

@@ -5,7 +5,8 @@
 //! goes when the revision is collected. A class never changes within a revision (the class and the
 //! deployment mode are `serving.kserve.io/*` annotations, part of the revision's template), so a
 //! switch of class rolls a new revision with its own object; an object of this InferenceService
-//! that no revision wants any more is deleted at once. `kpa`, `external` and `none` make nothing.
+//! that no revision wants any more is deleted at once, as is that of a revision kept at zero
+//! without traffic (`reserve`). `kpa`, `external` and `none` make nothing.
 
 use std::collections::BTreeMap;
 
@@ -86,7 +87,8 @@ pub fn plan(
 ) -> ScalerPlan {
     let mut plan = ScalerPlan::default();
     let (mut wanted_hpas, mut wanted_scaled) = (Vec::new(), Vec::new());
-    for deployment in deployments {
+    // A revision kept at zero without traffic has no autoscaler object: one would scale it up.
+    for deployment in deployments.iter().filter(|d| !crate::revisions::reserved(d)) {
         let component = component_of(deployment.labels()).unwrap_or(Component::Predictor);
         match ScalingInputs::from_annotations(deployment.annotations()).scaler(component) {
             Ok(Scaler::Hpa(spec)) => {

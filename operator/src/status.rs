@@ -73,6 +73,9 @@ pub struct ComponentObservation {
     pub ready: Verdict,
     /// The replicas of the revisions with a share.
     pub replicas: BTreeMap<String, Replicas>,
+    /// What the component's condition says while it is true: that `canaryTrafficPercent` changes
+    /// nothing after a full rollout ([`skiff_api::traffic::idle_canary`]).
+    pub note: Option<String>,
 }
 
 /// The condition that says whether `component` serves.
@@ -122,6 +125,12 @@ pub fn compute(o: &Observation, now: &str) -> InferenceServiceStatus {
     let verdicts: Vec<(&str, &Verdict)> =
         o.components.iter().map(|c| (condition_type(c.component), &c.ready)).collect();
     set_conditions(&mut status, &verdicts, &o.ingress, now);
+    for c in o.components.iter().filter(|c| c.ready.is_ok()) {
+        let condition = status.conditions.iter_mut().find(|x| x.type_ == condition_type(c.component));
+        if let (Some(condition), Some(note)) = (condition, &c.note) {
+            condition.message = Some(note.clone());
+        }
+    }
     status
 }
 
@@ -175,6 +184,7 @@ mod tests {
             traffic: vec![],
             ready,
             replicas: BTreeMap::new(),
+            note: None,
         }
     }
 

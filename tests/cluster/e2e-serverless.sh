@@ -16,8 +16,7 @@
 #   d. canary: a new storageUri with canaryTrafficPercent 25 -> traffic 75/25 in the status, and
 #      25 +- 5 % of 1000 requests answered by the new revision (x-skiff-revision); then roll back
 #      (canaryTrafficPercent 0 -> 100 % previous) and promote (no canaryTrafficPercent -> 100 % new),
-#      each checked in the status and on a sample of requests. (Rollback comes before promotion: a
-#      promotion collects the previous revision, as the operator collects revisions without traffic.)
+#      each checked in the status and on a sample of requests.
 #   e. custom container: predictor `containers: [{image: python-http, ...}]` at minReplicas 0 gets the
 #      queue-proxy sidecar, and its first request through the router answers 200 from zero
 #   h. transformer and explainer: pipe (iris at minReplicas 0, a transformer and an explainer: image
@@ -48,6 +47,13 @@
 #   f. no loss: load.py soak (8 workers over both router pods, retrying only refused connections)
 #      while iris scales out from zero, rolls a new revision, loses an activator pod's process to
 #      SIGKILL and a router pod's process to SIGKILL; every failed request is listed with its reason
+#   l. kept revisions and rollback (after f, where iris-predictor-00003 took over): the revisions
+#      without traffic (00001, 00002) keep their Deployments, labelled skiff.dev/routing-state=reserve
+#      at spec.replicas 0; restoring 00002's storageUri routes 100 % back to iris-predictor-00002 with
+#      no new Deployment (latestRolledoutRevision 00002, previousRolledoutRevision 00003) and 100 of
+#      100 requests answer from it (from zero); canaryTrafficPercent 0 then changes nothing and
+#      PredictorReady's message says so; a fourth storageUri rolls 00004, and 00001, the oldest past
+#      the two kept, is collected
 #   g. deletion: `kubectl delete isvc` removes every child and the router answers 404 for the host
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
 # logs kept on failure, with the tails of the Skiff pods' logs printed).
@@ -715,6 +721,43 @@ PY
   pass "f. no loss: through scale-out, rollout, an activator SIGKILL and a router SIGKILL, no request failed except those in flight on the killed router process (listed above)"
 }
 
+# --- l. kept revisions and rollback -------------------------------------------------------------------------
+part_rollback() {
+  local rev2=iris-predictor-00002 rev3=iris-predictor-00003 rev4=iris-predictor-00004 summary message
+  routing() { k -n "$ns" get deployment "$1" -o jsonpath='{.metadata.labels.skiff\.dev/routing-state} {.spec.replicas}'; }
+  reserved() { [[ "$(routing "$1")" == "reserve 0" ]]; }
+  wait_until "$rev1 kept at zero (reserve)" reserved "$rev1"
+  wait_until "$rev2 kept at zero (reserve)" reserved "$rev2"
+  pass "l. without traffic, $rev1 and $rev2 are kept: routing-state reserve, spec.replicas 0 (both)"
+
+  iris "file://$work/iris-v2" | k apply -f - >/dev/null
+  wait_until "the rollback to $rev2" traffic_is "$rev2=100/latest "
+  [[ -z "$(k -n "$ns" get deployment "$rev4" -o name 2>/dev/null)" ]] || fail "l. restoring $rev2's spec created $rev4"
+  local rolled
+  rolled="$(isvc_get iris '{.status.components.predictor.latestRolledoutRevision} {.status.components.predictor.previousRolledoutRevision}')"
+  [[ "$rolled" == "$rev2 $rev3" ]] || fail "l. after the rollback latest/previous rolled out are '$rolled', not '$rev2 $rev3'"
+  sample 100 rollback-kept
+  [[ "$(revision_share "$summary" "$rev2")" == 100 ]] || fail "l. after the rollback to $rev2: $(describe "$summary")"
+  pass "l. restoring $rev2's storageUri: no new revision, status $(traffic)(rolled out: $rolled), 100 of 100 requests on $rev2"
+
+  iris "file://$work/iris-v2" "    canaryTrafficPercent: 0" | k apply -f - >/dev/null
+  said() { message="$(isvc_get iris '{.status.conditions[?(@.type=="PredictorReady")].message}')" && [[ "$message" == *"changes nothing"* ]]; }
+  wait_until "PredictorReady to say canaryTrafficPercent 0 changes nothing" said
+  traffic_is "$rev2=100/latest " || fail "l. canaryTrafficPercent 0 after a full rollout moved traffic: $(traffic)"
+  sample 50 idle-canary
+  [[ "$(revision_share "$summary" "$rev2")" == 50 ]] || fail "l. canaryTrafficPercent 0 after a full rollout: $(describe "$summary")"
+  pass "l. canaryTrafficPercent 0 after the full rollout: 50 of 50 requests still on $rev2; PredictorReady: $message"
+
+  cp -r "$model" "$work/iris-v4"
+  iris "file://$work/iris-v4" | k apply -f - >/dev/null
+  wait_until "the rollout to $rev4" traffic_is "$rev4=100/latest "
+  gone() { [[ -z "$(k -n "$ns" get deployment "$1" -o name 2>/dev/null)" ]]; }
+  wait_until "$rev1, the oldest past the two kept, to be collected" gone "$rev1"
+  reserved "$rev2" && reserved "$rev3" || fail "l. $rev2 and $rev3 are not both kept at zero: $(routing "$rev2") / $(routing "$rev3")"
+  pass "l. $rev4 rolled out: $rev1 collected, $rev2 and $rev3 kept at zero"
+  current_rev="$rev4"
+}
+
 # --- g. deletion ---------------------------------------------------------------------------------------------
 part_deletion() {
   local out code
@@ -740,6 +783,7 @@ part_collocation
 part_kserve_clients
 part_logger
 part_no_loss
+part_rollback
 part_deletion
 
 passed=1

@@ -2,7 +2,9 @@
 //! change of a component's spec (the predictor's, a transformer's, an explainer's) makes a new
 //! revision of that component (replicas, endpoints, activator queue and autoscaler); its rollout
 //! decides its traffic split; routes are published to the router; revisions that no longer take
-//! traffic are torn down after the new routes are out.
+//! traffic are torn down (scaled to zero) after the new routes are out. Their rollout keeps the
+//! newest of them as known revisions, and a spec equal to one's routes to it again, provisioned
+//! anew (a cold start from zero) rather than as a new revision.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -17,7 +19,7 @@ use skiff_api::serving::{
     revision_ready, server_args,
 };
 use skiff_api::settings::RevisionSettings;
-use skiff_api::traffic::{Rollout, TrafficTarget, canary_percent};
+use skiff_api::traffic::{Change, Rollout, TrafficTarget, canary_percent};
 use skiff_api::validate::SinkPolicy;
 use skiff_dataplane::{Plane, ReplicaBackend, RevisionKey, RevisionSpec};
 use skiff_router::{Router, ServiceRoute};
@@ -66,13 +68,22 @@ impl Service {
         self.components.get(&component).map(|c| c.traffic.clone()).unwrap_or_default()
     }
 
-    /// Every revision of every component.
+    /// Every known revision of every component, with traffic or kept at zero.
     fn revision_keys(&self) -> impl Iterator<Item = RevisionKey> + '_ {
         let namespace = self.manifest.isvc.namespace();
         self.components
             .values()
             .flat_map(|c| c.rollout.revisions())
             .map(move |r| RevisionKey::new(namespace, r.name.as_str()))
+    }
+
+    /// The revisions that take traffic (the latest always does, even at 0 %): these run.
+    fn active_keys(&self) -> impl Iterator<Item = RevisionKey> + '_ {
+        let namespace = self.manifest.isvc.namespace();
+        self.components
+            .values()
+            .flat_map(|c| &c.traffic)
+            .map(move |t| RevisionKey::new(namespace, t.revision_name.as_str()))
     }
 }
 
@@ -109,6 +120,7 @@ impl Controller {
         let folder = self.manifests.refresh();
         self.errors.clone_from(&folder.errors);
         self.warnings.clone_from(&folder.warnings);
+        let mut warnings = Vec::new();
         let removed: BTreeSet<RevisionKey> = self
             .services
             .iter()
@@ -127,14 +139,22 @@ impl Controller {
             for component in present {
                 let revisions = service.components.entry(component).or_default();
                 roll(&self.plane, &self.config, &mut self.provisioned, &service.manifest, component, revisions);
+                let spec = component.spec(&service.manifest.isvc).expect("the component is in the manifest");
+                if let Some(note) = revisions.rollout.idle_canary(canary_percent(spec)) {
+                    warnings.push(format!("{}: spec.{}.{note}", service.manifest.path.display(), component.name()));
+                }
             }
         }
+        self.warnings.extend(warnings);
         self.publish_routes();
-        let live: BTreeSet<RevisionKey> = self.services.values().flat_map(Service::revision_keys).collect();
+        let live: BTreeSet<RevisionKey> = self.services.values().flat_map(Service::active_keys).collect();
+        let known: BTreeSet<RevisionKey> = self.services.values().flat_map(Service::revision_keys).collect();
         // `skiff up` tells these as events (a removed service, a new traffic split).
         for revision in self.provisioned.difference(&live).cloned().collect::<Vec<_>>() {
             if removed.contains(&revision) {
                 tracing::debug!(%revision, "its service is removed; removing the revision");
+            } else if known.contains(&revision) {
+                tracing::debug!(%revision, "revision has no traffic any more; scaled to zero, kept for a rollback");
             } else {
                 tracing::debug!(%revision, "revision has no traffic any more; removing it");
             }
@@ -216,6 +236,12 @@ impl Controller {
                     latest_rolledout_revision: predictor.latest_rolled_out().map(str::to_owned),
                     previous_rolledout_revision: predictor.previous_rolled_out().map(str::to_owned),
                     revisions,
+                    kept_revisions: s
+                        .components
+                        .values()
+                        .flat_map(|c| c.rollout.inactive(&c.traffic))
+                        .map(|r| r.name.clone())
+                        .collect(),
                 }
             })
             .collect();
@@ -238,8 +264,9 @@ fn timeout_of(manifest: &Manifest) -> Duration {
     request_timeout(&manifest.isvc.spec.predictor)
 }
 
-/// One pass over one component: a new revision for a changed spec, revisions marked ready once
-/// they have had a ready replica, and the traffic split under the component's canary.
+/// One pass over one component: a new revision for a changed spec (or the kept revision that ran
+/// it), the latest revision provisioned when it does not run, revisions marked ready once they have
+/// had a ready replica, and the traffic split under the component's canary.
 fn roll(
     plane: &DataPlane,
     config: &UpConfig,
@@ -264,14 +291,23 @@ fn roll(
             None
         }
     };
-    if let Some(revision) = new_revision {
-        tracing::debug!(%namespace, service = %name, %revision, "new revision");
-        let key = RevisionKey::new(namespace, revision.as_str());
-        let initial_pods = provision(plane, config, &key, manifest, component);
-        if revision_ready(false, initial_pods) {
-            revisions.rollout.mark_ready(&revision);
+    match &new_revision {
+        Some(Change::Created(revision)) => tracing::debug!(%namespace, service = %name, %revision, "new revision"),
+        Some(Change::Restored(revision)) => {
+            tracing::debug!(%namespace, service = %name, %revision, "the spec is a kept revision's; routing to it")
         }
-        provisioned.insert(key);
+        None => {}
+    }
+    // The latest revision runs the manifest's spec: a new one, or a kept one routed to again.
+    if let Some(latest) = revisions.rollout.latest().map(|r| r.name.clone()) {
+        let key = RevisionKey::new(namespace, latest.as_str());
+        if !provisioned.contains(&key) {
+            let initial_pods = provision(plane, config, &key, manifest, component);
+            if revision_ready(false, initial_pods) {
+                revisions.rollout.mark_ready(&latest);
+            }
+            provisioned.insert(key);
+        }
     }
     let ready: Vec<String> = revisions
         .rollout

@@ -165,6 +165,7 @@ mod tests {
             latest_ready_revision: None,
             latest_rolledout_revision: None,
             previous_rolledout_revision: None,
+            kept_revisions: Vec::new(),
             revisions: vec![RevisionStatus {
                 name: "iris-predictor-00001".into(),
                 percent: 100,

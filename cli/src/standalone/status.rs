@@ -44,6 +44,10 @@ pub struct ServiceStatus {
     pub previous_rolledout_revision: Option<String>,
     /// Revisions with traffic (or the newest).
     pub revisions: Vec<RevisionStatus>,
+    /// Revisions without traffic kept at zero replicas for a rollback (restoring the spec one ran
+    /// routes to it again), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_revisions: Vec<String>,
 }
 
 /// One revision.
@@ -260,6 +264,7 @@ mod tests {
                 latest_ready_revision: Some("iris-predictor-00002".into()),
                 latest_rolledout_revision: Some("iris-predictor-00001".into()),
                 previous_rolledout_revision: None,
+                kept_revisions: Vec::new(),
                 revisions: vec![
                     revision("iris-predictor-00002", 20, "latest"),
                     revision("iris-predictor-00001", 80, "prev"),
@@ -342,6 +347,7 @@ mod tests {
             latest_ready_revision: None,
             latest_rolledout_revision: None,
             previous_rolledout_revision: None,
+            kept_revisions: Vec::new(),
             revisions: vec![revision],
         };
         assert_eq!(service.failure(), Some(&failure));

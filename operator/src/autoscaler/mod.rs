@@ -11,7 +11,8 @@
 //! requests ([`api`]). Output: `deployments/scale` ([`deployments`]). A restarted autoscaler
 //! resumes a running revision from its ready replicas instead of its initial scale. A revision
 //! whose autoscaler class is not the KPA (`hpa`, `keda`, `external`, `none`) gets no decider: its
-//! replicas are left alone, except that a request held at zero wakes it to one ([`wake`]).
+//! replicas are left alone, except that a request held at zero wakes it to one ([`wake`]). A
+//! revision kept without traffic (`skiff.dev/routing-state: reserve`) gets no decider and stays at zero.
 
 pub mod api;
 pub mod decisions;
@@ -138,6 +139,15 @@ fn key_of(deployment: &Deployment) -> Option<RevisionKey> {
 /// class, stops any decider and leaves its replicas alone (it is only woken from zero).
 fn track(runner: &Scaler, wakes: &Wakes, deployment: &Deployment, config: &AutoscalerConfig) {
     let Some(key) = key_of(deployment) else { return };
+    // Kept without traffic for a rollback: it stays at zero (no minimum scale applies to it).
+    if crate::revisions::reserved(deployment) {
+        wakes.set(&key, false);
+        if runner.contains(&key) {
+            runner.remove(&key);
+        }
+        tracing::debug!(revision = %key, "kept without traffic; left at zero");
+        return;
+    }
     let inputs = ScalingInputs::from_annotations(deployment.annotations());
     let class = inputs.class();
     wakes.set(&key, !class.scaled_by_skiff());

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::fixtures::calls::{
-    apply_deployment, apply_hpa, apply_scaled_object, apply_service, delete_deployment, delete_hpa,
-    delete_scaled_object, delete_service, list_children, list_hpas, list_scaled_objects, write_status,
+    apply_deployment, apply_hpa, apply_scaled_object, apply_service, delete_hpa, list_children, list_hpas,
+    list_scaled_objects, route_deployment, write_status,
 };
 use crate::fixtures::{ApiServer, Call, context, inference_service};
 
@@ -128,7 +128,7 @@ async fn external_and_none_make_no_autoscaler_object() {
 }
 
 #[tokio::test]
-async fn a_switch_of_class_rolls_a_revision_with_its_object_and_the_old_one_goes_with_its_revision() {
+async fn a_switch_of_class_rolls_a_revision_with_its_object_and_the_old_one_at_zero_loses_its_own() {
     let mut server = ApiServer::new(service(CPU, &[("serving.kserve.io/autoscalerClass", "hpa")]));
     server.keda = true;
     let script = [
@@ -161,11 +161,14 @@ async fn a_switch_of_class_rolls_a_revision_with_its_object_and_the_old_one_goes
         list_children(),
         vec![list_hpas(), list_scaled_objects()],
         vec![write_status()],
-        vec![delete_deployment(FIRST), delete_service(FIRST)],
-        vec![delete_hpa(FIRST), delete_scaled_object(FIRST)],
+        vec![route_deployment(FIRST)],
     ];
     let (result, server) = reconcile_on(server, &script).await;
     result.unwrap();
-    assert!(server.hpas.is_empty(), "the old revision's HPA went with it");
+    let script = [list_children(), vec![list_hpas(), list_scaled_objects()], vec![delete_hpa(FIRST)]];
+    let (result, server) = reconcile_on(server, &script).await;
+    result.unwrap();
+    assert_eq!(server.deployments.iter().map(ResourceExt::name_any).collect::<Vec<_>>(), [FIRST, SECOND]);
+    assert!(server.hpas.is_empty(), "the old revision, kept at zero, has no HPA to scale it up");
     assert_eq!(server.scaled_objects.iter().map(ResourceExt::name_any).collect::<Vec<_>>(), [SECOND]);
 }

@@ -72,6 +72,17 @@ impl Cluster {
             self.services.retain(|e| e.metadata.name != s.metadata.name);
             self.services.push(s.clone());
         }
+        for (names, state) in [(&plan.reserve, "reserve"), (&plan.activate, "active")] {
+            for name in names {
+                self.writes += 1;
+                let d = self.deployments.iter_mut().find(|d| d.metadata.name.as_deref() == Some(name)).unwrap();
+                d.metadata.labels.get_or_insert_default().insert("skiff.dev/routing-state".into(), state.into());
+                if state == "reserve" {
+                    d.spec.as_mut().unwrap().replicas = Some(0);
+                    d.status = None;
+                }
+            }
+        }
         for name in &plan.delete {
             self.writes += 1;
             self.deployments.retain(|d| d.metadata.name.as_deref() != Some(name));
@@ -104,6 +115,17 @@ impl Cluster {
     fn edit(&mut self, f: impl FnOnce(&mut InferenceServiceResource)) {
         f(&mut self.isvc);
         self.isvc.metadata.generation = Some(self.isvc.metadata.generation.unwrap() + 1);
+    }
+
+    /// Revisions kept without traffic: marked `reserve` and at zero replicas.
+    fn reserved(&self) -> Vec<String> {
+        let at_zero = |d: &&Deployment| d.spec.as_ref().unwrap().replicas == Some(0);
+        let reserve = |d: &&Deployment| d.metadata.labels.as_ref().unwrap()["skiff.dev/routing-state"] == "reserve";
+        let names = self
+            .deployments
+            .iter()
+            .filter(|d| d.metadata.labels.as_ref().unwrap().contains_key("skiff.dev/routing-state"));
+        names.filter(reserve).filter(at_zero).map(|d| d.metadata.name.clone().unwrap()).collect()
     }
 
     fn names(&self) -> Vec<String> {
@@ -200,8 +222,9 @@ fn a_changed_template_rolls_a_new_revision_that_takes_over_once_ready() {
     c.set_available("iris-predictor-00002", 1);
     c.settle();
     assert_eq!(c.traffic(), [t("iris-predictor-00002", 100, "latest", true)]);
-    assert_eq!(c.names(), ["iris-predictor-00002"], "the old revision is collected");
-    assert_eq!(c.services.len(), 1);
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"], "the old revision is kept");
+    assert_eq!(c.reserved(), ["iris-predictor-00001"], "at zero, marked reserve");
+    assert_eq!(c.services.len(), 2);
     let predictor = c.isvc.status.as_ref().unwrap().predictor().unwrap().clone();
     assert_eq!(predictor.previous_rolledout_revision.as_deref(), Some("iris-predictor-00001"));
     assert_eq!(predictor.latest_rolledout_revision.as_deref(), Some("iris-predictor-00002"));
@@ -211,7 +234,7 @@ fn a_changed_template_rolls_a_new_revision_that_takes_over_once_ready() {
         i.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
     });
     c.settle();
-    assert_eq!(c.names(), ["iris-predictor-00002"]);
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"]);
 }
 
 #[test]
@@ -243,7 +266,8 @@ fn canary_split_keeps_the_previous_revision_then_promotes() {
     c.edit(|i| i.spec.predictor.canary_traffic_percent = None);
     c.settle();
     assert_eq!(c.traffic(), [t("iris-predictor-00002", 100, "latest", true)]);
-    assert_eq!(c.names(), ["iris-predictor-00002"]);
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"]);
+    assert_eq!(c.reserved(), ["iris-predictor-00001"]);
 }
 
 #[test]
@@ -493,15 +517,18 @@ fn the_canary_split_is_per_component() {
     names.sort();
     assert_eq!(
         names,
-        ["iris-predictor-00002", "iris-transformer-00001", "iris-transformer-00002"],
-        "the old predictor is collected, both transformers kept"
+        ["iris-predictor-00001", "iris-predictor-00002", "iris-transformer-00001", "iris-transformer-00002"],
+        "the old predictor is kept at zero, both transformers take traffic"
     );
+    assert_eq!(c.reserved(), ["iris-predictor-00001"]);
     assert_eq!(c.ready(), ("True".into(), None));
 
     c.edit(|i| i.spec.transformer.as_mut().unwrap().canary_traffic_percent = None);
     c.settle();
     assert_eq!(split_of(&c.component("transformer")), [t("iris-transformer-00002", 100, "latest", true)]);
-    assert_eq!(c.names(), ["iris-predictor-00002", "iris-transformer-00002"]);
+    let mut reserved = c.reserved();
+    reserved.sort();
+    assert_eq!(reserved, ["iris-predictor-00001", "iris-transformer-00001"]);
 }
 
 #[test]
@@ -688,4 +715,106 @@ fn a_framework_shorthand_selects_the_runtime_its_model_would_among_kserves_defau
     c.cluster_runtimes = skiff_api::runtime::defaults::kserve_runtimes().unwrap();
     c.settle();
     assert_eq!(images(&c, "iris-predictor-00001"), [crate::platform::DEFAULT_SERVER_IMAGE]);
+}
+
+fn uri(c: &mut Cluster, uri: &str) {
+    c.edit(|i| i.spec.predictor.model.as_mut().unwrap().storage_uri = Some(uri.into()));
+}
+
+fn rolled_out(c: &Cluster) -> (Option<String>, Option<String>, Option<String>) {
+    let p = c.isvc.status.as_ref().unwrap().predictor().unwrap();
+    (p.latest_created_revision.clone(), p.latest_rolledout_revision.clone(), p.previous_rolledout_revision.clone())
+}
+
+fn some(a: &str, b: &str, c: &str) -> (Option<String>, Option<String>, Option<String>) {
+    (Some(a.into()), Some(b.into()), Some(c.into()))
+}
+
+/// A cluster where `count` templates (`/models/1`, `/models/2`, ...) were rolled out in turn.
+fn rolled_out_cluster(count: u32) -> Cluster {
+    let mut c = Cluster::new(IRIS);
+    for n in 1..=count {
+        uri(&mut c, &format!("file:///models/{n}"));
+        c.settle();
+        c.set_available(&format!("iris-predictor-{n:05}"), 1);
+        c.settle();
+    }
+    c
+}
+
+#[test]
+fn restoring_the_previous_spec_routes_to_the_kept_revision_and_creates_nothing() {
+    let mut c = rolled_out_cluster(2);
+    assert_eq!(rolled_out(&c), some("iris-predictor-00002", "iris-predictor-00002", "iris-predictor-00001"));
+    assert_eq!(c.reserved(), ["iris-predictor-00001"]);
+
+    uri(&mut c, "file:///models/1");
+    let plan = c.step();
+    assert!(plan.deployments.iter().all(|d| d.metadata.name.as_deref() != Some("iris-predictor-00003")), "{plan:?}");
+    assert_eq!(plan.activate, ["iris-predictor-00001"], "marked active before traffic moves");
+    c.settle();
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"], "no new revision");
+    assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)], "at once: it has been ready");
+    assert_eq!(rolled_out(&c), some("iris-predictor-00001", "iris-predictor-00001", "iris-predictor-00002"));
+    assert_eq!(c.reserved(), ["iris-predictor-00002"], "the one rolled back from is kept in turn");
+    assert_eq!(c.ready(), ("True".into(), None), "at zero after having been ready");
+
+    uri(&mut c, "file:///models/3");
+    c.settle();
+    assert!(c.names().contains(&"iris-predictor-00003".to_owned()), "numbers go on: {:?}", c.names());
+}
+
+#[test]
+fn restoring_the_stable_spec_during_a_canary_ends_it_on_the_stable_revision() {
+    let mut c = rolled_out_cluster(1);
+    c.edit(|i| {
+        i.spec.predictor.canary_traffic_percent = Some(30);
+        i.spec.predictor.model.as_mut().unwrap().storage_uri = Some("file:///models/2".into());
+    });
+    c.settle();
+    c.set_available("iris-predictor-00002", 1);
+    c.settle();
+    assert_eq!(
+        c.traffic(),
+        [t("iris-predictor-00002", 30, "latest", true), t("iris-predictor-00001", 70, "prev", false)]
+    );
+    uri(&mut c, "file:///models/1");
+    c.settle();
+    assert_eq!(c.traffic(), [t("iris-predictor-00001", 100, "latest", true)]);
+    assert_eq!(c.names(), ["iris-predictor-00001", "iris-predictor-00002"]);
+    assert_eq!(c.reserved(), ["iris-predictor-00002"], "the canary is kept at zero");
+}
+
+#[test]
+fn revisions_beyond_the_bound_are_collected_oldest_first() {
+    assert_eq!(skiff_api::revision::KEPT_INACTIVE_REVISIONS, 2);
+    let mut c = rolled_out_cluster(4);
+    assert_eq!(c.names(), ["iris-predictor-00002", "iris-predictor-00003", "iris-predictor-00004"]);
+    assert_eq!(c.reserved(), ["iris-predictor-00002", "iris-predictor-00003"]);
+    assert_eq!(c.services.len(), 3, "a collected revision's Service goes with it");
+    // Its spec is a new revision now.
+    uri(&mut c, "file:///models/1");
+    c.settle();
+    assert!(c.names().contains(&"iris-predictor-00005".to_owned()), "{:?}", c.names());
+}
+
+#[test]
+fn a_canary_share_after_a_full_rollout_changes_nothing_and_the_condition_says_so() {
+    let mut c = rolled_out_cluster(2);
+    c.edit(|i| i.spec.predictor.canary_traffic_percent = Some(0));
+    c.settle();
+    assert_eq!(c.traffic(), [t("iris-predictor-00002", 100, "latest", true)], "as in KServe");
+    let condition = c.isvc.status.as_ref().unwrap().condition(PREDICTOR_READY).unwrap().clone();
+    assert!(condition.is_true());
+    assert_eq!(
+        condition.message.as_deref(),
+        Some(
+            "canaryTrafficPercent: 0 changes nothing: iris-predictor-00002 is rolled out and takes all traffic, as \
+             in KServe; to roll back, restore the spec of iris-predictor-00001"
+        )
+    );
+    c.edit(|i| i.spec.predictor.canary_traffic_percent = None);
+    c.settle();
+    let condition = c.isvc.status.as_ref().unwrap().condition(PREDICTOR_READY).unwrap().clone();
+    assert_eq!((condition.is_true(), condition.message), (true, None));
 }
