@@ -20,6 +20,7 @@ mod service;
 mod summary;
 mod table;
 mod threshold;
+mod timeline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
