@@ -172,12 +172,55 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             b.open(&format!("{base}/details/default/iris?tab=logs"), "logs").await;
             let logs = b.wait_text("#logs", "log lines", |t| t.contains("listening")).await;
             assert!(logs.lines().count() >= 1, "{logs}");
+            assert!(!logs.contains("{\"timestamp\"") && !logs.contains("\"fields\""), "raw JSON lines: {logs}");
+            // As a log viewer shows them: time, level and message; the other fields on demand.
+            let line = "[...document.querySelectorAll('#logs .log-line')].find(l => \
+                        l.querySelector('.message')?.textContent.includes('listening'))";
+            let shown = b
+                .eval(&format!(
+                    "const l = {line}; const f = l.querySelector('dl.fields'); \
+                     return {{time: l.querySelector('time').textContent, level: l.querySelector('.level').textContent, \
+                             message: l.querySelector('.message').textContent, expandable: l.tagName, \
+                             fieldsShown: !!f && f.getBoundingClientRect().height > 0}}"
+                ))
+                .await;
+            let time = shown["time"].as_str().unwrap_or_default();
+            assert!(
+                time.len() == 12 && time.as_bytes()[2] == b':' && time.as_bytes()[8] == b'.',
+                "HH:MM:SS.mmm: {shown}"
+            );
+            assert_eq!(shown["level"], "INFO", "{shown}");
+            assert_eq!((&shown["expandable"], &shown["fieldsShown"]), (&json!("DETAILS"), &json!(false)), "{shown}");
+            b.eval(&format!("{line}.querySelector('summary').click()")).await;
+            let fields = b
+                .eval(&format!(
+                    "const f = {line}.querySelector('dl.fields'); \
+                     return {{shown: f.getBoundingClientRect().height > 0, names: [...f.querySelectorAll('dt')].map(d => d.textContent)}}"
+                ))
+                .await;
+            assert_eq!(fields["shown"], true, "a click shows the fields: {fields}");
+            assert!(fields["names"].as_array().is_some_and(|n| n.iter().any(|n| n == "target")), "{fields}");
             b.shot("logs-streamed").await;
 
             // Delete, after the confirmation.
             b.open(&format!("{base}/details/default/iris"), "overview").await;
             let curl = b.text("#curl").await;
             assert!(curl.contains(&up.addr.to_string()) && curl.contains("Host: iris.default"), "{curl}");
+            assert!(curl.contains("/v2/models/iris/infer") && curl.contains(" -d '{"), "{curl}");
+            // The command runs as shown; curl's own config file adds only the status to its output.
+            let curlrc = tempfile::tempdir().unwrap();
+            std::fs::write(curlrc.path().join(".curlrc"), "write-out = \"\\n%{http_code}\"\n").unwrap();
+            let ran = std::process::Command::new("bash")
+                .args(["-c", &curl])
+                .env("CURL_HOME", curlrc.path())
+                .output()
+                .expect("run the shown curl");
+            let output = String::from_utf8_lossy(&ran.stdout);
+            let (answer, status) = output.rsplit_once('\n').unwrap_or_default();
+            assert_eq!(status, "200", "{curl}\n{output}");
+            let answer: Value = serde_json::from_str(answer).unwrap();
+            assert_eq!(answer["model_name"], "iris", "{answer}");
+            assert!(answer["outputs"].as_array().is_some_and(|o| !o.is_empty()), "{answer}");
             b.click("#delete").await;
             b.client.accept_alert().await.unwrap();
             b.wait_text("#services tbody", "the empty index", |t| t.contains("No InferenceServices yet")).await;
