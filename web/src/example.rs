@@ -1,8 +1,9 @@
 //! The body of the "Try it" curl: an example infer request built from the model's own metadata
-//! (`GET /v2/models/NAME`, [`skiff_api::example`]), read through the router (`skiff up`) or the
-//! service's URL once one of its replicas is ready, so that looking at a page never wakes a service
-//! at zero. Each revision's example is read once and kept (a page refreshing itself sends no
-//! request to the model); a failed read is tried again after [`RETRY`].
+//! (`GET /v2/models/NAME`, [`skiff_api::example`]), read through `skiff up`'s router once one of
+//! the service's replicas is ready, so that looking at a page never wakes a service at zero. Each
+//! revision's example is read once and kept (a page refreshing itself sends no request to the
+//! model); a failed read is tried again after [`RETRY`]. On a cluster the app sends nothing to the
+//! models (their URLs need not resolve from its pod): the curl reads the metadata instead.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -39,17 +40,21 @@ fn cache() -> &'static Mutex<HashMap<String, Read>> {
 }
 
 /// The example request's body for `service` (`{"inputs": ...}` for V2, `{"instances": ...}` for
-/// V1), or `None` while no replica is ready or when its metadata could not be read.
+/// V1) read through `router`, or `None` without a router, while no replica is ready, or when its
+/// metadata could not be read.
 pub async fn body(router: Option<&str>, service: &ServiceView) -> Option<String> {
+    let router = router?;
     let revision = service.revisions.iter().find(|r| r.ready.unwrap_or(0) > 0)?;
-    let (base, host) = target(router, service)?;
+    let url = service.url.as_deref()?;
+    let host = url.trim_start_matches("http://").trim_start_matches("https://");
+    let base = format!("http://{router}");
     let key = format!("{base} {} {} {}", service.namespace, service.name, revision.name);
     match cache().lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
         Some(Read::Example(body)) => return Some(body.clone()),
         Some(Read::Failed(at)) if at.elapsed() < RETRY => return None,
         _ => {}
     }
-    let read = match read(&base, host.as_deref(), service).await {
+    let read = match read(&base, host, service).await {
         Some(body) => Read::Example(body),
         None => Read::Failed(Instant::now()),
     };
@@ -60,24 +65,11 @@ pub async fn body(router: Option<&str>, service: &ServiceView) -> Option<String>
     }
 }
 
-/// Where the metadata is read: `skiff up`'s router with the URL's host, or the URL itself.
-fn target(router: Option<&str>, service: &ServiceView) -> Option<(String, Option<String>)> {
-    let url = service.url.as_deref()?;
-    match router {
-        Some(router) => {
-            let host = url.trim_start_matches("http://").trim_start_matches("https://").to_owned();
-            Some((format!("http://{router}"), Some(host)))
-        }
-        None => url.starts_with("http://").then(|| (url.trim_end_matches('/').to_owned(), None)),
-    }
-}
-
-async fn read(base: &str, host: Option<&str>, service: &ServiceView) -> Option<String> {
-    let mut request = http::Request::get(format!("{base}/v2/models/{}", service.name));
-    if let Some(host) = host {
-        request = request.header(http::header::HOST, host);
-    }
-    let request = request.body(Empty::<Bytes>::new()).ok()?;
+async fn read(base: &str, host: &str, service: &ServiceView) -> Option<String> {
+    let request = http::Request::get(format!("{base}/v2/models/{}", service.name))
+        .header(http::header::HOST, host)
+        .body(Empty::<Bytes>::new())
+        .ok()?;
     let client = Client::builder(TokioExecutor::new()).build_http();
     let fetch = async {
         let response = client.request(request).await.ok()?;

@@ -111,12 +111,15 @@ pub fn curl(app: &App, service: &ServiceView, example: Option<&str>) -> String {
         format!(" -H 'Content-Type: application/json' -d '{}'", body.replace('\'', r"'\''"))
     });
     match &app.mode.router {
-        Some(router) => {
-            let host = url.trim_start_matches("http://").trim_start_matches("https://");
-            format!("curl -s -H 'Host: {host}' http://{router}{path}{data}")
-        }
+        Some(router) => format!("curl -s -H 'Host: {}' http://{router}{path}{data}", curl_host(service)),
         None => format!("curl -s {url}{path}{data}"),
     }
+}
+
+/// The host of the service's URL.
+fn curl_host(service: &ServiceView) -> String {
+    let url = service.url.clone().unwrap_or_else(|| format!("http://{}.{}", service.name, service.namespace));
+    url.trim_start_matches("http://").trim_start_matches("https://").to_owned()
 }
 
 fn overview(app: &App, service: &ServiceView, example: Option<&str>) -> Markup {
@@ -130,11 +133,17 @@ fn overview(app: &App, service: &ServiceView, example: Option<&str>) -> Markup {
         }
         h2 { "Try it" }
         div.curl { code #curl { (curl) } button #copy-curl type="button" { "Copy" } }
-        @if example.is_none() {
+        @if example.is_none() && app.mode.router.is_some() {
             p.note #curl-note {
                 "The example request is built from the model's metadata, read once a replica is ready \
                  (a page never wakes a service at zero). Until then, this curl reads that metadata \
                  (and wakes the service, as any request does)."
+            }
+        } @else if example.is_none() {
+            p.note #curl-note {
+                "This curl reads the model's metadata: its inputs' names, datatypes and shapes. \
+                 `skiff load --model " (service.name) " --host " (curl_host(service)) "` builds an \
+                 example request from it and sends it."
             }
         }
         h2 { "Conditions" }
