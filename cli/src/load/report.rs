@@ -85,7 +85,7 @@ pub fn render(summary: &Summary) -> String {
     let in_flight = chart(
         "In flight",
         "The most requests of this run waiting for an answer, per sample interval",
-        &[series("in flight", "#0891b2", Style::Line, summary.in_flight.iter().map(|s| (s.t, s.requests as f64)))],
+        &[series("in flight", "#0891b2", Style::Steps, interval_peaks(summary))],
         &axis,
         Scale::Linear,
         &zero_bands,
@@ -178,6 +178,13 @@ table.cold td,table.cold th{border:1px solid #e2e8f0;padding:3px 8px;text-align:
 
 fn series(name: &'static str, colour: &'static str, style: Style, points: impl Iterator<Item = (f64, f64)>) -> Series {
     Series { name, colour, style, points: points.collect() }
+}
+
+/// Each sample interval's peak in flight, drawn over the interval it was seen in (a sample tells
+/// the most since the one before): a burst sent at once rises at once, not along a slope.
+fn interval_peaks(summary: &Summary) -> impl Iterator<Item = (f64, f64)> + '_ {
+    let starts = std::iter::once(0.0).chain(summary.in_flight.iter().map(|s| s.t));
+    starts.zip(&summary.in_flight).map(|(from, s)| (from, s.requests as f64))
 }
 
 /// Time spans (seconds) in which the samples saw no ready replica.
@@ -522,6 +529,14 @@ mod tests {
         let summary = summarize(&sampled, &about());
         assert!(summary.cold_starts.as_ref().is_some_and(|c| c.starts.is_empty()));
         assert!(!render(&summary).contains("<h2>Cold starts"), "no cold start, no table");
+    }
+
+    #[test]
+    fn a_peak_in_flight_covers_the_interval_it_was_seen_in() {
+        let ms = Duration::from_millis;
+        let record = Record { in_flight: vec![(ms(250), 0), (ms(500), 100), (ms(750), 0)], ..Record::default() };
+        let peaks: Vec<(f64, f64)> = interval_peaks(&summarize(&record, &about())).collect();
+        assert_eq!(peaks, [(0.0, 0.0), (0.25, 100.0), (0.5, 0.0)]);
     }
 
     #[test]
