@@ -3,16 +3,18 @@
 //! forward, and retry on another replica when the connection failed before the request was sent
 //! (and, in the activator, once when the replica failed before answering). Everything is bounded
 //! by the target's timeout; the slot and the counts are kept until the
-//! response body has been sent. The activator also times cold starts ([`ColdStartTimer`]).
+//! response body has been sent. The activator also times cold starts ([`ColdStartTimer`]) and marks
+//! the answers of requests it held at zero ([`COLD_START_HEADER`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request};
+use http::{HeaderMap, HeaderValue, Request};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
+use skiff_api::serving::COLD_START_HEADER;
 use skiff_dataplane::endpoints::{RevisionEndpoints, Slot};
 use skiff_dataplane::{Poker, RevisionKey};
 use tokio::time::{Instant, sleep_until, timeout_at};
@@ -76,6 +78,8 @@ pub struct Admitted {
     deadline: Instant,
     pending: Option<Counted>,
     cold_start: Option<ColdStartTimer>,
+    /// It arrived while no replica was ready, and is held for a cold start (the activator only).
+    at_zero: bool,
 }
 
 impl Admitted {
@@ -83,7 +87,7 @@ impl Admitted {
     /// not counted again, bounded by `target`'s timeout from now.
     pub fn on_behalf(target: &Target<'_>) -> Admitted {
         let arrived = Instant::now();
-        Admitted { arrived, deadline: arrived + target.timeout, pending: None, cold_start: None }
+        Admitted { arrived, deadline: arrived + target.timeout, pending: None, cold_start: None, at_zero: false }
     }
 
     /// When the whole request must be done.
@@ -104,13 +108,15 @@ pub fn admit(target: &Target<'_>) -> Result<Admitted> {
         ))
     })?;
     let mut cold_start = None;
-    if target.endpoints.ready().is_empty() {
+    let at_zero = target.endpoints.ready().is_empty();
+    if at_zero {
         if let Some((poker, key)) = target.poker {
             poker.poke(key, target.load.pending());
         }
         cold_start = target.cold_starts.and_then(|histograms| ColdStartTimer::begin(target.load, histograms));
     }
-    Ok(Admitted { arrived, deadline: arrived + target.timeout, pending: Some(pending), cold_start })
+    let at_zero = at_zero && target.cold_starts.is_some();
+    Ok(Admitted { arrived, deadline: arrived + target.timeout, pending: Some(pending), cold_start, at_zero })
 }
 
 /// Reads an admitted request's body within its deadline and `target`'s size limit and byte
@@ -139,7 +145,8 @@ pub async fn forward(
     outgoing: &Outgoing,
     held_bytes: Reservation,
 ) -> Result<HttpResponse> {
-    let Admitted { arrived, deadline, pending, cold_start } = admitted;
+    let Admitted { arrived, deadline, pending, cold_start, at_zero } = admitted;
+    let mut held = None;
     let mut refused: Option<(Slot, Error)> = None;
     let mut attempt = 0;
     let mut resent = false;
@@ -152,7 +159,9 @@ pub async fn forward(
             }
         };
         if attempt == 0 {
-            target.wait_seconds.observe(arrived.elapsed().as_secs_f64());
+            let waited = arrived.elapsed();
+            held = at_zero.then_some(waited);
+            target.wait_seconds.observe(waited.as_secs_f64());
             if let Some(timer) = &cold_start {
                 timer.ready();
             }
@@ -163,7 +172,10 @@ pub async fn forward(
             .await
             .map_err(|_| Error::UpstreamTimeout { target: target.label.to_owned(), timeout: target.timeout })?;
         match sent {
-            Ok(response) => {
+            Ok(mut response) => {
+                if let Some(held) = held {
+                    response.headers_mut().insert(COLD_START_HEADER, HeaderValue::from(held.as_millis() as u64));
+                }
                 let cold_start = cold_start.map(ColdStartTimer::answered);
                 let hold: (Option<Counted>, Slot, Counted, Reservation, Option<ColdStartTimer>) =
                     (pending, slot, forwarded, held_bytes, cold_start);

@@ -102,10 +102,16 @@ async fn a_request_at_zero_pokes_waits_and_is_forwarded_once_a_replica_is_ready(
     assert_eq!(body["path"], "/v1/models/m:predict");
     assert_eq!(body["body"], r#"{"instances":[1]}"#);
     assert_eq!(body["saw_revision"], false, "x-skiff-revision stays behind");
+    let held = reply.headers.get("x-skiff-cold-start").map(|v| v.to_str().unwrap().to_owned());
+    assert!(held.as_deref().is_some_and(|ms| ms.parse::<u64>().is_ok()), "the answer says it met zero: {held:?}");
     assert_eq!(setup.stats(), RevisionStats::default());
     let metrics = setup.activator.metrics_text();
     assert!(metrics.contains(r#"skiff_activator_requests_total{revision="ns/r",status="200"} 1"#), "{metrics}");
     assert!(metrics.contains(r#"skiff_activator_wait_seconds_count{revision="ns/r"} 1"#), "{metrics}");
+
+    let warm = post(&setup.url("/v1/models/m:predict"), Some(R), r#"{"instances":[1]}"#).await;
+    assert_eq!(warm.status, StatusCode::OK, "{}", warm.text());
+    assert!(!warm.headers.contains_key("x-skiff-cold-start"), "a request that found a ready replica met no cold start");
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@
 
 pub mod autoscaling;
 pub mod error;
+pub mod example;
 pub mod fields;
 pub mod image;
 pub mod isvc;

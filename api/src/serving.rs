@@ -16,6 +16,12 @@ pub use args::{AdmissionArgs, BatchingArgs, DrainArgs, LoggerArgs, QueueProxyArg
 /// revision's name on answers to clients. Written by the router, read by the activator.
 pub const REVISION_HEADER: &str = "x-skiff-revision";
 
+/// Header on an answer to a request that met a cold start: the activator held it because its
+/// revision had no ready replica when it arrived. Its value is the milliseconds it was held, from
+/// its arrival to its slot on the first ready replica. Written by the activator (the one place
+/// that holds requests at zero), passed on by the router; `skiff load` attributes cold starts by it.
+pub const COLD_START_HEADER: &str = "x-skiff-cold-start";
+
 /// `skiff-server`'s arguments for `predictor`, serving the model in `model_dir` as `model_name`
 /// on `http_port` (0: a free port, as standalone replicas use): [`ServerArgs::new`] with the
 /// predictor's [`admission`] and [`batching`]. Unset fields keep the server's defaults, which are

@@ -1,7 +1,9 @@
 //! `skiff load` end to end, as a user runs it: the real binary against a real `skiff up` with
 //! real `skiff-server` replicas. A burst at zero reports the replica starts `skiff up` itself
-//! recorded as events, and its HTML report shows its charts in headless Chromium (screenshot under
-//! `target/web-screenshots/load-report/`); a cold start from a store (MinIO, started by the test)
+//! recorded as events, counts as cold starts the requests whose answers say they met one, rates
+//! its requests over the time under load, and its HTML report shows its charts in headless
+//! Chromium, the wait for zero compressed (screenshot under `target/web-screenshots/load-report/`,
+//! and `docs/images/load-report.png` when `SKIFF_SCREENSHOTS=docs/images`); a cold start from a store (MinIO, started by the test)
 //! reports its fetch, downloaded into the empty cache then read from it; an open-loop rate is
 //! kept; thresholds and an unreachable target set the exit code.
 
@@ -80,7 +82,29 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
     assert_eq!(cold["replicaStarts"].as_u64(), Some(started), "{cold}");
     assert_eq!(cold["fromZero"].as_u64(), Some(from_zero), "{cold}");
     assert_eq!(from_zero, 2, "each cycle began at zero: {changes:?}");
-    assert_eq!(cold["atZero"]["count"].as_u64(), Some(40), "every request was sent at zero: {cold}");
+    // Every request met a cold start, as its answer said (the activator held it), and counts at zero.
+    assert_eq!(cold["metZero"]["count"].as_u64(), Some(40), "every request met a cold start: {cold}");
+    assert_eq!(cold["held"]["count"].as_u64(), Some(40), "{cold}");
+    assert!(cold["held"]["p50Ms"].as_f64() <= cold["metZero"]["p50Ms"].as_f64(), "held within its latency: {cold}");
+    let phases: Vec<(String, u64)> = summary["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["phase"].as_str().unwrap().to_owned(), p["count"].as_u64().unwrap()))
+        .collect();
+    let expected = [("atZero", 40), ("scaling", 0), ("steady", 0)].map(|(p, n)| (p.to_owned(), n));
+    assert_eq!(phases, expected, "{summary:#}");
+    // Rates are over the time under load: first request to last answer, not the wait to settle.
+    let cycles = summary["cycleResults"].as_array().unwrap();
+    let under_load: f64 = cycles.iter().map(|c| c["loadedS"].as_f64().unwrap() - c["startS"].as_f64().unwrap()).sum();
+    let cycled: f64 = cycles.iter().map(|c| c["endS"].as_f64().unwrap() - c["startS"].as_f64().unwrap()).sum();
+    assert!((summary["underLoadS"].as_f64().unwrap() - under_load).abs() < 1e-6, "{summary:#}");
+    assert!(under_load < cycled, "settling ({cycled} s of cycles) is not under load ({under_load} s)");
+    let throughput = summary["throughput"].as_f64().unwrap();
+    assert!((throughput - 40.0 / under_load).abs() < 1e-6, "{throughput} ok/s");
+    for cycle in cycles {
+        assert_eq!(cycle["ok"].as_u64(), Some(20), "{cycle}");
+    }
     // Each cycle's time to the needed replicas agrees with the samples in the JSON document.
     let samples = summary["samples"].as_array().unwrap();
     for cycle in summary["cycleResults"].as_array().unwrap() {
@@ -102,7 +126,7 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
             b.client.set_window_size(1100, 1500).await.unwrap();
             b.open(&page, "report").await;
             let titles = b.eval("return [...document.querySelectorAll('svg > title')].map(t => t.textContent)").await;
-            assert_eq!(titles, serde_json::json!(["Replicas", "In flight", "Latency", "Errors"]));
+            assert_eq!(titles, serde_json::json!(["Replicas", "In flight", "Latency", "Requests"]));
             let drawn = b
                 .eval(
                     "return [...document.querySelectorAll('svg')].map(s => \
@@ -113,9 +137,26 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
             let starts = b.eval("return document.querySelectorAll('#chart-replicas g.start').length").await;
             assert!(starts.as_u64() > Some(0), "the replica starts are marked");
             let text = b.text("pre.summary").await;
-            assert!(text.contains("2 from zero"), "{text}");
+            assert!(text.contains("2 from zero") && text.contains("under load"), "{text}");
+            // The waits between the bursts are compressed: the time under load fills most of the width.
+            let compressed = b
+                .eval(
+                    "const rects = [...document.querySelectorAll('#chart-replicas g.compressed rect')]; \
+                     return {count: rects.length, share: rects.reduce((w, r) => w + r.width.baseVal.value, 0) / 880, \
+                             labels: [...document.querySelectorAll('#chart-replicas g.compressed text')].map(t => t.textContent)}",
+                )
+                .await;
+            assert!(compressed["count"].as_u64() >= Some(2), "the wait before and between the cycles: {compressed}");
+            assert!(compressed["share"].as_f64() < Some(0.5), "the compressed waits take under half: {compressed}");
+            let labels = compressed["labels"].as_array().unwrap();
+            assert!(labels.iter().all(|l| l.as_str().is_some_and(|l| l.ends_with("s⋯"))), "{compressed}");
             let shot = b.shot("report-full").await;
             eprintln!("report screenshot: {}", shot.display());
+            if let Some(dir) = std::env::var_os("SKIFF_SCREENSHOTS") {
+                let docs = common::repo().join(dir).join("load-report.png");
+                std::fs::copy(&shot, &docs).unwrap();
+                eprintln!("report screenshot for the docs: {}", docs.display());
+            }
         })
         .await;
 }

@@ -173,12 +173,47 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             b.open(&format!("{base}/details/default/iris?tab=logs"), "logs").await;
             let logs = b.wait_text("#logs", "log lines", |t| t.contains("listening")).await;
             assert!(logs.lines().count() >= 1, "{logs}");
+            assert!(!logs.contains("{\"timestamp\"") && !logs.contains("\"fields\""), "raw JSON lines: {logs}");
+            // As a log viewer shows them: time, level and message; the other fields on demand.
+            let line = "[...document.querySelectorAll('#logs .log-line')].find(l => \
+                        l.querySelector('.message')?.textContent.includes('listening'))";
+            let shown = b
+                .eval(&format!(
+                    "const l = {line}; const f = l.querySelector('dl.fields'); \
+                     return {{time: l.querySelector('time').textContent, level: l.querySelector('.level').textContent, \
+                             message: l.querySelector('.message').textContent, expandable: l.tagName, \
+                             fieldsShown: !!f && f.getBoundingClientRect().height > 0}}"
+                ))
+                .await;
+            let time = shown["time"].as_str().unwrap_or_default();
+            assert!(
+                time.len() == 12 && time.as_bytes()[2] == b':' && time.as_bytes()[8] == b'.',
+                "HH:MM:SS.mmm: {shown}"
+            );
+            assert_eq!(shown["level"], "INFO", "{shown}");
+            assert_eq!((&shown["expandable"], &shown["fieldsShown"]), (&json!("DETAILS"), &json!(false)), "{shown}");
+            b.eval(&format!("{line}.querySelector('summary').click()")).await;
+            let fields = b
+                .eval(&format!(
+                    "const f = {line}.querySelector('dl.fields'); \
+                     return {{shown: f.getBoundingClientRect().height > 0, names: [...f.querySelectorAll('dt')].map(d => d.textContent)}}"
+                ))
+                .await;
+            assert_eq!(fields["shown"], true, "a click shows the fields: {fields}");
+            assert!(fields["names"].as_array().is_some_and(|n| n.iter().any(|n| n == "target")), "{fields}");
             b.shot("logs-streamed").await;
 
             // Delete, after the confirmation.
             b.open(&format!("{base}/details/default/iris"), "overview").await;
             let curl = b.text("#curl").await;
             assert!(curl.contains(&up.addr.to_string()) && curl.contains("Host: iris.default"), "{curl}");
+            assert!(curl.contains("/v2/models/iris/infer") && curl.contains(" -d '{"), "{curl}");
+            // The command runs as shown.
+            let (answer, status) = run_shown(&curl);
+            assert_eq!(status, "200", "{curl}\n{answer}");
+            let answer: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(answer["model_name"], "iris", "{answer}");
+            assert!(answer["outputs"].as_array().is_some_and(|o| !o.is_empty()), "{answer}");
             b.click("#delete").await;
             b.client.accept_alert().await.unwrap();
             b.wait_text("#services tbody", "the empty index", |t| t.contains("No InferenceServices yet")).await;
@@ -262,6 +297,66 @@ async fn the_metrics_tab_shows_traffic_sent_while_nobody_looked() {
             assert!(drawn(b, "replicas").await["peak"].as_f64().unwrap() >= 1.0);
             b.shot("metrics-history").await;
             doc_shot(b, "metrics.png").await;
+        })
+        .await;
+    up.stop();
+}
+
+/// Runs `command` with bash as a user pastes it; curl's own config file (`CURL_HOME`) adds only
+/// the status to what it prints. Returns the answer's body and status.
+fn run_shown(command: &str) -> (String, String) {
+    let curlrc = tempfile::tempdir().unwrap();
+    std::fs::write(curlrc.path().join(".curlrc"), "write-out = \"\\n%{http_code}\"\n").unwrap();
+    let ran = std::process::Command::new("bash")
+        .args(["-c", command])
+        .env("CURL_HOME", curlrc.path())
+        .output()
+        .expect("run the shown curl");
+    let output = String::from_utf8_lossy(&ran.stdout).into_owned();
+    let (answer, status) = output.rsplit_once('\n').unwrap_or_default();
+    (answer.to_owned(), status.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_try_it_curl_of_a_service_at_zero_reads_its_metadata_without_waking_it_then_infers() {
+    let dir = folder(&["iris"]);
+    std::fs::write(dir.path().join("iris.yaml"), common::manifest("iris", "iris", "minReplicas: 0")).unwrap();
+    // Revisions start at zero, and a woken one stays up for the default 60 s stable window.
+    let config = "autoscaler:\n  allow-zero-initial-scale: \"true\"\n  initial-scale: \"0\"\n";
+    let up = Up::start(dir.path(), config);
+    up.wait_for("iris listed at zero", WAIT, |s| {
+        let revision = &s["services"][0]["revisions"][0];
+        revision["desired"] == 0 && revision["ready"] == 0 && s["services"][0]["ready"] == true
+    })
+    .await;
+    let overview = format!("http://{}/models/details/default/iris", up.admin);
+    let browser = Browser::start("skiff-up-try-it").await;
+    let up_ref = &up;
+    browser
+        .run(async |b| {
+            let up = up_ref;
+            // At zero: the page reads nothing from the model; its curl reads the metadata.
+            b.open(&overview, "at-zero").await;
+            let curl = b.text("#curl").await;
+            assert!(curl.ends_with("/v2/models/iris") && !curl.contains(" -d "), "{curl}");
+            assert!(b.text("#curl-note").await.contains("once a replica is ready"));
+            let status = up.status().await;
+            assert_eq!(status["services"][0]["revisions"][0]["desired"], 0, "the page woke the service: {status}");
+            let (answer, code) = run_shown(&curl);
+            assert_eq!(code, "200", "{curl}\n{answer}");
+            let metadata: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(metadata["inputs"][0]["datatype"], "FP32", "{metadata}");
+
+            // That request woke it: once a replica is ready, the curl predicts with an example body
+            // (V1, KServe's default protocol, in this manifest).
+            up.wait_for("a ready replica", WAIT, |s| s["services"][0]["revisions"][0]["ready"] == 1).await;
+            b.open(&overview, "ready").await;
+            let curl = b.text("#curl").await;
+            assert!(curl.contains("/v1/models/iris:predict") && curl.contains(" -d '{\"instances\""), "{curl}");
+            let (answer, code) = run_shown(&curl);
+            assert_eq!(code, "200", "{curl}\n{answer}");
+            let answer: Value = serde_json::from_str(&answer).unwrap();
+            assert!(answer["predictions"].as_array().is_some_and(|p| p.len() == 1), "{answer}");
         })
         .await;
     up.stop();

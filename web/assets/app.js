@@ -131,21 +131,86 @@ function logs() {
   let source = null;
   const follow = () => {
     if (source) source.close();
-    out.textContent = "";
+    out.replaceChildren();
     const option = select.selectedOptions[0];
     const url = select.dataset.logs + encodeURIComponent(option.value) + "/logs?tail=500&container=" +
       encodeURIComponent(option.dataset.container);
     source = new EventSource(url);
     source.onmessage = (event) => {
       const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
-      out.textContent += event.data + "\n";
-      if (out.textContent.length > 400000) out.textContent = out.textContent.slice(-300000);
+      out.appendChild(logLine(event.data));
+      while (out.childElementCount > 3000) out.firstElementChild.remove();
       if (atEnd) out.scrollTop = out.scrollHeight;
     };
     source.addEventListener("failure", (event) => showError(event.data));
   };
   select.addEventListener("change", follow);
   follow();
+}
+
+// One log line as a log viewer shows it: a JSON line (tracing's format: timestamp, level, fields
+// with the message, target, spans) as time, level and message, its other fields on demand (click);
+// any other line as it is.
+function logLine(text) {
+  let entry = null;
+  try { entry = JSON.parse(text); } catch (_) { entry = null; }
+  if (!entry || typeof entry !== "object" || Array.isArray(entry) || !(entry.level || entry.fields || entry.msg)) {
+    const raw = document.createElement("div");
+    raw.className = "log-line raw";
+    raw.textContent = text;
+    return raw;
+  }
+  const fields = Object.assign({}, entry.fields || {});
+  const message = fields.message ?? entry.msg ?? entry.message ?? "";
+  delete fields.message;
+  for (const [key, value] of Object.entries(entry)) {
+    if (!["timestamp", "time", "ts", "level", "fields", "msg", "message"].includes(key)) fields[key] = value;
+  }
+  const level = String(entry.level || "").toUpperCase();
+  const head = document.createElement("span");
+  head.className = "log-head";
+  const time = document.createElement("time");
+  const stamp = entry.timestamp || entry.time || entry.ts || "";
+  time.dateTime = stamp;
+  time.textContent = logTime(stamp);
+  time.title = stamp;
+  const badge = document.createElement("span");
+  badge.className = "level level-" + (level.toLowerCase() || "none");
+  badge.textContent = level;
+  const words = document.createElement("span");
+  words.className = "message";
+  words.textContent = typeof message === "string" ? message : JSON.stringify(message);
+  head.append(time, badge, words);
+  const names = Object.keys(fields);
+  const line = document.createElement(names.length ? "details" : "div");
+  line.className = "log-line level-" + (level.toLowerCase() || "none");
+  if (!names.length) { line.appendChild(head); return line; }
+  const summary = document.createElement("summary");
+  const count = document.createElement("span");
+  count.className = "field-count";
+  count.textContent = names.length === 1 ? "1 field" : names.length + " fields";
+  summary.append(head, count);
+  const list = document.createElement("dl");
+  list.className = "fields";
+  for (const name of names) {
+    const dt = document.createElement("dt");
+    dt.textContent = name;
+    const dd = document.createElement("dd");
+    const value = fields[name];
+    dd.textContent = typeof value === "string" ? value : JSON.stringify(value);
+    list.append(dt, dd);
+  }
+  line.append(summary, list);
+  return line;
+}
+
+// `2026-11-26T13:20:01.123456Z` as `13:20:01.123` (local time); anything else as it is.
+function logTime(stamp) {
+  const date = new Date(stamp);
+  if (!stamp || isNaN(date)) return stamp ? String(stamp) : "";
+  const pad = (n, width) => String(n).padStart(width, "0");
+  return pad(date.getHours(), 2) + ":" + pad(date.getMinutes(), 2) + ":" + pad(date.getSeconds(), 2) + "." +
+    pad(date.getMilliseconds(), 3);
 }
 
 const SVG = "http://www.w3.org/2000/svg";

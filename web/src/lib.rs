@@ -13,6 +13,7 @@ pub mod assets;
 pub mod backend;
 pub mod config;
 pub mod error;
+pub mod example;
 pub mod formats;
 pub mod kube_backend;
 pub mod manifest;

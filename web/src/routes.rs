@@ -129,6 +129,9 @@ async fn details(
             app.authorize(&user, Action::namespaced("list", "", "pods", &namespace)).await?;
             pages::detail::Content::Pods(app.backend.pods(&namespace, &name).await?)
         }
+        pages::detail::Tab::Overview => {
+            pages::detail::Content::Example(crate::example::body(app.mode.router.as_deref(), &service).await)
+        }
         _ => pages::detail::Content::None,
     };
     let namespaces = app.namespaces(&user).await.unwrap_or_else(|_| vec![namespace.clone()]);

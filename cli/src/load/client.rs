@@ -1,5 +1,6 @@
 //! `skiff load`'s HTTP/1.1 client: keep-alive connections over hyper's `client::conn`, one per
-//! closed-loop worker or borrowed from a pool by open-loop requests, and the kind of each failure.
+//! closed-loop worker or borrowed from a pool by open-loop requests, the kind of each failure, and
+//! whether an answer met a cold start (Skiff's `x-skiff-cold-start` header).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -65,8 +66,29 @@ impl Target {
     }
 }
 
-/// A request's outcome: the status, or what went wrong.
-pub type Outcome = Result<http::StatusCode, Failure>;
+/// A request's outcome: its answer, or what went wrong.
+pub type Outcome = Result<Answer, Failure>;
+
+/// An HTTP answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    /// Its status.
+    pub status: http::StatusCode,
+    /// When the request met a cold start: how long Skiff's activator held it for a ready replica
+    /// (its `x-skiff-cold-start` header).
+    pub held: Option<Duration>,
+}
+
+impl Answer {
+    /// An answer with `status` from `headers`.
+    pub fn new(status: http::StatusCode, headers: &HeaderMap) -> Answer {
+        let held = headers
+            .get(skiff_api::serving::COLD_START_HEADER)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .map(Duration::from_millis);
+        Answer { status, held }
+    }
+}
 
 /// Why a request got no HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,8 +115,8 @@ impl Failure {
 /// The kind of an outcome that is an error, `None` for a 2xx or 3xx answer.
 pub fn error_kind(outcome: &Outcome) -> Option<String> {
     match outcome {
-        Ok(status) if status.is_success() || status.is_redirection() => None,
-        Ok(status) => Some(format!("HTTP {}", status.as_u16())),
+        Ok(answer) if answer.status.is_success() || answer.status.is_redirection() => None,
+        Ok(answer) => Some(format!("HTTP {}", answer.status.as_u16())),
         Err(failure) => Some(failure.kind()),
     }
 }
@@ -122,15 +144,15 @@ fn io_kind(error: &std::io::Error) -> String {
 /// Sends one request on `connection` (opening one if there is none or it broke) and reads the
 /// whole answer, within the target's timeout; the connection is kept only while it can be reused.
 pub async fn exchange(target: &Target, connection: &mut Connection) -> Outcome {
-    round_trip(target, connection).await.map(|(status, _)| status)
+    round_trip(target, connection).await.map(|(answer, _)| answer)
 }
 
 /// One request on a new connection; the status and the body.
 pub async fn fetch(target: &Target) -> Result<(http::StatusCode, Bytes), Failure> {
-    round_trip(target, &mut None).await
+    round_trip(target, &mut None).await.map(|(answer, body)| (answer.status, body))
 }
 
-async fn round_trip(target: &Target, connection: &mut Connection) -> Result<(http::StatusCode, Bytes), Failure> {
+async fn round_trip(target: &Target, connection: &mut Connection) -> Result<(Answer, Bytes), Failure> {
     match tokio::time::timeout(target.timeout, send(target, connection)).await {
         Ok(answer) => answer,
         Err(_) => {
@@ -140,7 +162,7 @@ async fn round_trip(target: &Target, connection: &mut Connection) -> Result<(htt
     }
 }
 
-async fn send(target: &Target, connection: &mut Connection) -> Result<(http::StatusCode, Bytes), Failure> {
+async fn send(target: &Target, connection: &mut Connection) -> Result<(Answer, Bytes), Failure> {
     let reusable = match connection.take() {
         Some(mut sender) => sender.ready().await.is_ok().then_some(sender),
         None => None,
@@ -150,12 +172,12 @@ async fn send(target: &Target, connection: &mut Connection) -> Result<(http::Sta
         None => connect(&target.authority).await?,
     };
     let response = sender.send_request(target.request()).await.map_err(|e| Failure::Transport(e.to_string()))?;
-    let status = response.status();
+    let answer = Answer::new(response.status(), response.headers());
     let body = response.into_body().collect().await.map_err(|e| Failure::Transport(e.to_string()))?.to_bytes();
     if !sender.is_closed() {
         *connection = Some(sender);
     }
-    Ok((status, body))
+    Ok((answer, body))
 }
 
 /// Idle keep-alive connections that open-loop requests borrow, at most `keep` of them.
@@ -203,9 +225,20 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_held_at_zero_says_for_how_long() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(Answer::new(http::StatusCode::OK, &headers).held, None);
+        headers.insert("x-skiff-cold-start", "52".parse().unwrap());
+        assert_eq!(Answer::new(http::StatusCode::OK, &headers).held, Some(Duration::from_millis(52)));
+        headers.insert("x-skiff-cold-start", "soon".parse().unwrap());
+        assert_eq!(Answer::new(http::StatusCode::OK, &headers).held, None, "a value that is not milliseconds");
+    }
+
+    #[test]
     fn non_success_answers_and_failures_are_error_kinds() {
-        assert_eq!(error_kind(&Ok(http::StatusCode::OK)), None);
-        assert_eq!(error_kind(&Ok(http::StatusCode::SERVICE_UNAVAILABLE)).as_deref(), Some("HTTP 503"));
+        let answer = |status| Ok(Answer { status, held: None });
+        assert_eq!(error_kind(&answer(http::StatusCode::OK)), None);
+        assert_eq!(error_kind(&answer(http::StatusCode::SERVICE_UNAVAILABLE)).as_deref(), Some("HTTP 503"));
         assert_eq!(error_kind(&Err(Failure::Timeout)).as_deref(), Some("timeout"));
         let refused = Failure::Connect("connection refused".into());
         assert_eq!(error_kind(&Err(refused)).as_deref(), Some("connect: connection refused"));

@@ -8,7 +8,6 @@
 mod client;
 mod coldstart;
 pub(crate) mod flags;
-mod model;
 mod phase;
 mod progress;
 mod record;
@@ -20,6 +19,7 @@ mod service;
 mod summary;
 mod table;
 mod threshold;
+mod timeline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -205,7 +205,8 @@ async fn target(args: &LoadArgs) -> anyhow::Result<client::Target> {
     anyhow::ensure!(status.is_success(), "GET {metadata_url}: {status}: {}", String::from_utf8_lossy(&answer));
     let metadata: serde_json::Value =
         serde_json::from_slice(&answer).with_context(|| format!("GET {metadata_url}: not JSON"))?;
-    let example = model::example_request(&metadata).map_err(|e| anyhow::anyhow!("model {model_name}: {e}"))?;
+    let example =
+        skiff_api::example::example_request(&metadata).map_err(|e| anyhow::anyhow!("model {model_name}: {e}"))?;
     let url = format!("{base}/v2/models/{model_name}/infer");
     client::Target::new(&url, method(Method::POST)?, headers(args, true)?, example.to_string().into(), args.timeout)
         .map_err(anyhow::Error::msg)

@@ -1,6 +1,7 @@
-//! What a run records as it goes: HDR histograms of latency (all, per phase, per second of send
-//! time, and since the last progress line), errors by kind, the replica samples, and how far the
-//! open-loop sender kept to its schedule.
+//! What a run records as it goes: HDR histograms of latency (all, per phase, of the requests that
+//! met a cold start, per second of send time, and since the last progress line), errors by kind,
+//! the replica samples, each cycle's time under load, and how far the open-loop sender kept to its
+//! schedule.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -58,6 +59,26 @@ pub struct Dispatch {
     pub span: Duration,
 }
 
+/// One cycle, in time since the run began.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cycle {
+    /// Its first request.
+    pub began: Duration,
+    /// Its last answer: the end of its time under load.
+    pub loaded: Duration,
+    /// Its end (after a burst, once the replicas settled).
+    pub ended: Duration,
+    /// Its answers that were not errors.
+    pub ok: u64,
+}
+
+impl Cycle {
+    /// Its time under load.
+    pub fn under_load(&self) -> Duration {
+        self.loaded.saturating_sub(self.began)
+    }
+}
+
 /// Everything recorded.
 #[derive(Debug, Clone)]
 pub struct Record {
@@ -65,6 +86,10 @@ pub struct Record {
     pub latency: Histogram<u64>,
     /// Latency by the phase the request was sent in.
     pub phases: [Histogram<u64>; 3],
+    /// Latency of the requests whose answers say they met a cold start.
+    pub met_zero: Histogram<u64>,
+    /// How long those were held for a ready replica (µs).
+    pub held: Histogram<u64>,
     /// Requests done.
     pub done: u64,
     /// Errors by kind.
@@ -79,8 +104,8 @@ pub struct Record {
     pub in_flight: Vec<(Duration, usize)>,
     /// The open-loop cycles' schedules kept.
     pub dispatches: Vec<Dispatch>,
-    /// Each cycle's first send and end, since the run began.
-    pub cycles: Vec<(Duration, Duration)>,
+    /// The cycles.
+    pub cycles: Vec<Cycle>,
     /// Latencies since the last progress line.
     pub window: Histogram<u64>,
     /// Requests and errors since the last progress line.
@@ -92,6 +117,8 @@ impl Default for Record {
         Record {
             latency: histogram(),
             phases: [histogram(), histogram(), histogram()],
+            met_zero: histogram(),
+            held: histogram(),
             done: 0,
             errors: BTreeMap::new(),
             seconds: Vec::new(),
@@ -107,11 +134,25 @@ impl Default for Record {
 }
 
 impl Record {
-    /// Adds one request sent at `sent` (since the run began) in `phase` that took `latency`.
-    pub fn add(&mut self, sent: Duration, phase: Option<Phase>, latency: Duration, error: Option<String>) {
+    /// Adds one request sent at `sent` (since the run began) while the samples said `phase`,
+    /// that took `latency`; `held` when its answer says it met a cold start. Its phase is at zero
+    /// when the answer says so; a request answered without being held met a ready replica, so it
+    /// was not at zero whatever the last sample said (it is counted as scaling).
+    pub fn add(
+        &mut self,
+        sent: Duration,
+        phase: Option<Phase>,
+        latency: Duration,
+        error: Option<String>,
+        held: Option<Duration>,
+    ) {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
         self.latency.saturating_record(micros);
-        if let Some(phase) = phase {
+        if let Some(held) = held {
+            self.met_zero.saturating_record(micros);
+            self.held.saturating_record(u64::try_from(held.as_micros()).unwrap_or(u64::MAX).max(1));
+        }
+        if let Some(phase) = attributed(phase, held.is_some(), error.is_none()) {
             self.phases[phase.index()].saturating_record(micros);
         }
         self.window.saturating_record(micros);
@@ -136,6 +177,11 @@ impl Record {
         *self.errors.entry(kind.to_owned()).or_default() += 1;
     }
 
+    /// Answers that were not errors.
+    pub fn ok(&self) -> u64 {
+        self.done - (self.error_count() - self.refused())
+    }
+
     /// Errors of every kind.
     pub fn error_count(&self) -> u64 {
         self.errors.values().sum()
@@ -149,6 +195,16 @@ impl Record {
     /// Requests refused for lack of room.
     pub fn refused(&self) -> u64 {
         self.errors.get(REFUSED).copied().unwrap_or(0)
+    }
+}
+
+/// The phase a request counts in: at zero when its answer says it met a cold start, else the
+/// sampled phase, but a request answered at once while the samples said zero counts as scaling.
+fn attributed(sampled: Option<Phase>, held: bool, answered: bool) -> Option<Phase> {
+    match sampled? {
+        _ if held => Some(Phase::AtZero),
+        Phase::AtZero if answered => Some(Phase::Scaling),
+        phase => Some(phase),
     }
 }
 
@@ -232,14 +288,31 @@ mod tests {
     fn requests_land_in_their_send_second_and_phase() {
         let mut record = Record::default();
         let ms = Duration::from_millis;
-        record.add(ms(100), Some(Phase::AtZero), ms(800), None);
-        record.add(ms(2500), Some(Phase::Steady), ms(2), Some("HTTP 503".into()));
+        record.add(ms(100), Some(Phase::AtZero), ms(800), None, Some(ms(700)));
+        record.add(ms(2500), Some(Phase::Steady), ms(2), Some("HTTP 503".into()), None);
         record.refuse(REFUSED);
         assert_eq!((record.done, record.requests(), record.error_count(), record.refused()), (2, 3, 2, 1));
         assert_eq!(record.seconds.len(), 3);
         assert_eq!((record.seconds[2].done, record.seconds[2].errors), (1, 1));
         assert_eq!(record.phases[Phase::AtZero.index()].len(), 1);
         assert!(record.latency.max() >= 799_000);
+        assert_eq!((record.met_zero.len(), record.ok()), (1, 1));
+    }
+
+    #[test]
+    fn only_a_request_whose_answer_says_so_met_zero() {
+        let mut record = Record::default();
+        let ms = Duration::from_millis;
+        // Sampled at zero, but answered at once by a replica that was ready: not a cold start.
+        record.add(ms(10), Some(Phase::AtZero), ms(1), None, None);
+        // Sampled steady, but held by the activator (the replica had just gone): a cold start.
+        record.add(ms(20), Some(Phase::Steady), ms(90), None, Some(ms(85)));
+        // A failure while sampled at zero keeps that phase.
+        record.add(ms(30), Some(Phase::AtZero), ms(5), Some("HTTP 503".into()), None);
+        let counts: Vec<u64> = record.phases.iter().map(Histogram::len).collect();
+        assert_eq!(counts, [2, 1, 0]);
+        assert_eq!(record.met_zero.len(), 1);
+        assert!(record.met_zero.min() >= 89_000 && record.held.max() < 90_000);
     }
 
     #[test]

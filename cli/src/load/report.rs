@@ -1,12 +1,15 @@
 //! `--out report.html`: one self-contained page (no script, no external file) with the summary
 //! table and inline SVG charts over time of replicas, requests in flight, latency percentiles and
-//! errors, rendered here from the [`Summary`].
+//! requests and errors, rendered here from the [`Summary`]. The time under load fills the charts'
+//! width; long waits between (for zero, idle gaps, a burst's settling) are compressed to narrow
+//! grey bands labelled with their length ([`Timeline`]).
 
 use std::fmt::Write;
 use std::time::Duration;
 
 use super::summary::Summary;
 use super::table::{ms, secs, size, table};
+use super::timeline::Timeline;
 
 /// Chart size and margins, in SVG units.
 const WIDTH: f64 = 960.0;
@@ -25,6 +28,8 @@ enum Style {
     Seconds,
     /// Holds each value until the next point (counts that change in steps).
     Steps,
+    /// Wide, pale steps drawn under the others (a state such as the autoscaler's panic).
+    WideSteps,
     /// Dashed steps.
     DashedSteps,
     /// One bar per point, one second wide.
@@ -50,35 +55,29 @@ enum Scale {
 
 /// The whole page.
 pub fn render(summary: &Summary) -> String {
-    let x_max = summary
-        .samples
-        .iter()
-        .map(|s| s.t)
-        .chain(summary.series.iter().map(|s| s.t as f64 + 1.0))
-        .chain(summary.in_flight.iter().map(|s| s.t))
-        .fold(1.0, f64::max);
+    let axis = Axis::of(summary);
     let zero_bands = at_zero_bands(summary);
     let starts: Vec<(f64, u32)> = summary.samples.iter().filter(|s| s.starts > 0).map(|s| (s.t, s.starts)).collect();
     let replicas = chart(
         "Replicas",
-        "Ready and asked-for replicas, and the asked-for count while the autoscaler panics (shaded: none ready; \
+        "Ready and asked-for replicas, and the asked-for count while the autoscaler panics (red: none ready; \
          orange +N: replicas that became ready)",
         &[
-            series("ready", "#2563eb", Style::Steps, summary.samples.iter().map(|s| (s.t, f64::from(s.ready)))),
+            series(
+                "panic",
+                "#fca5a5",
+                Style::WideSteps,
+                summary.samples.iter().map(|s| (s.t, if s.panic { f64::from(s.desired) } else { 0.0 })),
+            ),
             series(
                 "desired",
                 "#9333ea",
                 Style::DashedSteps,
                 summary.samples.iter().map(|s| (s.t, f64::from(s.desired))),
             ),
-            series(
-                "panic",
-                "#dc2626",
-                Style::Steps,
-                summary.samples.iter().map(|s| (s.t, if s.panic { f64::from(s.desired) } else { 0.0 })),
-            ),
+            series("ready", "#2563eb", Style::Steps, summary.samples.iter().map(|s| (s.t, f64::from(s.ready)))),
         ],
-        x_max,
+        &axis,
         Scale::Linear,
         &zero_bands,
         &starts,
@@ -86,8 +85,8 @@ pub fn render(summary: &Summary) -> String {
     let in_flight = chart(
         "In flight",
         "The most requests of this run waiting for an answer, per sample interval",
-        &[series("in flight", "#0891b2", Style::Line, summary.in_flight.iter().map(|s| (s.t, s.requests as f64)))],
-        x_max,
+        &[series("in flight", "#0891b2", Style::Steps, interval_peaks(summary))],
+        &axis,
         Scale::Linear,
         &zero_bands,
         &[],
@@ -97,16 +96,16 @@ pub fn render(summary: &Summary) -> String {
         "Latency",
         "p50 and p99 by second of send time (log scale)",
         &[
-            series("p50", "#16a34a", Style::Seconds, answered().map(|s| (s.t as f64 + 0.5, s.p50_ms))),
-            series("p99", "#dc2626", Style::Seconds, answered().map(|s| (s.t as f64 + 0.5, s.p99_ms))),
+            series("p99", "#dc2626", Style::Seconds, answered().map(|s| (axis.middle(s.t as f64), s.p99_ms))),
+            series("p50", "#16a34a", Style::Seconds, answered().map(|s| (axis.middle(s.t as f64), s.p50_ms))),
         ],
-        x_max,
+        &axis,
         Scale::Log,
         &zero_bands,
         &[],
     );
     let errors = chart(
-        "Errors",
+        "Requests",
         "Requests (grey) and errors (red) by second of send time",
         &[
             series(
@@ -117,7 +116,7 @@ pub fn render(summary: &Summary) -> String {
             ),
             series("errors/s", "#dc2626", Style::Bars, summary.series.iter().map(|s| (s.t as f64, s.errors as f64))),
         ],
-        x_max,
+        &axis,
         Scale::Linear,
         &zero_bands,
         &[],
@@ -181,6 +180,13 @@ fn series(name: &'static str, colour: &'static str, style: Style, points: impl I
     Series { name, colour, style, points: points.collect() }
 }
 
+/// Each sample interval's peak in flight, drawn over the interval it was seen in (a sample tells
+/// the most since the one before): a burst sent at once rises at once, not along a slope.
+fn interval_peaks(summary: &Summary) -> impl Iterator<Item = (f64, f64)> + '_ {
+    let starts = std::iter::once(0.0).chain(summary.in_flight.iter().map(|s| s.t));
+    starts.zip(&summary.in_flight).map(|(from, s)| (from, s.requests as f64))
+}
+
 /// Time spans (seconds) in which the samples saw no ready replica.
 fn at_zero_bands(summary: &Summary) -> Vec<(f64, f64)> {
     let mut bands = Vec::new();
@@ -218,7 +224,12 @@ fn y_axis(values: impl Iterator<Item = f64> + Clone, scale: Scale) -> (f64, f64,
             let high = positive.fold(0.0, f64::max);
             let (low, high) = if high > 0.0 { (low.log10().floor(), high.log10().ceil()) } else { (0.0, 1.0) };
             let high = if high <= low { low + 1.0 } else { high };
-            let ticks = ((low as i32)..=(high as i32)).map(|p| 10f64.powi(p)).collect();
+            // Within two decades, 2 and 5 times each power of ten too.
+            let between: &[f64] = if high - low <= 2.0 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+            let ticks = ((low as i32)..=(high as i32))
+                .flat_map(|p| between.iter().map(move |m| m * 10f64.powi(p)))
+                .filter(|t| *t <= 10f64.powf(high) * (1.0 + 1e-9))
+                .collect();
             (10f64.powf(low), 10f64.powf(high), ticks)
         }
     }
@@ -228,13 +239,13 @@ fn chart(
     title: &str,
     caption: &str,
     all: &[Series],
-    x_max: f64,
+    axis: &Axis,
     scale: Scale,
     bands: &[(f64, f64)],
     marks: &[(f64, u32)],
 ) -> String {
     let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let x = |t: f64| LEFT + (t / x_max).clamp(0.0, 1.0) * plot_w;
+    let x = |t: f64| LEFT + axis.timeline.x(t) * plot_w;
     let (y_low, y_high, ticks) = y_axis(all.iter().flat_map(|s| s.points.iter().map(|p| p.1)), scale);
     let y = |v: f64| {
         let fraction = match scale {
@@ -276,20 +287,30 @@ fn chart(
             y = y(*tick)
         );
     }
-    let x_step = step(x_max);
-    let mut t = 0.0;
-    while t <= x_max + 1e-9 {
+    for piece in axis.timeline.compressed() {
+        let (from, to) = (LEFT + piece.x0 * plot_w, LEFT + piece.x1 * plot_w);
         let _ = write!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}s</text>",
+            "<g class=\"compressed\"><rect x=\"{from:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h}\" \
+             fill=\"#e2e8f0\" fill-opacity=\"0.7\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">\
+             {}</text></g>",
+            (to - from).max(1.0),
+            (from + to) / 2.0,
+            HEIGHT - 10.0,
+            gap_label(piece.to - piece.from)
+        );
+    }
+    for t in axis.timeline.ticks(56.0 / plot_w) {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             x(t),
             HEIGHT - 10.0,
-            (t * 100.0).round() / 100.0
+            secs(Duration::from_secs_f64(t))
         );
-        t += x_step;
     }
     for (i, s) in all.iter().enumerate() {
-        svg.push_str(&draw(s, &x, &y, x_max, y(if scale == Scale::Log { y_low } else { 0.0 })));
+        svg.push_str(&draw(s, axis, &x, &y, y(if scale == Scale::Log { y_low } else { 0.0 })));
         let lx = WIDTH - RIGHT - 110.0 * (all.len() - i) as f64;
         let _ = write!(
             svg,
@@ -321,34 +342,36 @@ fn chart(
     svg
 }
 
-fn draw(s: &Series, x: &impl Fn(f64) -> f64, y: &impl Fn(f64) -> f64, x_max: f64, base: f64) -> String {
+fn draw(s: &Series, axis: &Axis, x: &impl Fn(f64) -> f64, y: &impl Fn(f64) -> f64, base: f64) -> String {
     if s.points.is_empty() {
         return String::new();
     }
     match s.style {
-        Style::Bars => {
-            let width = (x(1.0) - x(0.0)).max(1.0) * 0.8;
-            s.points
-                .iter()
-                .filter(|p| p.1 > 0.0)
-                .map(|&(t, v)| {
-                    format!(
-                        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"{:.1}\" fill=\"{}\"/>",
-                        x(t),
-                        y(v),
-                        (base - y(v)).max(0.5),
-                        s.colour
-                    )
-                })
-                .collect()
-        }
+        Style::Bars => s
+            .points
+            .iter()
+            .filter(|p| p.1 > 0.0)
+            .map(|&(t, v)| {
+                let (from, to) = axis.second(t);
+                let width = ((x(to) - x(from)) * 0.9).max(1.0);
+                format!(
+                    "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"{:.1}\" fill=\"{}\"/>",
+                    x(from),
+                    y(v),
+                    (base - y(v)).max(0.5),
+                    s.colour
+                )
+            })
+            .collect(),
         Style::Seconds => {
+            // The first series' dots are larger, so that equal values of two stay visible.
+            let r = if s.name == "p99" { 4.0 } else { 2.5 };
             let mut d = String::new();
             let mut dots = String::new();
             for (i, &(t, v)) in s.points.iter().enumerate() {
                 let joined = i > 0 && t - s.points[i - 1].0 <= 1.0 + 1e-9;
                 let _ = write!(d, "{}{:.1},{:.1}", if joined { 'L' } else { 'M' }, x(t), y(v));
-                let _ = write!(dots, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"/>", x(t), y(v), s.colour);
+                let _ = write!(dots, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"{r}\" fill=\"{}\"/>", x(t), y(v), s.colour);
             }
             format!("<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>{dots}", s.colour)
         }
@@ -362,12 +385,61 @@ fn draw(s: &Series, x: &impl Fn(f64) -> f64, y: &impl Fn(f64) -> f64, x_max: f64
                 let _ = write!(d, "{command}{:.1},{:.1}", x(t), y(v));
             }
             if style != Style::Line {
-                let _ = write!(d, "L{:.1},{:.1}", x(x_max), y(s.points[s.points.len() - 1].1));
+                let _ = write!(d, "L{:.1},{:.1}", WIDTH - RIGHT, y(s.points[s.points.len() - 1].1));
             }
             let dash = if style == Style::DashedSteps { " stroke-dasharray=\"6 4\"" } else { "" };
-            format!("<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{dash}/>", s.colour)
+            let width = if style == Style::WideSteps { 7 } else { 2 };
+            format!("<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{width}\"{dash}/>", s.colour)
         }
     }
+}
+
+/// The charts' time axis and the time under load it fills.
+struct Axis {
+    timeline: Timeline,
+    windows: Vec<(f64, f64)>,
+}
+
+impl Axis {
+    /// Each cycle under load, until its last answer or, when later, until its replicas were all
+    /// ready; the run ends at the last sample or answer.
+    fn of(summary: &Summary) -> Axis {
+        let windows: Vec<(f64, f64)> = summary
+            .cycle_results
+            .iter()
+            .map(|c| {
+                let ready = c.time_to_needed_s.map_or(c.loaded_s, |t| c.start_s + t);
+                (c.start_s, c.loaded_s.max(ready).min(c.end_s.max(c.loaded_s)))
+            })
+            .collect();
+        let end = summary
+            .samples
+            .iter()
+            .map(|s| s.t)
+            .chain(summary.in_flight.iter().map(|s| s.t))
+            .chain(summary.cycle_results.iter().map(|c| c.end_s))
+            .fold(0.0, f64::max);
+        Axis { timeline: Timeline::new(&windows, end), windows }
+    }
+
+    /// The second of send time from `t`, as drawn: within the time under load that holds it.
+    fn second(&self, t: f64) -> (f64, f64) {
+        self.windows
+            .iter()
+            .find(|(from, to)| *from < t + 1.0 && *to > t)
+            .map_or((t, t + 1.0), |(from, to)| (t.max(*from), (t + 1.0).min(*to)))
+    }
+
+    /// The middle of the second from `t`, as drawn.
+    fn middle(&self, t: f64) -> f64 {
+        let (from, to) = self.second(t);
+        (from + to) / 2.0
+    }
+}
+
+/// A compressed stretch's length, to a tenth of a second below 10 s: `⋯2.0s⋯`, `⋯87s⋯`.
+fn gap_label(seconds: f64) -> String {
+    if seconds < 10.0 { format!("⋯{seconds:.1}s⋯") } else { format!("⋯{seconds:.0}s⋯") }
 }
 
 /// Text safe inside HTML.
@@ -379,7 +451,7 @@ fn escape(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::load::coldstart::{ColdStart, Fetch};
-    use crate::load::record::{Record, Sample};
+    use crate::load::record::{Cycle, Record, Sample};
     use crate::load::summary::{About, summarize};
     use std::time::Duration;
 
@@ -392,7 +464,7 @@ mod tests {
                 Sample { at: ms(1000), ready: 2, desired: 2, starts: 2, panic: true },
             ],
             in_flight: vec![(ms(0), 0), (ms(500), 20), (ms(1000), 0)],
-            cycles: vec![(ms(10), ms(1200))],
+            cycles: vec![Cycle { began: ms(10), loaded: ms(1104), ended: ms(1200), ok: 1 }],
             ..Record::default()
         };
         record.cold_starts = vec![(
@@ -410,8 +482,8 @@ mod tests {
                 load_ms: Some(2100),
             },
         )];
-        record.add(ms(10), None, ms(900), None);
-        record.add(ms(1100), None, ms(3), Some("HTTP 503".into()));
+        record.add(ms(10), None, ms(900), None, None);
+        record.add(ms(1100), None, ms(3), Some("HTTP 503".into()), None);
         render(&summarize(&record, &about()))
     }
 
@@ -428,7 +500,7 @@ mod tests {
     #[test]
     fn the_report_is_one_page_with_four_titled_charts_and_nothing_external() {
         let html = report();
-        for title in ["Replicas", "In flight", "Latency", "Errors"] {
+        for title in ["Replicas", "In flight", "Latency", "Requests"] {
             assert!(html.contains(&format!("<title>{title}</title>")), "no {title} chart");
         }
         assert_eq!(html.matches("<svg ").count(), 4);
@@ -457,6 +529,14 @@ mod tests {
         let summary = summarize(&sampled, &about());
         assert!(summary.cold_starts.as_ref().is_some_and(|c| c.starts.is_empty()));
         assert!(!render(&summary).contains("<h2>Cold starts"), "no cold start, no table");
+    }
+
+    #[test]
+    fn a_peak_in_flight_covers_the_interval_it_was_seen_in() {
+        let ms = Duration::from_millis;
+        let record = Record { in_flight: vec![(ms(250), 0), (ms(500), 100), (ms(750), 0)], ..Record::default() };
+        let peaks: Vec<(f64, f64)> = interval_peaks(&summarize(&record, &about())).collect();
+        assert_eq!(peaks, [(0.0, 0.0), (0.25, 100.0), (0.5, 0.0)]);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::client::{self, Connection, Failure, Pool, Target};
 use super::coldstart;
 use super::flags::Idle;
 use super::phase::{self, Phase};
-use super::record::{Dispatch, REFUSED, Recorder, Sample};
+use super::record::{Cycle, Dispatch, REFUSED, Recorder, Sample};
 use super::sampler::{ReplicaSource, Snapshot};
 use super::scenario::{self, Closed, Scenario};
 
@@ -58,21 +58,21 @@ pub async fn play(plan: &Plan, target: Arc<Target>, recorder: Arc<Recorder>, mut
             _ => {}
         }
         let began = recorder.elapsed(Instant::now());
+        let ok_before = recorder.with(|r| r.ok());
         match &plan.scenario {
             Scenario::Closed(closed) => closed_loop(closed, plan.max_inflight, &target, &recorder).await,
-            Scenario::Burst(n) => {
-                burst(*n, &target, &recorder).await;
-                if let Some(latest) = latest.as_mut() {
-                    settle(latest, plan.settle, plan.settle_limit).await;
-                }
-            }
+            Scenario::Burst(n) => burst(*n, &target, &recorder).await,
             Scenario::Rate { rate, duration } => {
                 let dispatch = open_loop(*rate, *duration, plan.max_inflight, &target, &recorder, &pool).await;
                 recorder.with(|r| r.dispatches.push(dispatch));
             }
         }
+        let loaded = recorder.elapsed(Instant::now());
+        if let (Scenario::Burst(_), Some(latest)) = (&plan.scenario, latest.as_mut()) {
+            settle(latest, plan.settle, plan.settle_limit).await;
+        }
         let ended = recorder.elapsed(Instant::now());
-        recorder.with(|r| r.cycles.push((began, ended)));
+        recorder.with(|r| r.cycles.push(Cycle { began, loaded, ended, ok: r.ok() - ok_before }));
     }
 }
 
@@ -96,7 +96,8 @@ impl Drop for InFlight {
 fn finish(recorder: &Recorder, due: Instant, phase: Option<Phase>, outcome: &client::Outcome) {
     let done = Instant::now();
     let kind = client::error_kind(outcome);
-    recorder.with(|r| r.add(recorder.elapsed(due), phase, done.saturating_duration_since(due), kind));
+    let held = outcome.as_ref().ok().and_then(|a| a.held);
+    recorder.with(|r| r.add(recorder.elapsed(due), phase, done.saturating_duration_since(due), kind, held));
 }
 
 async fn closed_loop(closed: &Closed, max_inflight: usize, target: &Arc<Target>, recorder: &Arc<Recorder>) {

@@ -1,6 +1,7 @@
-//! A finished run's results, as a pure function of what was recorded: counts, rate, HDR latency
-//! percentiles overall and per phase, cold starts, each cycle's time to the needed replicas and
-//! errors by kind; serialised as the `--json` document (and printed by `table`).
+//! A finished run's results, as a pure function of what was recorded: counts, rates over the time
+//! under load (never the idle waits or a burst's settling), HDR latency percentiles overall and
+//! per phase, cold starts (the requests whose answers say they met one), each cycle's time to the
+//! needed replicas and errors by kind; serialised as the `--json` document (and printed by `table`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use serde::Serialize;
 
 use super::coldstart::ColdStart;
 use super::phase::{self, Phase};
-use super::record::Record;
+use super::record::{Cycle, Record};
 use super::threshold::Threshold;
 
 /// What the summary says about the run besides the record.
@@ -46,9 +47,10 @@ pub struct Summary {
     pub ok: u64,
     /// Everything else.
     pub errors: u64,
-    /// Seconds the cycles lasted (not the idle gaps; a burst's includes its settling).
-    pub duration_s: f64,
-    /// Successful requests per second of cycles.
+    /// Seconds under load: each cycle's first request to its last answer (not the idle waits,
+    /// nor a burst's wait for its replicas to settle).
+    pub under_load_s: f64,
+    /// Successful requests per second under load.
     pub throughput: f64,
     /// Open loop: the rate asked for and the rate the requests were sent at.
     pub rate: Option<Rate>,
@@ -133,12 +135,15 @@ pub struct PhaseLatency {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ColdStarts {
-    /// Replicas that became ready during the run.
+    /// Replicas that became ready during the run (from the samples).
     pub replica_starts: u32,
-    /// Times the service went from no ready replica to some.
+    /// Times the service went from no ready replica to some (from the samples).
     pub from_zero: u32,
-    /// Latency of the requests sent while no replica was ready.
-    pub at_zero: Latency,
+    /// Latency of the requests whose answers say they met a cold start (Skiff's activator held
+    /// them for a ready replica), never guessed from the samples.
+    pub met_zero: Latency,
+    /// How long those requests were held for a ready replica.
+    pub held: Latency,
     /// Each revision's start from zero, with its phases where the source tells them (the model's
     /// fetch, the spawn, the load).
     pub starts: Vec<ColdStartView>,
@@ -163,8 +168,14 @@ pub struct CycleResult {
     pub cycle: usize,
     /// Its first request, seconds since the run began.
     pub start_s: f64,
-    /// Its end.
+    /// Its last answer: the end of its time under load.
+    pub loaded_s: f64,
+    /// Its end (after a burst, once its replicas settled).
     pub end_s: f64,
+    /// Its answers that were not errors.
+    pub ok: u64,
+    /// Those per second under load.
+    pub ok_per_s: f64,
     /// The most replicas asked for during it.
     pub needed_replicas: Option<u32>,
     /// From its first request until that many were ready.
@@ -216,8 +227,8 @@ pub struct InFlightView {
 /// The summary of `record`.
 pub fn summarize(record: &Record, about: &About) -> Summary {
     let errors = record.error_count();
-    let ok = record.done - (errors - record.refused());
-    let duration: Duration = record.cycles.iter().map(|(start, end)| end.saturating_sub(*start)).sum();
+    let ok = record.ok();
+    let under_load: Duration = record.cycles.iter().map(Cycle::under_load).sum();
     let sampled = !record.samples.is_empty();
     let phases = if sampled {
         Phase::ALL
@@ -228,15 +239,16 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
         Vec::new()
     };
     // Starts before the first request (a replica woken by --model's metadata request) are not the load's.
-    let first_request = record.cycles.first().map_or(Duration::ZERO, |c| c.0);
-    let cold_starts = sampled.then(|| ColdStarts {
+    let first_request = record.cycles.first().map_or(Duration::ZERO, |c| c.began);
+    let cold_starts = (sampled || !record.met_zero.is_empty()).then(|| ColdStarts {
         replica_starts: record.samples.iter().filter(|s| s.at >= first_request).map(|s| s.starts).sum(),
         from_zero: record
             .samples
             .windows(2)
             .filter(|w| w[1].at >= first_request && w[0].ready == 0 && w[1].ready > 0)
             .count() as u32,
-        at_zero: Latency::of(&record.phases[Phase::AtZero.index()]),
+        met_zero: Latency::of(&record.met_zero),
+        held: Latency::of(&record.held),
         starts: record
             .cold_starts
             .iter()
@@ -257,8 +269,8 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
         requests: record.requests(),
         ok,
         errors,
-        duration_s: duration.as_secs_f64(),
-        throughput: if duration.is_zero() { 0.0 } else { ok as f64 / duration.as_secs_f64() },
+        under_load_s: under_load.as_secs_f64(),
+        throughput: per_second(ok, under_load),
         rate,
         latency: Latency::of(&record.latency),
         phases,
@@ -294,12 +306,18 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
     }
 }
 
+/// `count` per second of `time`; 0 without time.
+fn per_second(count: u64, time: Duration) -> f64 {
+    if time.is_zero() { 0.0 } else { count as f64 / time.as_secs_f64() }
+}
+
 fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
     record
         .cycles
         .iter()
         .enumerate()
-        .map(|(i, &(start, end))| {
+        .map(|(i, cycle)| {
+            let (start, end) = (cycle.began, cycle.ended);
             // The replicas as the cycle began (the last sample before it), then those during it.
             let before = record.samples.iter().rev().find(|s| s.at < start).map(|s| (start, s.ready, s.desired));
             let during = record.samples.iter().filter(|s| s.at >= start && s.at <= end);
@@ -309,7 +327,10 @@ fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
             CycleResult {
                 cycle: i + 1,
                 start_s: start.as_secs_f64(),
+                loaded_s: cycle.loaded.as_secs_f64(),
                 end_s: end.as_secs_f64(),
+                ok: cycle.ok,
+                ok_per_s: per_second(cycle.ok, cycle.under_load()),
                 needed_replicas: needed,
                 time_to_needed_s: phase::time_to_needed(&within, start).map(|d| d.as_secs_f64()),
             }
@@ -321,7 +342,12 @@ fn cycles(record: &Record, sampled: bool) -> Vec<CycleResult> {
 mod tests {
     use super::*;
     use crate::load::coldstart::Fetch;
-    use crate::load::record::{Dispatch, Sample};
+    use crate::load::record::{Cycle, Dispatch, Sample};
+
+    fn cycle(began_ms: u64, loaded_ms: u64, ended_ms: u64, ok: u64) -> Cycle {
+        let ms = Duration::from_millis;
+        Cycle { began: ms(began_ms), loaded: ms(loaded_ms), ended: ms(ended_ms), ok }
+    }
 
     fn about(rate: Option<f64>) -> About {
         About { target: "http://x/".into(), scenario: "burst of 3".into(), cycles: 1, rate, replica_source: None }
@@ -343,7 +369,7 @@ mod tests {
                 sample(500, 1, 4, 1),
                 sample(1000, 4, 4, 3),
             ],
-            cycles: vec![(ms(100), ms(1200))],
+            cycles: vec![cycle(100, 500, 1200, 3)],
             ..Record::default()
         };
         let fetch = Fetch { uri: "s3://m/1G".into(), bytes: 1 << 30, downloaded: 1 << 30, cached: false, ms: 300 };
@@ -351,14 +377,18 @@ mod tests {
             |fetch: Option<Fetch>| ColdStart { revision: "r1".into(), fetch, spawn_ms: Some(10), load_ms: Some(80) };
         record.cold_starts = vec![(ms(50), start(None)), (ms(500), start(Some(fetch.clone())))];
         for _ in 0..3 {
-            record.add(ms(100), Some(Phase::AtZero), ms(400), None);
+            record.add(ms(100), Some(Phase::AtZero), ms(400), None, Some(ms(350)));
         }
-        record.add(ms(600), Some(Phase::Scaling), ms(5), Some("HTTP 503".into()));
+        record.add(ms(600), Some(Phase::Scaling), ms(5), Some("HTTP 503".into()), None);
         let s = summarize(&record, &about(None));
         assert_eq!((s.requests, s.ok, s.errors), (4, 3, 1));
         let cold = s.cold_starts.clone().unwrap();
-        assert_eq!((cold.replica_starts, cold.from_zero, cold.at_zero.count), (4, 1, 3));
-        assert!((cold.at_zero.p50_ms - 400.0).abs() < 1.0, "{cold:?}");
+        assert_eq!((cold.replica_starts, cold.from_zero, cold.met_zero.count), (4, 1, 3));
+        assert!((cold.met_zero.p50_ms - 400.0).abs() < 1.0, "{cold:?}");
+        assert!((cold.held.p50_ms - 350.0).abs() < 1.0, "{cold:?}");
+        assert!((s.under_load_s - 0.4).abs() < 1e-9, "the burst's settling is not under load");
+        assert!((s.throughput - 7.5).abs() < 1e-9, "3 ok in 0.4 s under load: {}", s.throughput);
+        assert!((s.cycle_results[0].ok_per_s - 7.5).abs() < 1e-9);
         assert_eq!(
             cold.starts,
             [ColdStartView { t: 0.5, start: start(Some(fetch)) }],
@@ -373,6 +403,8 @@ mod tests {
         assert_eq!((s.series[0].requests, s.series[0].errors), (4, 1));
         let text = crate::load::table::table(&s);
         assert!(text.contains("1 from zero, 4 replica starts in all"), "{text}");
+        assert!(text.contains("4 sent, 3 ok, 1 errors in 0.4s under load (7.50 ok/s)"), "{text}");
+        assert!(text.contains("Cycle 1                 3 ok in 0.4s under load (7.50 ok/s); 4 ready"), "{text}");
         assert!(text.contains("HTTP 503"), "{text}");
         assert!(
             text.contains("from zero at 0.5s     r1: fetch 300ms (1.00 GiB downloaded, s3://m/1G) + spawn 10.0ms + load 80.0ms = 390ms"),
@@ -384,7 +416,7 @@ mod tests {
     fn a_cycle_that_begins_with_its_replicas_ready_needs_no_time() {
         let record = Record {
             samples: vec![sample(0, 2, 2, 0), sample(250, 2, 2, 0)],
-            cycles: vec![(Duration::from_millis(100), Duration::from_millis(300))],
+            cycles: vec![cycle(100, 300, 300, 0)],
             ..Record::default()
         };
         let cycle = summarize(&record, &about(None)).cycle_results[0];
@@ -395,7 +427,7 @@ mod tests {
     fn the_open_loop_rate_is_measured_between_first_and_last_send() {
         let record = Record {
             dispatches: vec![Dispatch { sent: 1001, span: Duration::from_secs(5) }],
-            cycles: vec![(Duration::ZERO, Duration::from_secs(5))],
+            cycles: vec![cycle(0, 5000, 5000, 0)],
             ..Record::default()
         };
         let s = summarize(&record, &about(Some(200.0)));

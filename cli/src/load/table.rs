@@ -74,6 +74,15 @@ pub fn cold_start(c: &ColdStart) -> String {
     }
 }
 
+/// A rate to three significant digits at most: `0.52`, `12.5`, `476`, `12031`.
+pub fn rate(v: f64) -> String {
+    match v {
+        v if v < 10.0 => format!("{v:.2}"),
+        v if v < 100.0 => format!("{v:.1}"),
+        v => format!("{v:.0}"),
+    }
+}
+
 fn percentiles(l: &Latency) -> String {
     if l.count == 0 {
         return "-".to_owned();
@@ -94,12 +103,12 @@ pub fn table(s: &Summary) -> String {
     row(
         "Requests",
         format!(
-            "{} sent, {} ok, {} errors over {} of cycles ({:.1} ok/s)",
+            "{} sent, {} ok, {} errors in {} under load ({} ok/s)",
             s.requests,
             s.ok,
             s.errors,
-            secs(Duration::from_secs_f64(s.duration_s)),
-            s.throughput
+            secs(Duration::from_secs_f64(s.under_load_s)),
+            rate(s.throughput)
         ),
     );
     if let Some(rate) = s.rate {
@@ -114,18 +123,22 @@ pub fn table(s: &Summary) -> String {
     }
     if let Some(cold) = &s.cold_starts {
         row("Cold starts", format!("{} from zero, {} replica starts in all", cold.from_zero, cold.replica_starts));
-        row("  latency at zero", percentiles(&cold.at_zero));
+        row("  met a cold start", format!("{:>6} requests  {}", cold.met_zero.count, percentiles(&cold.met_zero)));
+        if cold.held.count > 0 {
+            row("  held for a replica", format!("{:>6} requests  {}", cold.held.count, percentiles(&cold.held)));
+        }
         for start in &cold.starts {
             row(&format!("  from zero at {}", secs(Duration::from_secs_f64(start.t))), cold_start(&start.start));
         }
     }
-    for c in s.cycle_results.iter().filter(|c| c.needed_replicas.is_some()) {
-        let needed = c.needed_replicas.unwrap_or(0);
-        let reached = match c.time_to_needed_s {
-            Some(t) => format!("{needed} ready {} after its first request", latency(Duration::from_secs_f64(t))),
-            None => format!("{needed} asked for, never all ready in the cycle"),
-        };
-        row(&format!("Cycle {} replicas", c.cycle), reached);
+    for c in &s.cycle_results {
+        let under_load = secs(Duration::from_secs_f64(c.loaded_s - c.start_s));
+        let load = format!("{} ok in {under_load} under load ({} ok/s)", c.ok, rate(c.ok_per_s));
+        let reached = c.needed_replicas.map(|needed| match c.time_to_needed_s {
+            Some(t) => format!("; {needed} ready {} after its first request", latency(Duration::from_secs_f64(t))),
+            None => format!("; {needed} asked for, never all ready in the cycle"),
+        });
+        row(&format!("Cycle {}", c.cycle), format!("{load}{}", reached.unwrap_or_default()));
     }
     if s.errors_by_kind.is_empty() {
         row("Errors", "none".into());
@@ -153,6 +166,7 @@ mod tests {
         assert_eq!(secs(Duration::from_millis(1500)), "1.5s");
         assert_eq!(secs(Duration::from_secs(30)), "30s");
         assert_eq!(secs(Duration::from_millis(14_501)), "14.5s");
+        assert_eq!((rate(0.5), rate(12.52), rate(476.2)), ("0.50".into(), "12.5".into(), "476".into()));
     }
 
     #[test]

@@ -72,7 +72,7 @@ mod tests {
         let mut record = Record::default();
         for i in 0..requests {
             let error = (i < errors).then(|| "HTTP 404".to_owned());
-            record.add(Duration::ZERO, None, Duration::from_millis(latency_ms), error);
+            record.add(Duration::ZERO, None, Duration::from_millis(latency_ms), error, None);
         }
         let about = About { target: "t".into(), scenario: "s".into(), cycles: 1, rate: None, replica_source: None };
         summarize(&record, &about)

@@ -58,10 +58,16 @@ pub enum Content {
     Yaml(String),
     /// Replicas whose logs can be read.
     Pods(Vec<PodView>),
+    /// The overview's example request body, when one could be built ([`crate::example`]).
+    Example(Option<String>),
 }
 
 /// The detail page on `tab`.
 pub fn page(app: &App, namespaces: &[String], service: &ServiceView, tab: Tab, content: &Content) -> Markup {
+    let example = match content {
+        Content::Example(body) => body.as_deref(),
+        _ => None,
+    };
     let prefix = &app.settings.prefix;
     let (namespace, name) = (&service.namespace, &service.name);
     let base = format!("{prefix}/details/{namespace}/{name}");
@@ -78,7 +84,7 @@ pub fn page(app: &App, namespaces: &[String], service: &ServiceView, tab: Tab, c
         }
         section.tab #tab data-api=(api) {
             @match (tab, content) {
-                (Tab::Overview, _) => (overview(app, service)),
+                (Tab::Overview, _) => (overview(app, service, example)),
                 (Tab::Revisions, _) => (revisions(service, &api)),
                 (Tab::Events, Content::Events(events)) => (events_table(events)),
                 (Tab::Yaml, Content::Yaml(yaml)) => pre.yaml { (yaml) },
@@ -91,26 +97,33 @@ pub fn page(app: &App, namespaces: &[String], service: &ServiceView, tab: Tab, c
     layout::page(app, name, namespace, namespaces, body)
 }
 
-/// The curl that reaches the service: its URL, or `skiff up`'s router with the URL's host.
-pub fn curl(app: &App, service: &ServiceView) -> String {
+/// The curl that reaches the service: its URL, or `skiff up`'s router with the URL's host. With
+/// `example` (a body built from the model's metadata) it sends that body inline, runnable as
+/// shown; without, it reads the metadata the example is built from.
+pub fn curl(app: &App, service: &ServiceView, example: Option<&str>) -> String {
     let url = service.url.clone().unwrap_or_else(|| format!("http://{}.{}", service.name, service.namespace));
-    let path = if service.protocol == "v1" {
-        format!("/v1/models/{}:predict", service.name)
-    } else {
-        format!("/v2/models/{}/infer", service.name)
+    let (path, data) = match example {
+        Some(body) if service.protocol == "v1" => (format!("/v1/models/{}:predict", service.name), Some(body)),
+        Some(body) => (format!("/v2/models/{}/infer", service.name), Some(body)),
+        None => (format!("/v2/models/{}", service.name), None),
     };
-    let body = if service.protocol == "v1" { "@input.json" } else { "@input-v2.json" };
+    let data = data.map_or_else(String::new, |body| {
+        format!(" -H 'Content-Type: application/json' -d '{}'", body.replace('\'', r"'\''"))
+    });
     match &app.mode.router {
-        Some(router) => {
-            let host = url.trim_start_matches("http://").trim_start_matches("https://");
-            format!("curl -s -H 'Host: {host}' -H 'Content-Type: application/json' http://{router}{path} -d {body}")
-        }
-        None => format!("curl -s -H 'Content-Type: application/json' {url}{path} -d {body}"),
+        Some(router) => format!("curl -s -H 'Host: {}' http://{router}{path}{data}", curl_host(service)),
+        None => format!("curl -s {url}{path}{data}"),
     }
 }
 
-fn overview(app: &App, service: &ServiceView) -> Markup {
-    let curl = curl(app, service);
+/// The host of the service's URL.
+fn curl_host(service: &ServiceView) -> String {
+    let url = service.url.clone().unwrap_or_else(|| format!("http://{}.{}", service.name, service.namespace));
+    url.trim_start_matches("http://").trim_start_matches("https://").to_owned()
+}
+
+fn overview(app: &App, service: &ServiceView, example: Option<&str>) -> Markup {
+    let curl = curl(app, service, example);
     html! {
         dl.facts {
             dt { "URL" } dd { (service.url.as_deref().unwrap_or("-")) }
@@ -120,6 +133,19 @@ fn overview(app: &App, service: &ServiceView) -> Markup {
         }
         h2 { "Try it" }
         div.curl { code #curl { (curl) } button #copy-curl type="button" { "Copy" } }
+        @if example.is_none() && app.mode.router.is_some() {
+            p.note #curl-note {
+                "The example request is built from the model's metadata, read once a replica is ready \
+                 (a page never wakes a service at zero). Until then, this curl reads that metadata \
+                 (and wakes the service, as any request does)."
+            }
+        } @else if example.is_none() {
+            p.note #curl-note {
+                "This curl reads the model's metadata: its inputs' names, datatypes and shapes. \
+                 `skiff load --model " (service.name) " --host " (curl_host(service)) "` builds an \
+                 example request from it and sends it."
+            }
+        }
         h2 { "Conditions" }
         table {
             thead { tr { th { "Type" } th { "Status" } th { "Reason" } th { "Message" } th { "Last transition" } } }
@@ -198,7 +224,7 @@ fn logs(prefix: &str, namespace: &str, pods: &[PodView]) -> Markup {
                     }
                 }
             }
-            pre #logs .logs {}
+            div #logs .logs role="log" {}
         }
     }
 }

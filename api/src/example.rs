@@ -1,5 +1,6 @@
-//! `skiff load --model NAME`: a V2 infer request built from the model's metadata
-//! (`GET /v2/models/NAME`), one example row of ones for each input (a `-1` dimension is 1).
+//! An example V2 infer request built from a model's metadata (`GET /v2/models/NAME`), one example
+//! row of ones for each input (a `-1` dimension is 1): what `skiff load --model NAME` sends and
+//! what the web app's "Try it" curl shows.
 
 use serde_json::{Value, json};
 
@@ -26,7 +27,7 @@ pub fn example_request(metadata: &Value) -> Result<Value, String> {
                 .collect::<Result<_, String>>()?;
             let elements = shape.iter().try_fold(1u64, |n, d| n.checked_mul(*d)).unwrap_or(u64::MAX);
             if elements > MAX_ELEMENTS {
-                return Err(format!("input {name}: {elements} elements is too many for an example (give --body)"));
+                return Err(format!("input {name}: {elements} elements is too many for an example"));
             }
             let one = match datatype {
                 "BOOL" => json!(true),
