@@ -311,6 +311,14 @@ async fn browse(b: &mut Browser, setup: &Setup) {
     b.shot("index-live-second").await;
     eprintln!("ok: the live index of {ns} shows {second} without a reload");
 
+    // Its detail page follows it until Ready, without a reload (a reload clears the mark).
+    b.open(&format!("{base}/details/{ns}/{second}"), "details-second").await;
+    b.eval("window.notReloaded = true").await;
+    let ready = b.wait_text("h1 .status", &format!("{second} Ready on its open page"), |t| t == "Ready: True").await;
+    assert_eq!(b.eval("return window.notReloaded === true").await, true, "the detail page was reloaded");
+    b.shot("details-second-ready").await;
+    eprintln!("ok: the detail page of {ns}/{second} turned {ready} without a reload");
+
     // Its detail page, as alice.
     b.open(&format!("{base}/details/{ns}/{service}"), "details").await;
     let heading = b.text("h1").await;

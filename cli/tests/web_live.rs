@@ -2,7 +2,8 @@
 //! its canary changes keep the YAML the user wrote: a detail page turns Ready by itself after a
 //! create; set canary, roll back and promote show their traffic once the status does, without a
 //! reload; the manifest file keeps its comments, order and quoting, with only the one field
-//! changed; events and the logs tab's replicas follow changes made by hand. Screenshots:
+//! changed, and a change it cannot make in place is refused naming the field; events and the logs
+//! tab's replicas follow changes made by hand. Screenshots:
 //! `target/web-screenshots/skiff-up-live/`.
 
 mod common;
@@ -150,6 +151,27 @@ async fn pages_follow_the_service_and_canary_edits_keep_the_users_yaml() {
             b.wait_text("#pod", "the fourth revision's replica", |t| t.contains("iris-predictor-00004")).await;
             assert_eq!(b.eval(MARKED).await, true, "the page was reloaded");
             b.shot("replicas-followed").await;
+
+            // A flow mapping cannot gain a key in place: the change is refused naming the file and
+            // the field, and the file stays as written.
+            let flow = file.with_file_name("petal.yaml");
+            let written = "# Flow style.\napiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: petal}\nspec:\n  predictor: {minReplicas: 0, model: {modelFormat: {name: onnx}, storageUri: 'file://./models/iris'}}\n";
+            std::fs::write(&flow, written).unwrap();
+            let deadline = Instant::now() + WAIT;
+            while b.eval("return document.querySelector('#set-canary') === null").await == true {
+                assert!(Instant::now() < deadline, "skiff up never read petal.yaml");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                b.open(&format!("{base}/details/default/petal?tab=revisions"), "flow").await;
+            }
+            b.click("#set-canary").await;
+            let refusal = b.wait_text("#error", "the refusal", |t| !t.is_empty()).await;
+            assert!(
+                refusal.contains("petal.yaml: spec.predictor: a flow mapping")
+                    && refusal.contains("spec.predictor.canaryTrafficPercent"),
+                "{refusal}"
+            );
+            assert_eq!(std::fs::read_to_string(&flow).unwrap(), written, "the refused change wrote nothing");
+            b.shot("flow-refused").await;
         })
         .await;
     up.stop();
