@@ -311,6 +311,19 @@ async fn browse(b: &mut Browser, setup: &Setup) {
     b.shot("index-live-second").await;
     eprintln!("ok: the live index of {ns} shows {second} without a reload");
 
+    // A third, whose detail page is opened at once: it follows the service until Ready, without a
+    // reload (a reload clears the mark).
+    let third = "iris-opened-at-once";
+    let answer = b.eval(&post_script(&path, &iris(third, model_uri, 0), true)).await;
+    assert_eq!(answer["status"], 201, "fetch POST of {third}: {answer}");
+    b.open(&format!("{base}/details/{ns}/{third}"), "details-third").await;
+    b.eval("window.notReloaded = true").await;
+    let first = b.text("h1 .status").await;
+    let ready = b.wait_text("h1 .status", &format!("{third} Ready on its open page"), |t| t == "Ready: True").await;
+    assert_eq!(b.eval("return window.notReloaded === true").await, true, "the detail page was reloaded");
+    b.shot("details-third-ready").await;
+    eprintln!("ok: the detail page of {ns}/{third} opened at {first:?}, turned {ready:?} without a reload");
+
     // Its detail page, as alice.
     b.open(&format!("{base}/details/{ns}/{service}"), "details").await;
     let heading = b.text("h1").await;

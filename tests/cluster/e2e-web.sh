@@ -24,7 +24,8 @@
 #   - in Chromium: the index of team-a lists iris; ?ns=team-b is a 403 saying alice may not list
 #     inferenceservices in team-b; fetch() POST from the page without X-XSRF-TOKEN is a 403; with
 #     minReplicas -1 the API server's 422 comes back naming the field; with cookie and header it
-#     creates iris-from-browser (201), which the live index then shows without a reload
+#     creates iris-from-browser (201), which the live index then shows without a reload; a third,
+#     iris-opened-at-once, whose detail page, opened at once, turns Ready: True without a reload
 # Afterwards the script checks with kubectl that iris-from-browser exists in team-a and that none of
 # the refused ones (nor anything in team-b) does. Screenshots of every page: target/web-screenshots/web_cluster/.
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and

@@ -1,6 +1,7 @@
 // Skiff models web app: progressive enhancement of the server-rendered pages.
-// Live index rows (server-sent events), the create form and YAML upload, canary buttons, delete,
-// streamed logs and metrics charts (SVG). Mutating calls carry the CSRF cookie in X-XSRF-TOKEN.
+// Live index rows (server-sent events), live detail pages (their parts fetched again), the create
+// form and YAML upload, canary buttons that wait for the traffic to follow, delete, streamed logs
+// and metrics charts (SVG). Mutating calls carry the CSRF cookie in X-XSRF-TOKEN.
 "use strict";
 
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -45,6 +46,83 @@ function liveIndex() {
     showError("");
   });
   source.addEventListener("failure", (event) => showError(event.data));
+}
+
+// How often an open detail page fetches itself again; faster while an action waits to take effect.
+const LIVE_MS = 2000;
+const WAITING_MS = 700;
+// How long an action's result is waited for before the page says it has not shown yet.
+const WAIT_LIMIT_MS = 60000;
+
+// The detail page follows the service: the parts that show state (data-part) are fetched again
+// (the page itself, rendered by the server) on one timer while the page is visible, and replaced
+// where they changed. Returns a handle whose until(check) polls faster until check() is true
+// after a refresh.
+function livePage() {
+  if (!$("#tab") || !window.DOMParser) return null;
+  let timer = null;
+  let waiters = [];
+  const refresh = async () => {
+    const response = await fetch(location.href, { credentials: "same-origin" });
+    if (!response.ok) throw new Error("refreshing the page: " + response.status + " " + response.statusText);
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    for (const old of document.querySelectorAll("[data-part]")) {
+      const next = fresh.querySelector('[data-part="' + old.dataset.part + '"]');
+      if (!next || next.outerHTML === old.outerHTML) continue;
+      if (old.dataset.part === "replicas") replicas(old, next);
+      else old.replaceWith(document.importNode(next, true));
+    }
+    waiters = waiters.filter((waiter) => !waiter());
+    document.body.dataset.refreshed = String(Date.now());
+  };
+  const schedule = (ms) => {
+    if (document.hidden || timer !== null) return;
+    timer = setTimeout(tick, ms === undefined ? (waiters.length ? WAITING_MS : LIVE_MS) : ms);
+  };
+  const tick = async () => {
+    try { await refresh(); } catch (error) { showError(error.message); }
+    timer = null;
+    schedule();
+  };
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) { clearTimeout(timer); timer = null; } else schedule(0);
+  });
+  schedule();
+  return {
+    until(check) {
+      waiters.push(check);
+      clearTimeout(timer);
+      timer = null;
+      schedule(0);
+    },
+  };
+}
+
+// The logs tab's replicas changed: the list is updated in place while the followed replica is
+// still there; otherwise the tab is replaced and the first replica followed.
+function replicas(old, next) {
+  const select = $("#pod", old);
+  const fresh = $("#pod", next);
+  if (select && fresh && [...fresh.options].some((o) => o.value === select.value)) {
+    const followed = select.value;
+    select.replaceChildren(...[...fresh.options].map((o) => document.importNode(o, true)));
+    select.value = followed;
+  } else {
+    old.replaceWith(document.importNode(next, true));
+    logs();
+  }
+}
+
+// Whether the revisions table shows canaryTrafficPercent `percent` (null: promoted) in effect: the
+// spec holds it and the latest revision has that share (all of it when promoted or alone).
+function trafficFollows(percent) {
+  const canary = $("#canary");
+  const rows = [...document.querySelectorAll("#revisions tr[data-revision]")];
+  if (!canary || !rows.length) return false;
+  const latest = rows.find((r) => r.dataset.tag === "latest") || rows[0];
+  const previous = rows.find((r) => r.dataset.tag === "prev");
+  const share = percent === null || !previous ? 100 : percent;
+  return canary.dataset.percent === (percent === null ? "" : String(percent)) && Number(latest.dataset.percent) === share;
 }
 
 function createPage() {
@@ -108,12 +186,32 @@ function detailPage() {
       catch (_) { copy.textContent = "Select and copy"; }
     });
   }
+  const live = livePage();
   const canary = $(".canary");
   if (canary) {
+    // The result shows when the status shows it, not when the change is saved.
     const setCanary = async (percent) => {
+      const pending = $("#pending");
+      const what = percent === null ? "promote" : "canaryTrafficPercent " + percent + "%";
+      const sent = Date.now();
       try {
         await call("PATCH", canary.dataset.api, JSON.stringify({ canaryTrafficPercent: percent }));
-        location.reload();
+        showError("");
+        pending.textContent = "Saved: " + what + ". Waiting for the traffic to follow...";
+        pending.hidden = false;
+        pending.dataset.state = "waiting";
+        live.until(() => {
+          if (trafficFollows(percent)) {
+            pending.textContent = "";
+            pending.hidden = true;
+            pending.dataset.state = "shown";
+            return true;
+          }
+          if (Date.now() - sent < WAIT_LIMIT_MS) return false;
+          pending.textContent = "Saved: " + what + ". The traffic has not followed after " + WAIT_LIMIT_MS / 1000 + " s.";
+          pending.dataset.state = "late";
+          return true;
+        });
       } catch (error) { showError(error.message); }
     };
     $("#promote").addEventListener("click", () => setCanary(null));

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod pages;
 pub mod routes;
 pub mod security;
+pub mod yaml_edit;
 
 use std::sync::Arc;
 

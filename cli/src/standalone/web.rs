@@ -2,7 +2,8 @@
 //! It reads the state `skiff up` parsed ([`ManifestFolder::current`]), never the folder itself.
 //! Namespaces are those of the manifests; create writes a checked YAML file into the folder (named
 //! by [`manifest_file`]; a refusal reads `file: field: message`, as `skiff get` shows it), a canary
-//! change rewrites it, delete removes it, and each refreshes the state at once; logs are the replicas' output; events are the changes `skiff up` saw;
+//! change edits the one field in the file in place ([`merge_patch`]: the user's comments, key order
+//! and quoting stay), delete removes it, and each refreshes the state at once; logs are the replicas' output; events are the changes `skiff up` saw;
 //! metrics come from the router's own counters.
 
 use std::collections::BTreeSet;
@@ -19,6 +20,7 @@ use skiff_web::error::{Error, Result};
 use skiff_web::formats::{Offer, runnable_formats};
 use skiff_web::manifest::{custom_containers, to_yaml};
 use skiff_web::metrics::sampler::Scrape;
+use skiff_web::yaml_edit::merge_patch;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::admin::Admin;
@@ -199,10 +201,13 @@ impl Backend for FolderBackend {
         // pass is patched, not overwritten.
         self.manifests.refresh();
         let manifest = self.manifest(namespace, name)?;
-        let mut value: Value = serde_saphyr::from_str(&manifest.text)
-            .map_err(|_| Error::BadRequest(format!("{}: not YAML", manifest.path.display())))?;
-        json_patch::merge(&mut value, &patch);
-        let text = to_yaml(&value);
+        // The field is edited where it stands: the user's comments, order and quoting stay.
+        let text = merge_patch(&manifest.text, 0, &patch).map_err(|error| match error {
+            Error::Refused { status, message } => {
+                Error::Refused { status, message: format!("{}: {message}", manifest.path.display()) }
+            }
+            other => other,
+        })?;
         self.check(&manifest.path, &text)?;
         write_atomically(&manifest.path, &text)?;
         self.manifests.refresh();

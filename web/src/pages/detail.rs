@@ -1,5 +1,7 @@
 //! The detail page and its tabs: overview (conditions, URL, curl), revisions and traffic (with the
 //! canary buttons), events, YAML, logs (streamed by the script) and metrics (charts drawn by it).
+//! The parts that show state carry `data-part`: the script fetches the page again while it is open
+//! and replaces the parts that changed, so the page follows the service without a reload.
 
 use maud::{Markup, html};
 
@@ -74,7 +76,7 @@ pub fn page(app: &App, namespaces: &[String], service: &ServiceView, tab: Tab, c
     let api = format!("{prefix}/api/namespaces/{namespace}/inferenceservices/{name}");
     let body = html! {
         div.title {
-            h1 { (name) " " span class={ "status " (service.ready.to_lowercase()) } { "Ready: " (service.ready) } }
+            h1 data-part="title" { (name) " " span class={ "status " (service.ready.to_lowercase()) } { "Ready: " (service.ready) } }
             button.danger #delete data-api=(api) data-index={ (prefix) "/?ns=" (namespace) } data-name=(name) { "Delete" }
         }
         nav.tabs {
@@ -87,7 +89,7 @@ pub fn page(app: &App, namespaces: &[String], service: &ServiceView, tab: Tab, c
                 (Tab::Overview, _) => (overview(app, service, example)),
                 (Tab::Revisions, _) => (revisions(service, &api)),
                 (Tab::Events, Content::Events(events)) => (events_table(events)),
-                (Tab::Yaml, Content::Yaml(yaml)) => pre.yaml { (yaml) },
+                (Tab::Yaml, Content::Yaml(yaml)) => pre.yaml data-part="yaml" { (yaml) },
                 (Tab::Logs, Content::Pods(pods)) => (logs(prefix, namespace, pods)),
                 (Tab::Metrics, _) => (metrics(app, &api)),
                 _ => p { "Nothing to show." },
@@ -125,7 +127,7 @@ fn curl_host(service: &ServiceView) -> String {
 fn overview(app: &App, service: &ServiceView, example: Option<&str>) -> Markup {
     let curl = curl(app, service, example);
     html! {
-        dl.facts {
+        dl.facts data-part="facts" {
             dt { "URL" } dd { (service.url.as_deref().unwrap_or("-")) }
             dt { "Namespace" } dd { (service.namespace) }
             dt { "Model format" } dd { (service.model_format.as_deref().unwrap_or("-")) }
@@ -147,7 +149,7 @@ fn overview(app: &App, service: &ServiceView, example: Option<&str>) -> Markup {
             }
         }
         h2 { "Conditions" }
-        table {
+        table data-part="conditions" {
             thead { tr { th { "Type" } th { "Status" } th { "Reason" } th { "Message" } th { "Last transition" } } }
             tbody {
                 @for c in &service.conditions {
@@ -166,11 +168,11 @@ fn overview(app: &App, service: &ServiceView, example: Option<&str>) -> Markup {
 
 fn revisions(service: &ServiceView, api: &str) -> Markup {
     html! {
-        table #revisions {
+        table #revisions data-part="revisions" {
             thead { tr { th { "Revision" } th { "Tag" } th { "Traffic" } th { "Ready" } th { "Desired" } } }
             tbody {
                 @for r in &service.revisions {
-                    tr data-revision=(r.name) {
+                    tr data-revision=(r.name) data-tag=(r.tag.as_deref().unwrap_or("")) data-percent=(r.percent) {
                         td { (r.name) }
                         td { (r.tag.as_deref().unwrap_or("")) }
                         td.percent { (r.percent) "%" }
@@ -183,8 +185,9 @@ fn revisions(service: &ServiceView, api: &str) -> Markup {
         h2 { "Canary" }
         p {
             "canaryTrafficPercent: "
-            strong #canary { (service.canary_percent.map_or("not set (the latest revision takes all traffic)".into(), |p| format!("{p}%"))) }
+            strong #canary data-part="canary" data-percent=(service.canary_percent.map_or(String::new(), |p| p.to_string())) { (service.canary_percent.map_or("not set (the latest revision takes all traffic)".into(), |p| format!("{p}%"))) }
         }
+        p #pending .pending hidden {}
         div.canary data-api=(api) {
             button #promote type="button" title="Remove canaryTrafficPercent: the latest revision takes all traffic" { "Promote" }
             button #rollback type="button" title="canaryTrafficPercent: 0, all traffic to the previous revision" { "Roll back" }
@@ -196,7 +199,7 @@ fn revisions(service: &ServiceView, api: &str) -> Markup {
 
 fn events_table(events: &[EventView]) -> Markup {
     html! {
-        @if events.is_empty() { p.empty { "No events." } }
+        div data-part="events" { @if events.is_empty() { p.empty { "No events." } }
         @else {
             table #events {
                 thead { tr { th { "Type" } th { "Reason" } th { "Object" } th { "Message" } th { "Count" } th { "Last seen" } } }
@@ -209,13 +212,13 @@ fn events_table(events: &[EventView]) -> Markup {
                     }
                 }
             }
-        }
+        } }
     }
 }
 
 fn logs(prefix: &str, namespace: &str, pods: &[PodView]) -> Markup {
     html! {
-        @if pods.is_empty() { p.empty { "No replicas are running (the revision may be at zero)." } }
+        div data-part="replicas" { @if pods.is_empty() { p.empty { "No replicas are running (the revision may be at zero)." } }
         @else {
             label { "Replica "
                 select #pod data-logs={ (prefix) "/api/namespaces/" (namespace) "/pods/" } {
@@ -225,7 +228,7 @@ fn logs(prefix: &str, namespace: &str, pods: &[PodView]) -> Markup {
                 }
             }
             div #logs .logs role="log" {}
-        }
+        } }
     }
 }
 

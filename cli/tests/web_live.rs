@@ -1,0 +1,178 @@
+//! The models web app's pages follow the service, in `skiff up`, in a real headless Chromium, and
+//! its canary changes keep the YAML the user wrote: a detail page turns Ready by itself after a
+//! create; set canary, roll back and promote show their traffic once the status does, without a
+//! reload; the manifest file keeps its comments, order and quoting, with only the one field
+//! changed, and a change it cannot make in place is refused naming the field; events and the logs
+//! tab's replicas follow changes made by hand. Screenshots:
+//! `target/web-screenshots/skiff-up-live/`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::browser::{Browser, WAIT};
+use common::{Up, folder};
+
+const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
+
+/// The user's manifest: comments above, beside and below fields, keys in their own order, quotes.
+const WRITTEN: &str = "\
+# Iris, as the team serves it.
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: iris   # the host's first label
+spec:
+  predictor:
+    # One replica at all times.
+    minReplicas: 1
+    model:
+      storageUri: 'file://./models/iris'   # beside this file
+      modelFormat:
+        name: onnx
+# end of iris
+";
+
+/// Marks the page, so that a reload (which clears the mark) can be told apart from a live update.
+const MARK: &str = "window.notReloaded = true";
+const MARKED: &str = "return window.notReloaded === true";
+
+/// The traffic table as `revision percent` pairs.
+async fn traffic(b: &Browser) -> Vec<String> {
+    let rows = b
+        .eval(
+            "return [...document.querySelectorAll('#revisions tr[data-revision]')]\
+             .map(r => r.dataset.revision + ' ' + r.dataset.percent)",
+        )
+        .await;
+    serde_json::from_value(rows).unwrap()
+}
+
+/// Clicks `css`, a canary button, and waits until the page says its result shows (the pending
+/// note's state, cleared before the click, becomes `shown`).
+async fn act(b: &Browser, css: &str, what: &str) {
+    b.eval("document.querySelector('#pending').dataset.state = ''").await;
+    b.click(css).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let state = b.eval("return document.querySelector('#pending').dataset.state").await;
+        if state == "shown" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} never showed ({state}): {:?}", traffic(b).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_follow_the_service_and_canary_edits_keep_the_users_yaml() {
+    let dir = folder(&["iris"]);
+    let file = dir.path().join("iris.yaml");
+    std::fs::write(&file, WRITTEN).unwrap();
+    let up = Up::start(dir.path(), CONFIG);
+    let base = format!("http://{}/models", up.admin);
+    let browser = Browser::start("skiff-up-live").await;
+    let file_ref = &file;
+    browser
+        .run(async |b| {
+            let file = file_ref;
+            // A create from the form: its detail page turns Ready by itself.
+            b.open(&format!("{base}/new?ns=default"), "new").await;
+            b.fill("input[name=name]", "setosa").await;
+            b.fill("input[name=storageUri]", "file://./models/iris").await;
+            b.click("#create-form").await;
+            b.wait_text("h1", "the detail page", |t| t.starts_with("setosa")).await;
+            b.eval(MARK).await;
+            b.shot("created").await;
+            b.wait_text("h1 .status", "Ready: True without a reload", |t| t == "Ready: True").await;
+            let condition =
+                "return document.querySelector('table[data-part=conditions] tbody td:nth-child(2)').textContent";
+            assert_eq!(b.eval(condition).await, "True", "the Ready condition");
+            assert_eq!(b.eval(MARKED).await, true, "the page was reloaded");
+            b.shot("ready-by-itself").await;
+
+            // A canary from the revisions tab: the page shows it, and the file gains one line.
+            let revisions = format!("{base}/details/default/iris?tab=revisions");
+            b.open(&revisions, "revisions").await;
+            b.eval(MARK).await;
+            b.fill("#canary-percent", "20").await;
+            b.click("#set-canary").await;
+            b.wait_text("#canary", "the canary setting", |t| t == "20%").await;
+            let with_canary =
+                WRITTEN.replace("        name: onnx\n", "        name: onnx\n    canaryTrafficPercent: 20\n");
+            assert_eq!(std::fs::read_to_string(file).unwrap(), with_canary, "only the canary line is new");
+
+            // A change by hand makes a second revision: the canary takes its 20% on the open page.
+            let edited =
+                with_canary.replace("    minReplicas: 1\n", "    minReplicas: 1\n    containerConcurrency: 8\n");
+            std::fs::write(file, &edited).unwrap();
+            b.wait_text("#revisions tbody", "a 20% canary", |t| t.contains("20%") && t.contains("80%")).await;
+            let split = traffic(b).await;
+            assert_eq!(split, ["iris-predictor-00002 20", "iris-predictor-00001 80"], "{split:?}");
+            b.shot("canary").await;
+
+            // Roll back: the page shows the new split once the status has it, and the pending note
+            // until then.
+            act(b, "#rollback", "the rollback").await;
+            let split = traffic(b).await;
+            assert!(split.contains(&"iris-predictor-00002 0".to_owned()), "{split:?}");
+            assert!(split.contains(&"iris-predictor-00001 100".to_owned()), "{split:?}");
+            assert_eq!(b.text("#canary").await, "0%");
+            assert_eq!(
+                std::fs::read_to_string(file).unwrap(),
+                edited.replace("canaryTrafficPercent: 20", "canaryTrafficPercent: 0"),
+                "only the canary's value changed"
+            );
+            b.shot("rolled-back").await;
+
+            // Promote: the latest takes all traffic, and the file is as the user wrote it.
+            act(b, "#promote", "the promotion").await;
+            assert!(b.text("#canary").await.starts_with("not set"));
+            let rows = b.text("#revisions tbody").await;
+            assert!(!rows.contains("80%") && !rows.contains("20%"), "{rows}");
+            let split = traffic(b).await;
+            assert!(split.contains(&"iris-predictor-00002 100".to_owned()), "{split:?}");
+            let promoted = edited.replace("    canaryTrafficPercent: 20\n", "");
+            assert_eq!(std::fs::read_to_string(file).unwrap(), promoted, "the file is as written, promoted");
+            assert_eq!(b.eval(MARKED).await, true, "the page was reloaded");
+            b.shot("promoted").await;
+
+            // Events and the logs tab's replicas follow a change made by hand.
+            b.open(&format!("{base}/details/default/iris?tab=events"), "events").await;
+            b.eval(MARK).await;
+            std::fs::write(file, promoted.replace("containerConcurrency: 8", "containerConcurrency: 4")).unwrap();
+            b.wait_text("[data-part=events]", "the third revision's event", |t| t.contains("iris-predictor-00003"))
+                .await;
+            b.shot("events-followed").await;
+            b.open(&format!("{base}/details/default/iris?tab=logs"), "logs").await;
+            b.eval(MARK).await;
+            b.wait_text("#logs", "log lines", |t| !t.is_empty()).await;
+            std::fs::write(file, promoted.replace("containerConcurrency: 8", "containerConcurrency: 2")).unwrap();
+            b.wait_text("#pod", "the fourth revision's replica", |t| t.contains("iris-predictor-00004")).await;
+            assert_eq!(b.eval(MARKED).await, true, "the page was reloaded");
+            b.shot("replicas-followed").await;
+
+            // A flow mapping cannot gain a key in place: the change is refused naming the file and
+            // the field, and the file stays as written.
+            let flow = file.with_file_name("petal.yaml");
+            let written = "# Flow style.\napiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata: {name: petal}\nspec:\n  predictor: {minReplicas: 0, model: {modelFormat: {name: onnx}, storageUri: 'file://./models/iris'}}\n";
+            std::fs::write(&flow, written).unwrap();
+            let deadline = Instant::now() + WAIT;
+            while b.eval("return document.querySelector('#set-canary') === null").await == true {
+                assert!(Instant::now() < deadline, "skiff up never read petal.yaml");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                b.open(&format!("{base}/details/default/petal?tab=revisions"), "flow").await;
+            }
+            b.click("#set-canary").await;
+            let refusal = b.wait_text("#error", "the refusal", |t| !t.is_empty()).await;
+            assert!(
+                refusal.contains("petal.yaml: spec.predictor: a flow mapping")
+                    && refusal.contains("spec.predictor.canaryTrafficPercent"),
+                "{refusal}"
+            );
+            assert_eq!(std::fs::read_to_string(&flow).unwrap(), written, "the refused change wrote nothing");
+            b.shot("flow-refused").await;
+        })
+        .await;
+    up.stop();
+}
