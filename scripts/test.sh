@@ -28,7 +28,7 @@ PEERS="kserve kserve-storage triton kserve-runtimes" bench/peers/setup.sh
 scripts/perf-analyzer.sh --install
 # The real LLM server cli/tests/llm.rs runs on CPU: llama.cpp's OpenAI-compatible server
 # (llama-cpp-python[server] from PyPI, built from source once per machine and cached as a wheel in
-# ~/.cache/skiff-llm, 15 to 30 minutes the first time on 2 cores) and a tiny random-weight GGUF
+# ~/.cache/skiff-llm, 11 minutes of CPU the first time) and a tiny random-weight GGUF
 # model it writes, in .bench/.
 tests/llm/setup.sh
 # The real stores the model fetcher's tests start: MinIO and fake-gcs-server built from their Go

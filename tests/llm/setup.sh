@@ -3,8 +3,8 @@
 # llama-cpp-python[server] (PyPI), in .bench/llm-venv, and a tiny Llama model with random weights
 # that tests/llm/tiny_gguf.py writes (about 4 MB, never downloaded), at .bench/llm/tiny-llama.gguf.
 #
-# llama-cpp-python comes from PyPI as source only, and building llama.cpp takes 15 to 30 minutes on
-# 2 cores, so the built wheel is cached in ${SKIFF_LLM_CACHE:-$HOME/.cache/skiff-llm}/wheels/<key>,
+# llama-cpp-python comes from PyPI as source only, and building llama.cpp takes 11 minutes of CPU
+# (about 6 on 2 idle cores; 33 minutes measured on a busy 2-core machine), so the built wheel is cached in ${SKIFF_LLM_CACHE:-$HOME/.cache/skiff-llm}/wheels/<key>,
 # where <key> hashes the pinned version, the build flags and the Python version (as
 # tests/stores/build.sh caches the Go builds): a rerun, or another checkout on the same machine,
 # installs from that wheel in seconds. Idempotent: a venv whose stamp matches is left alone.
@@ -37,7 +37,7 @@ if [[ -f "$venv/.skiff-stamp" && "$(cat "$venv/.skiff-stamp")" == "$stamp_want" 
 fi
 
 if ! ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_PYTHON"-*.whl >/dev/null 2>&1; then
-  echo "llm setup: building llama-cpp-python $LLAMA_CPP_PYTHON (llama.cpp) into $wheels; 15 to 30 minutes on 2 cores, once per machine" >&2
+  echo "llm setup: building llama-cpp-python $LLAMA_CPP_PYTHON (llama.cpp) into $wheels; 11 minutes of CPU, once per machine" >&2
   start=$SECONDS
   mkdir -p "$cache/wheels"
   tmp="$(mktemp -d "$cache/wheels/.build.XXXXXX")"
