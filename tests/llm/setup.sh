@@ -4,10 +4,11 @@
 # that tests/llm/tiny_gguf.py writes (about 4 MB, never downloaded), at .bench/llm/tiny-llama.gguf.
 #
 # llama-cpp-python comes from PyPI as source only, and building llama.cpp takes 11 minutes of CPU
-# (about 6 on 2 idle cores; 33 minutes measured on a busy 2-core machine), so the built wheel is cached in ${SKIFF_LLM_CACHE:-$HOME/.cache/skiff-llm}/wheels/<key>,
-# where <key> hashes the pinned version, the build flags and the Python version (as
-# tests/stores/build.sh caches the Go builds): a rerun, or another checkout on the same machine,
-# installs from that wheel in seconds. Idempotent: a venv whose stamp matches is left alone.
+# (about 6 on 2 idle cores; 33 measured on a busy 2-core machine), so the built wheel is cached in
+# ${SKIFF_LLM_CACHE:-$HOME/.cache/skiff-llm}/wheels/<key>, where <key> hashes the pinned version,
+# the build flags, the Python version and the CPU (as tests/stores/build.sh caches the Go builds):
+# a rerun, or another checkout on the same machine, installs from that wheel in seconds.
+# Idempotent: a venv whose stamp matches is left alone.
 # Env: PYTHON (default python3; 3.9 or newer).
 set -euo pipefail
 
