@@ -26,6 +26,11 @@ PEERS="kserve kserve-storage triton kserve-runtimes" bench/peers/setup.sh
 # NVIDIA's perf_analyzer (PyPI wheel; on a glibc older than 2.38 it runs through Debian 13's libc,
 # downloaded into .bench/glibc): cli/tests/perf_analyzer.rs runs it over HTTP and gRPC.
 scripts/perf-analyzer.sh --install
+# The real LLM server cli/tests/llm.rs runs on CPU: llama.cpp's OpenAI-compatible server
+# (llama-cpp-python[server] from PyPI, built from source once per machine and cached as a wheel in
+# ~/.cache/skiff-llm, 11 minutes of CPU the first time) and a tiny random-weight GGUF
+# model it writes, in .bench/.
+tests/llm/setup.sh
 # The real stores the model fetcher's tests start: MinIO and fake-gcs-server built from their Go
 # modules (cached in ~/.cache/skiff-stores; about 7 minutes on 2 cores the first time).
 tests/stores/build.sh >/dev/null

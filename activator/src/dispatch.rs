@@ -2,7 +2,8 @@
 //! poke the autoscaler when nothing is ready, read the body, wait for a slot (bounded queue),
 //! forward, and retry on another replica when the connection failed before the request was sent
 //! (and, in the activator, once when the replica failed before answering). Everything is bounded
-//! by the target's timeout; the slot and the counts are kept until the
+//! by the target's timeout, unless it has a progress deadline: then the wait for a slot is bounded
+//! by that, and the answer by the timeout from the slot. The slot and the counts are kept until the
 //! response body has been sent. The activator also times cold starts ([`ColdStartTimer`]) and marks
 //! the answers of requests it held at zero ([`COLD_START_HEADER`]).
 
@@ -42,8 +43,12 @@ pub struct Target<'a> {
     pub max_pending: Option<usize>,
     /// Requests waiting for a slot before 503.
     pub max_queued: Option<usize>,
-    /// Bound on the whole request: wait, forwarding and the response body.
+    /// Bound on the whole request: wait, forwarding and the response body; with a
+    /// `progress_deadline`, bound on forwarding and the response body from the slot.
     pub timeout: Duration,
+    /// How long a request waits for a slot, when set (a revision's progress deadline: replicas
+    /// may take minutes to start); else the timeout bounds the wait too.
+    pub progress_deadline: Option<Duration>,
     /// Told, with the revision's key, when a request arrives while no replica is ready.
     pub poker: Option<(&'a dyn Poker, &'a RevisionKey)>,
     /// Retry on another replica (or the same one, after a pause) when a connection is refused, and
@@ -72,10 +77,11 @@ where
 }
 
 /// A request admitted to a target: counted as pending until its answer's last byte, with its
-/// deadline (the target's timeout from arrival).
+/// deadline (the target's timeout from arrival) and how long it may wait for a slot.
 pub struct Admitted {
     arrived: Instant,
     deadline: Instant,
+    hold: Hold,
     pending: Option<Counted>,
     cold_start: Option<ColdStartTimer>,
     /// It arrived while no replica was ready, and is held for a cold start (the activator only).
@@ -87,7 +93,8 @@ impl Admitted {
     /// not counted again, bounded by `target`'s timeout from now.
     pub fn on_behalf(target: &Target<'_>) -> Admitted {
         let arrived = Instant::now();
-        Admitted { arrived, deadline: arrived + target.timeout, pending: None, cold_start: None, at_zero: false }
+        let hold = Hold::of(target, arrived);
+        Admitted { arrived, deadline: arrived + target.timeout, hold, pending: None, cold_start: None, at_zero: false }
     }
 
     /// When the whole request must be done.
@@ -116,7 +123,34 @@ pub fn admit(target: &Target<'_>) -> Result<Admitted> {
         cold_start = target.cold_starts.and_then(|histograms| ColdStartTimer::begin(target.load, histograms));
     }
     let at_zero = at_zero && target.cold_starts.is_some();
-    Ok(Admitted { arrived, deadline: arrived + target.timeout, pending: Some(pending), cold_start, at_zero })
+    let hold = Hold::of(target, arrived);
+    Ok(Admitted { arrived, deadline: arrived + target.timeout, hold, pending: Some(pending), cold_start, at_zero })
+}
+
+/// How long a request waits for a slot, and what bounds its answer once it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    /// The end of the wait for a slot.
+    pub until: Instant,
+    /// How long that is from arrival.
+    pub wait: Duration,
+    /// Whether it is the target's progress deadline (then the answer gets the whole timeout from
+    /// its slot); otherwise the timeout from arrival bounds the wait and the answer alike.
+    pub progress_deadline: bool,
+}
+
+impl Hold {
+    /// The hold of a request to `target` that arrived at `arrived`.
+    pub fn of(target: &Target<'_>, arrived: Instant) -> Hold {
+        let wait = target.progress_deadline.unwrap_or(target.timeout);
+        Hold { until: arrived + wait, wait, progress_deadline: target.progress_deadline.is_some() }
+    }
+
+    /// The deadline of the answer to a request that got its slot at `slot`, `deadline` being the
+    /// timeout from its arrival.
+    pub fn answer_deadline(&self, deadline: Instant, slot: Instant, timeout: Duration) -> Instant {
+        if self.progress_deadline { slot + timeout } else { deadline }
+    }
 }
 
 /// Reads an admitted request's body within its deadline and `target`'s size limit and byte
@@ -145,20 +179,22 @@ pub async fn forward(
     outgoing: &Outgoing,
     held_bytes: Reservation,
 ) -> Result<HttpResponse> {
-    let Admitted { arrived, deadline, pending, cold_start, at_zero } = admitted;
+    let Admitted { arrived, deadline: timeout_deadline, hold, pending, cold_start, at_zero } = admitted;
+    let mut deadline = hold.until;
     let mut held = None;
     let mut refused: Option<(Slot, Error)> = None;
     let mut attempt = 0;
     let mut resent = false;
     loop {
         let slot = match refused.take() {
-            None => take_slot(target, deadline).await?,
+            None => take_slot(target, hold).await?,
             Some((failed, error)) => {
                 attempt += 1;
-                retake_slot(target, deadline, failed, error, attempt).await?
+                retake_slot(target, Hold { until: deadline, ..hold }, failed, error, attempt).await?
             }
         };
         if attempt == 0 {
+            deadline = hold.answer_deadline(timeout_deadline, Instant::now(), target.timeout);
             let waited = arrived.elapsed();
             held = at_zero.then_some(waited);
             target.wait_seconds.observe(waited.as_secs_f64());
@@ -202,8 +238,8 @@ pub async fn forward(
     }
 }
 
-/// A free slot now, or a place in the queue until one frees or the deadline passes.
-async fn take_slot(target: &Target<'_>, deadline: Instant) -> Result<Slot> {
+/// A free slot now, or a place in the queue until one frees or the hold ends.
+async fn take_slot(target: &Target<'_>, hold: Hold) -> Result<Slot> {
     if let Some(slot) = target.endpoints.try_acquire() {
         return Ok(slot);
     }
@@ -214,11 +250,15 @@ async fn take_slot(target: &Target<'_>, deadline: Instant) -> Result<Slot> {
             target.max_queued.unwrap_or_default()
         ))
     })?;
-    timeout_at(deadline, target.endpoints.acquire()).await.map_err(|_| {
+    timeout_at(hold.until, target.endpoints.acquire()).await.map_err(|_| {
         if target.endpoints.ready().is_empty() {
-            Error::NoReadyReplica { revision: target.name.to_owned(), timeout: target.timeout }
+            Error::NoReadyReplica {
+                revision: target.name.to_owned(),
+                timeout: hold.wait,
+                progress_deadline: hold.progress_deadline,
+            }
         } else {
-            Error::NoCapacity { target: target.label.to_owned(), timeout: target.timeout }
+            Error::NoCapacity { target: target.label.to_owned(), timeout: hold.wait }
         }
     })
 }
@@ -226,7 +266,8 @@ async fn take_slot(target: &Target<'_>, deadline: Instant) -> Result<Slot> {
 /// After `failed`'s replica refused the connection: another replica's slot if one has room now
 /// (`failed` is held while choosing, so the least-loaded pick goes elsewhere); otherwise a short
 /// pause and a slot anywhere, the same replica included.
-async fn retake_slot(target: &Target<'_>, deadline: Instant, failed: Slot, error: Error, attempt: u32) -> Result<Slot> {
+async fn retake_slot(target: &Target<'_>, hold: Hold, failed: Slot, error: Error, attempt: u32) -> Result<Slot> {
+    let deadline = hold.until;
     let unreachable = |error: &Error| Error::Unreachable {
         target: target.label.to_owned(),
         timeout: target.timeout,
@@ -243,7 +284,7 @@ async fn retake_slot(target: &Target<'_>, deadline: Instant, failed: Slot, error
         return Err(unreachable(&error));
     }
     sleep_until(pause).await;
-    take_slot(target, deadline).await.map_err(|e| match e {
+    take_slot(target, hold).await.map_err(|e| match e {
         Error::NoCapacity { .. } => unreachable(&error),
         other => other,
     })

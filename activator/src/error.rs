@@ -28,13 +28,16 @@ pub enum Error {
     /// Not ready for traffic: the upstream is not ready, or the process is draining (503).
     #[error("not ready: {0}")]
     NotReady(String),
-    /// No replica of the revision became ready before the deadline (504).
-    #[error("revision {revision} had no ready replica within {}", secs(*timeout))]
+    /// No replica of the revision became ready while the request was held (504): for its progress
+    /// deadline when it has one, else for its timeout.
+    #[error("revision {revision} had no ready replica within {}", held(*timeout, *progress_deadline))]
     NoReadyReplica {
         /// The revision.
         revision: String,
-        /// The revision's timeout.
+        /// How long the request was held.
         timeout: Duration,
+        /// Whether that was the revision's progress deadline (else its timeout).
+        progress_deadline: bool,
     },
     /// Replicas were ready but none had a free slot before the deadline (504).
     #[error("{target} had no free slot within {}", secs(*timeout))]
@@ -143,6 +146,18 @@ pub(crate) fn secs(d: Duration) -> String {
     if d.subsec_nanos() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
 }
 
+/// How long a request was held for a replica, and by which setting.
+fn held(timeout: Duration, progress_deadline: bool) -> String {
+    if progress_deadline {
+        format!("{}, its progress deadline (serving.knative.dev/progress-deadline)", secs(timeout))
+    } else {
+        format!(
+            "{}, its timeout (serving.knative.dev/progress-deadline holds requests longer while replicas start)",
+            secs(timeout)
+        )
+    }
+}
+
 /// An error and its sources on one line, `outer: inner: root`.
 pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     let mut out = err.to_string();
@@ -164,8 +179,26 @@ mod tests {
 
     #[test]
     fn timeouts_read_in_whole_seconds_or_milliseconds() {
-        let e = Error::NoReadyReplica { revision: "iris-predictor-00001".into(), timeout: Duration::from_secs(300) };
-        assert_eq!(e.to_string(), "revision iris-predictor-00001 had no ready replica within 300s");
+        let e = Error::NoReadyReplica {
+            revision: "iris-predictor-00001".into(),
+            timeout: Duration::from_secs(300),
+            progress_deadline: false,
+        };
+        assert_eq!(
+            e.to_string(),
+            "revision iris-predictor-00001 had no ready replica within 300s, its timeout \
+             (serving.knative.dev/progress-deadline holds requests longer while replicas start)"
+        );
+        let e = Error::NoReadyReplica {
+            revision: "llm-predictor-00001".into(),
+            timeout: Duration::from_secs(900),
+            progress_deadline: true,
+        };
+        assert_eq!(
+            e.to_string(),
+            "revision llm-predictor-00001 had no ready replica within 900s, its progress deadline \
+             (serving.knative.dev/progress-deadline)"
+        );
         assert_eq!(e.status(), StatusCode::GATEWAY_TIMEOUT);
         assert_eq!(secs(Duration::from_millis(1500)), "1500ms");
     }

@@ -101,7 +101,11 @@ mod tests {
     #[tokio::test]
     async fn grpc_calls_hear_a_grpc_status_and_count_as_the_http_one() {
         let headers = HeaderMap::from_iter([(header::CONTENT_TYPE, "application/grpc".parse().unwrap())]);
-        let held = Error::NoReadyReplica { revision: "ns/r".into(), timeout: std::time::Duration::from_secs(1) };
+        let held = Error::NoReadyReplica {
+            revision: "ns/r".into(),
+            timeout: std::time::Duration::from_secs(1),
+            progress_deadline: false,
+        };
         let (status, response) = answer(Err(held), Dialect::of(&headers));
         assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
         assert_eq!(response.status(), StatusCode::OK);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Upstream, dead_addr, get, post, send_with, wait_until};
+use common::{StreamingUpstream, Upstream, dead_addr, get, next_data, open, post, send_with, wait_until};
 use http::{Method, StatusCode};
 use skiff_activator::{Activator, Limits, Poker, RevisionConfig, RevisionStats};
 use skiff_dataplane::RevisionKey;
@@ -79,7 +79,7 @@ impl Setup {
 }
 
 fn config(max_pending: usize, timeout: Duration) -> RevisionConfig {
-    RevisionConfig { key: key(), timeout, max_pending }
+    RevisionConfig { key: key(), timeout, max_pending, progress_deadline: None }
 }
 
 #[tokio::test]
@@ -180,8 +180,37 @@ async fn no_replica_within_the_timeout_is_a_504_that_says_so() {
     let setup = Setup::start(1, config(10, Duration::from_secs(1))).await;
     let reply = get(&setup.url("/"), Some(R)).await;
     assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(reply.json()["error"], "revision ns/r had no ready replica within 1s");
+    assert_eq!(
+        reply.json()["error"],
+        "revision ns/r had no ready replica within 1s, its timeout (serving.knative.dev/progress-deadline holds \
+         requests longer while replicas start)"
+    );
     assert_eq!(setup.stats(), RevisionStats::default());
+}
+
+#[tokio::test]
+async fn a_progress_deadline_holds_requests_past_the_timeout_and_its_504_names_it() {
+    let slow =
+        RevisionConfig { progress_deadline: Some(Duration::from_secs(30)), ..config(10, Duration::from_secs(1)) };
+    let setup = Setup::start(1, slow).await;
+    let url = setup.url("/");
+    let held = tokio::spawn(async move { get(&url, Some(R)).await });
+    wait_until("the request to be held", || setup.stats().queued == 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!held.is_finished(), "held past its 1 s timeout, within its progress deadline");
+    let upstream = Upstream::start("a").await;
+    setup.publish(&[upstream.addr]);
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
+
+    let short =
+        RevisionConfig { progress_deadline: Some(Duration::from_secs(2)), ..config(10, Duration::from_secs(1)) };
+    let setup = Setup::start(1, short).await;
+    let reply = get(&setup.url("/"), Some(R)).await;
+    assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        reply.json()["error"],
+        "revision ns/r had no ready replica within 2s, its progress deadline (serving.knative.dev/progress-deadline)"
+    );
 }
 
 #[tokio::test]
@@ -325,4 +354,22 @@ async fn held_requests_go_out_first_come_first_served() {
     }
     assert_eq!(upstream.max_in_flight(), 1);
     assert_eq!(upstream.arrival_order(), ["/hold/0", "/hold/1", "/hold/2", "/hold/3", "/hold/4"]);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_counts_as_in_flight_until_its_last_byte() {
+    let setup = Setup::start(0, RevisionConfig::new(key())).await;
+    let upstream = StreamingUpstream::start().await;
+    setup.publish(&[upstream.addr]);
+    let response = open(&setup.url("/v1/chat/completions"), Some(R)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    assert_eq!(next_data(&mut body).await.as_deref(), Some("data: first\n\n"));
+    assert_eq!(setup.stats(), RevisionStats { queued: 0, in_flight: 1 }, "headers and an event sent, not the end");
+    assert_eq!(setup.revision.ready()[0].in_flight(), 1, "the replica's slot is held too");
+    upstream.finish();
+    assert_eq!(next_data(&mut body).await.as_deref(), Some("data: [DONE]\n\n"));
+    assert_eq!(next_data(&mut body).await, None);
+    wait_until("the count to drop at the last byte", || setup.stats() == RevisionStats::default()).await;
+    assert_eq!(setup.revision.ready()[0].in_flight(), 0);
 }

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Upstream, dead_addr, get, wait_until};
+use common::{StreamingUpstream, Upstream, dead_addr, get, next_data, open, wait_until};
 use http::StatusCode;
 use serde_json::Value;
 use skiff_activator::{QueueProxy, QueueProxyConfig};
@@ -484,4 +484,23 @@ async fn a_failed_batch_is_every_callers_error() {
         assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{}", reply.text());
         assert!(reply.json()["error"].as_str().unwrap().contains("cannot connect"), "{}", reply.text());
     }
+}
+
+#[tokio::test]
+async fn a_streamed_answer_counts_as_in_flight_until_its_last_byte() {
+    let upstream = StreamingUpstream::start().await;
+    let (proxy, addr) = start(config(upstream.addr, 1, 10)).await;
+    let response = open(&format!("http://{addr}/v1/chat/completions"), None).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    assert_eq!(next_data(&mut body).await.as_deref(), Some("data: first\n\n"));
+    let metrics = proxy.metrics_text();
+    assert_eq!(sample(&metrics, "skiff_inflight_requests"), Some(1), "headers and an event sent: {metrics}");
+    upstream.finish();
+    assert_eq!(next_data(&mut body).await.as_deref(), Some("data: [DONE]\n\n"));
+    assert_eq!(next_data(&mut body).await, None);
+    wait_until("the count to drop at the last byte", || {
+        sample(&proxy.metrics_text(), "skiff_inflight_requests") == Some(0)
+    })
+    .await;
 }

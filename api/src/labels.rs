@@ -14,6 +14,10 @@ pub const REVISION_NAME: &str = "skiff.dev/revision-name";
 pub const CONTAINER_CONCURRENCY: &str = "skiff.dev/container-concurrency";
 /// Label on a revision's Service (copied to its EndpointSlices): the request timeout in seconds.
 pub const TIMEOUT_SECONDS: &str = "skiff.dev/timeout-seconds";
+/// Label on a revision's Service (copied to its EndpointSlices): how long, in seconds, the
+/// activator holds a request for a ready replica (the InferenceService's progress deadline); absent
+/// when it sets none.
+pub const PROGRESS_DEADLINE_SECONDS: &str = "skiff.dev/progress-deadline-seconds";
 /// Label on a revision's Service (copied to its EndpointSlices): `true` when its pods take
 /// requests through the queue-proxy sidecar (a custom container).
 pub const QUEUE_PROXY: &str = "skiff.dev/queue-proxy";

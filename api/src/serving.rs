@@ -9,7 +9,7 @@ use crate::settings;
 
 pub mod args;
 
-pub use crate::settings::{DEFAULT_TIMEOUT, request_timeout};
+pub use crate::settings::{DEFAULT_TIMEOUT, request_timeout, route_timeout};
 pub use args::{AdmissionArgs, BatchingArgs, DrainArgs, LoggerArgs, QueueProxyArgs, ServerArgs, ServerProcess};
 
 /// Header naming the revision: `namespace/name` on requests the router sends to the activator, the

@@ -1,8 +1,8 @@
 //! The contract between the control plane and the data plane about one revision: what the
 //! operator tells the router, the activator and the autoscaler, written and read here only.
 //!
-//! - [`RevisionSettings`]: `containerConcurrency`, the request timeout and whether requests enter
-//!   through the queue-proxy, as labels on a revision's Deployment, Service and pods (the
+//! - [`RevisionSettings`]: `containerConcurrency`, the request timeout, the progress deadline and
+//!   whether requests enter through the queue-proxy, as labels on a revision's Deployment, Service and pods (the
 //!   EndpointSlice controller copies a Service's labels to its slices, which is where the router
 //!   and the activator read them).
 //! - [`component_of`]: the component a revision runs (KServe's `component` label).
@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::isvc::PredictorSpec;
-use crate::labels::{COMPONENT, CONTAINER_CONCURRENCY, QUEUE_PROXY, TIMEOUT_SECONDS};
+use crate::labels::{COMPONENT, CONTAINER_CONCURRENCY, PROGRESS_DEADLINE_SECONDS, QUEUE_PROXY, TIMEOUT_SECONDS};
 use crate::revision::Component;
 use crate::runtime::uses_embedded_server;
 use crate::validate::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
@@ -39,6 +39,34 @@ pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
     predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT_SECS).unsigned_abs()))
 }
 
+/// Knative's annotation (which KServe passes on from an InferenceService's metadata) for how long a
+/// revision may take to become ready: a Go duration such as `600s` or `15m`.
+pub const PROGRESS_DEADLINE_ANNOTATION: &str = "serving.knative.dev/progress-deadline";
+
+/// The longest progress deadline, in seconds: two hours, time enough to bring up a GPU node and
+/// download and load a large model; validation refuses more, and a label past it reads as it.
+pub const MAX_PROGRESS_DEADLINE_SECS: u64 = 7200;
+
+/// The progress deadline `annotations` set ([`PROGRESS_DEADLINE_ANNOTATION`]): `Ok(None)` when
+/// unset; the error says what is wrong with a value that is not a duration of 1 s to
+/// [`MAX_PROGRESS_DEADLINE_SECS`].
+pub fn progress_deadline(annotations: &BTreeMap<String, String>) -> Result<Option<Duration>, String> {
+    let Some(text) = annotations.get(PROGRESS_DEADLINE_ANNOTATION) else { return Ok(None) };
+    let max = Duration::from_secs(MAX_PROGRESS_DEADLINE_SECS);
+    match skiff_autoscaler::go_duration(text.trim()) {
+        Some(d) if d >= Duration::from_secs(1) && d <= max => Ok(Some(Duration::from_secs(d.as_secs()))),
+        Some(_) => Err(format!("must be between 1s and {}s, got {text:?}", MAX_PROGRESS_DEADLINE_SECS)),
+        None => Err(format!("must be a duration such as 600s or 15m, got {text:?}")),
+    }
+}
+
+/// The router's bound on a request to an InferenceService, whichever component answers it: its
+/// `predictor`'s timeout, plus the progress deadline its `annotations` set, if any
+/// ([`RevisionSettings::whole_request`]).
+pub fn route_timeout(predictor: &PredictorSpec, annotations: &BTreeMap<String, String>) -> Duration {
+    RevisionSettings::of(predictor).with_progress_deadline(annotations).whole_request()
+}
+
 /// What the data plane needs to know of a revision's pods, from its labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RevisionSettings {
@@ -47,6 +75,9 @@ pub struct RevisionSettings {
     pub container_concurrency: u32,
     /// The request timeout in seconds, 1 to [`MAX_TIMEOUT_SECS`].
     pub timeout_secs: u64,
+    /// The progress deadline in seconds (1 to [`MAX_PROGRESS_DEADLINE_SECS`]), when the
+    /// InferenceService sets one: how long a request is held for a ready replica.
+    pub progress_deadline_secs: Option<u64>,
     /// Whether requests enter through the queue-proxy sidecar (a custom container, or a model a
     /// ServingRuntime serves).
     pub queue_proxy: bool,
@@ -55,7 +86,12 @@ pub struct RevisionSettings {
 impl Default for RevisionSettings {
     /// No concurrency limit, KServe's 300 s timeout, requests straight to the model server.
     fn default() -> Self {
-        RevisionSettings { container_concurrency: 0, timeout_secs: DEFAULT_TIMEOUT.as_secs(), queue_proxy: false }
+        RevisionSettings {
+            container_concurrency: 0,
+            timeout_secs: DEFAULT_TIMEOUT.as_secs(),
+            progress_deadline_secs: None,
+            queue_proxy: false,
+        }
     }
 }
 
@@ -71,8 +107,23 @@ impl RevisionSettings {
         RevisionSettings {
             container_concurrency: container_concurrency(predictor.container_concurrency),
             timeout_secs: request_timeout(predictor).as_secs(),
+            progress_deadline_secs: None,
             queue_proxy,
         }
+    }
+
+    /// With the progress deadline an InferenceService's `annotations` set (an invalid one, which
+    /// validation refuses, is ignored).
+    pub fn with_progress_deadline(mut self, annotations: &BTreeMap<String, String>) -> RevisionSettings {
+        self.progress_deadline_secs = progress_deadline(annotations).ok().flatten().map(|d| d.as_secs());
+        self
+    }
+
+    /// The bound on a whole request, held and answered: the timeout, plus the progress deadline
+    /// when one is set (a request may wait that long for a replica, then take the timeout to be
+    /// answered). The router's bound on a service's requests.
+    pub fn whole_request(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs + self.progress_deadline_secs.unwrap_or(0))
     }
 
     /// The request timeout.
@@ -89,6 +140,9 @@ impl RevisionSettings {
     pub fn write_labels(&self, labels: &mut BTreeMap<String, String>) {
         labels.insert(CONTAINER_CONCURRENCY.into(), self.container_concurrency.to_string());
         labels.insert(TIMEOUT_SECONDS.into(), self.timeout_secs.to_string());
+        if let Some(secs) = self.progress_deadline_secs {
+            labels.insert(PROGRESS_DEADLINE_SECONDS.into(), secs.to_string());
+        }
         if self.queue_proxy {
             labels.insert(QUEUE_PROXY.into(), "true".into());
         }
@@ -113,6 +167,11 @@ impl RevisionSettings {
             container_concurrency: number(CONTAINER_CONCURRENCY, MAX_CONTAINER_CONCURRENCY)
                 .map_or(defaults.container_concurrency, |n| u32::try_from(n).expect("at most the spec's maximum")),
             timeout_secs: number(TIMEOUT_SECONDS, MAX_TIMEOUT_SECS).filter(|s| *s > 0).unwrap_or(defaults.timeout_secs),
+            progress_deadline_secs: labels
+                .get(PROGRESS_DEADLINE_SECONDS)
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|s| *s > 0)
+                .map(|s| s.min(MAX_PROGRESS_DEADLINE_SECS)),
             queue_proxy: labels.get(QUEUE_PROXY).is_some_and(|v| v == "true"),
         }
     }

@@ -56,6 +56,9 @@ pub fn validate_for(isvc: &InferenceService, config: &AutoscalerConfig, sinks: &
         return Err(Error::invalid("kind", format!("must be {KIND}, not {:?}", isvc.kind)));
     }
     name(&isvc.metadata.name)?;
+    crate::settings::progress_deadline(&isvc.metadata.annotations).map_err(|message| {
+        Error::invalid(format!("metadata.annotations[{}]", crate::settings::PROGRESS_DEADLINE_ANNOTATION), message)
+    })?;
     if let Some(namespace) = &isvc.metadata.namespace {
         dns_label("metadata.namespace", namespace)?;
     }

@@ -60,6 +60,11 @@ pub(crate) fn parse_go_duration(text: &str) -> Option<i128> {
     Some(if negative { -total } else { total })
 }
 
+/// A non-negative Go duration ("600s", "10m", "1h30m") as a [`Duration`]: `None` for anything else.
+pub fn go_duration(text: &str) -> Option<Duration> {
+    parse_go_duration(text).and_then(from_nanos)
+}
+
 /// Converts non-negative nanoseconds to a [`Duration`].
 pub(crate) fn from_nanos(nanos: i128) -> Option<Duration> {
     u64::try_from(nanos).ok().map(Duration::from_nanos)

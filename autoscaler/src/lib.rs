@@ -39,6 +39,7 @@ mod window;
 
 pub use config::{AutoscalerConfig, RPS_TARGET_UTILIZATION_PERCENTAGE, TARGET_MIN, WINDOW_MAX, WINDOW_MIN};
 pub use decider::{Decider, Decision};
+pub use duration::go_duration;
 pub use error::{Error, Result};
 pub use spec::{Aggregation, KSERVE_DEFAULT_MIN_REPLICAS, Metric, PredictorScaling, ScalingSpec};
 pub use window::{MaxWindow, Window};

@@ -21,15 +21,23 @@ pub struct RevisionSpec {
     pub key: RevisionKey,
     /// Requests one replica takes at once (`containerConcurrency`; 0 = unlimited).
     pub container_concurrency: usize,
-    /// Bound on a whole request (`timeout`).
+    /// Bound on a request's answer (`timeout`), from its slot on a replica.
     pub timeout: Duration,
+    /// How long a request is held for a ready replica, when the InferenceService sets it
+    /// (`serving.knative.dev/progress-deadline`); else `timeout` bounds the wait too.
+    pub progress_deadline: Option<Duration>,
 }
 
 impl RevisionSpec {
     /// What the data plane takes of a revision's [`RevisionSettings`] (read from its labels in a
     /// cluster, from its spec in `skiff up`).
     pub fn new(key: RevisionKey, settings: &RevisionSettings) -> RevisionSpec {
-        RevisionSpec { key, container_concurrency: settings.per_replica_limit(), timeout: settings.timeout() }
+        RevisionSpec {
+            key,
+            container_concurrency: settings.per_replica_limit(),
+            timeout: settings.timeout(),
+            progress_deadline: settings.progress_deadline_secs.map(Duration::from_secs),
+        }
     }
 }
 
@@ -163,6 +171,7 @@ mod tests {
             key: RevisionKey::new("ns", "r-predictor-00001"),
             container_concurrency: 4,
             timeout: Duration::from_secs(60),
+            progress_deadline: None,
         };
         let endpoints = plane.provision(&spec, Some(ScalingSpec::default()));
         assert_eq!(endpoints.container_concurrency(), 4);
@@ -186,7 +195,12 @@ mod tests {
         let plane = Plane::new(Arc::default());
         let key = RevisionKey::new("ns", "r");
         plane.provision(
-            &RevisionSpec { key: key.clone(), container_concurrency: 0, timeout: Duration::from_secs(1) },
+            &RevisionSpec {
+                key: key.clone(),
+                container_concurrency: 0,
+                timeout: Duration::from_secs(1),
+                progress_deadline: Some(Duration::from_secs(5)),
+            },
             None,
         );
         assert!(plane.endpoints().get(&key).is_some());

@@ -280,7 +280,8 @@ fn plan_component(
         number,
         serving,
     };
-    let latest_ref = revision_ref(&latest.name, latest.number, RevisionSettings::of(spec));
+    let serving = RevisionSettings::of(spec).with_progress_deadline(&manifest.metadata.annotations);
+    let latest_ref = revision_ref(&latest.name, latest.number, serving);
     let existing = input.deployments.iter().find(|d| d.name_any() == latest.name && latest.observed.is_some());
     let replicas = match existing {
         None => Some(i32::try_from(latest.initial_scale).unwrap_or(i32::MAX)),

@@ -10,7 +10,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use skiff_api::InferenceServiceResource;
 use skiff_api::revision::{EXPLAINER, TRANSFORMER};
-use skiff_api::serving::request_timeout;
+use skiff_api::serving::route_timeout;
 
 use crate::Router;
 use crate::table::ServiceRoute;
@@ -29,7 +29,10 @@ pub fn route_of(isvc: &InferenceServiceResource) -> Option<ServiceRoute> {
         targets,
         transformer: traffic(TRANSFORMER),
         explainer: traffic(EXPLAINER),
-        timeout: Some(request_timeout(&isvc.spec.predictor)),
+        timeout: Some(route_timeout(
+            &isvc.spec.predictor,
+            isvc.metadata.annotations.as_ref().unwrap_or(&BTreeMap::new()),
+        )),
         host: status.url.as_deref().and_then(url_host).map(str::to_owned),
     })
 }
@@ -102,7 +105,7 @@ mod tests {
     fn routes_follow_the_status_traffic_url_and_timeout() {
         let isvc: InferenceServiceResource = serde_json::from_value(json!({
             "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": "iris", "namespace": "ml"},
+            "metadata": {"name": "iris", "namespace": "ml", "annotations": {"serving.knative.dev/progress-deadline": "10m"}},
             "spec": {"predictor": {"timeout": 30, "model": {"modelFormat": {"name": "onnx"}, "storageUri": "file:///m"}}},
             "status": {"url": "http://iris.ml.example.com", "components": {"predictor": {"traffic": [
                 {"revisionName": "iris-predictor-00002", "percent": 25, "tag": "latest", "latestRevision": true},
@@ -113,7 +116,7 @@ mod tests {
         let route = route_of(&isvc).unwrap();
         assert_eq!((route.namespace.as_str(), route.name.as_str()), ("ml", "iris"));
         assert_eq!(route.targets.iter().map(|t| t.percent).collect::<Vec<_>>(), [25, 75]);
-        assert_eq!(route.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(route.timeout, Some(Duration::from_secs(630)), "the timeout after a progress deadline's hold");
         assert_eq!(route.host.as_deref(), Some("iris.ml.example.com"));
 
         let mut pending = isvc.clone();

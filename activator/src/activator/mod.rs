@@ -24,7 +24,7 @@ use skiff_http::response::brief;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-pub use revision::{DEFAULT_MAX_PENDING, DEFAULT_TIMEOUT, RevisionConfig, RevisionStats};
+pub use revision::{DEFAULT_MAX_PENDING, DEFAULT_TIMEOUT, MAX_PROGRESS_DEADLINE, RevisionConfig, RevisionStats};
 
 use crate::REVISION_HEADER;
 use crate::body::MAX_BODY_BYTES;
@@ -284,6 +284,7 @@ impl Activator {
             max_pending: Some(revision.config.max_pending),
             max_queued: None,
             timeout: revision.config.timeout,
+            progress_deadline: revision.config.progress_deadline,
             poker: Some((self.poker.as_ref(), key)),
             retry: true,
             body: &revision.body,
@@ -299,6 +300,7 @@ impl Holder for Activator {
         let config = RevisionConfig {
             key: revision.key.clone(),
             timeout: revision.timeout,
+            progress_deadline: revision.progress_deadline,
             max_pending: self.limits.max_pending,
         };
         if let Err(e) = self.upsert_revision(config) {

@@ -8,6 +8,9 @@ use crate::error::{Error, Result};
 
 pub use skiff_api::serving::DEFAULT_TIMEOUT;
 
+/// The longest a request is held for a ready replica: `skiff-api`'s bound on the progress deadline.
+pub const MAX_PROGRESS_DEADLINE: Duration = Duration::from_secs(skiff_api::settings::MAX_PROGRESS_DEADLINE_SECS);
+
 /// Requests held per revision before 503, so a burst at zero cannot exhaust memory.
 pub const DEFAULT_MAX_PENDING: usize = 1000;
 
@@ -16,8 +19,12 @@ pub const DEFAULT_MAX_PENDING: usize = 1000;
 pub struct RevisionConfig {
     /// The revision's namespace and name, as the router sends them in `x-skiff-revision`.
     pub key: RevisionKey,
-    /// Bound on a whole request: waiting for a replica, forwarding and the answer.
+    /// Bound on a whole request: waiting for a replica, forwarding and the answer; with a
+    /// `progress_deadline`, bound on the answer from the request's slot on a replica.
     pub timeout: Duration,
+    /// How long a request is held for a ready replica, when the InferenceService sets it
+    /// (`serving.knative.dev/progress-deadline`, at most [`MAX_PROGRESS_DEADLINE`]).
+    pub progress_deadline: Option<Duration>,
     /// Requests held at once, waiting or forwarded; more get 503 with `Retry-After`.
     pub max_pending: usize,
 }
@@ -25,7 +32,7 @@ pub struct RevisionConfig {
 impl RevisionConfig {
     /// `key` with the defaults: 300 s timeout, [`DEFAULT_MAX_PENDING`] pending requests.
     pub fn new(key: RevisionKey) -> RevisionConfig {
-        RevisionConfig { key, timeout: DEFAULT_TIMEOUT, max_pending: DEFAULT_MAX_PENDING }
+        RevisionConfig { key, timeout: DEFAULT_TIMEOUT, progress_deadline: None, max_pending: DEFAULT_MAX_PENDING }
     }
 
     /// The timeout from an InferenceService's `spec.predictor.timeout` (seconds); unset keeps 300 s.
@@ -44,6 +51,13 @@ impl RevisionConfig {
             format!("revision {}: timeout must be more than 0", self.key)
         } else if self.timeout.as_secs() > skiff_http::MAX_SECS {
             format!("revision {}: timeout {:?} is more than {} s", self.key, self.timeout, skiff_http::MAX_SECS)
+        } else if self.progress_deadline.is_some_and(|d| d.is_zero() || d > MAX_PROGRESS_DEADLINE) {
+            format!(
+                "revision {}: progress deadline {:?} is not between 1 s and {} s",
+                self.key,
+                self.progress_deadline.unwrap_or_default(),
+                MAX_PROGRESS_DEADLINE.as_secs()
+            )
         } else if self.max_pending == 0 {
             format!("revision {}: max_pending must be at least 1", self.key)
         } else {
@@ -93,5 +107,13 @@ mod tests {
             "invalid configuration: revision ns/r: timeout 9223372036854775808s is more than 86400 s"
         );
         assert!(RevisionConfig::new(RevisionKey::new("ns", "")).validate().is_err());
+        c.timeout = Duration::from_secs(60);
+        c.progress_deadline = Some(Duration::from_secs(7201));
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "invalid configuration: revision ns/r: progress deadline 7201s is not between 1 s and 7200 s"
+        );
+        c.progress_deadline = Some(Duration::from_secs(7200));
+        assert!(c.validate().is_ok());
     }
 }

@@ -147,6 +147,7 @@ impl QueueProxy {
             max_pending: None,
             max_queued: Some(self.config.admission.max_queued()),
             timeout: self.config.timeout(),
+            progress_deadline: None,
             poker: None,
             retry: false,
             body: &self.body,

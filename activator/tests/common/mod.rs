@@ -173,3 +173,72 @@ pub async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// A server that answers every request with server-sent events over chunked HTTP/1.1, as an LLM
+/// server streams tokens: the head and a first event at once, then the last event and the end of
+/// the body only once [`StreamingUpstream::finish`] is called.
+pub struct StreamingUpstream {
+    pub addr: SocketAddr,
+    finish: Arc<tokio::sync::Notify>,
+}
+
+impl StreamingUpstream {
+    pub async fn start() -> StreamingUpstream {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let finish = Arc::new(tokio::sync::Notify::new());
+        let notified = finish.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let notified = notified.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let Ok(n @ 1..) = stream.read(&mut buf).await else { return };
+                        head.extend_from_slice(&buf[..n]);
+                    }
+                    let chunk = |data: &str| {
+                        let event = format!("data: {data}\n\n");
+                        format!("{:x}\r\n{event}\r\n", event.len())
+                    };
+                    let first = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{}",
+                        chunk("first")
+                    );
+                    stream.write_all(first.as_bytes()).await.unwrap();
+                    notified.notified().await;
+                    let last = format!("{}0\r\n\r\n", chunk("[DONE]"));
+                    let _ = stream.write_all(last.as_bytes()).await;
+                });
+            }
+        });
+        StreamingUpstream { addr, finish }
+    }
+
+    /// Lets the open stream write its last event and end.
+    pub fn finish(&self) {
+        self.finish.notify_one();
+    }
+}
+
+/// Sends a GET and returns its response with the body unread (a stream to read frame by frame).
+pub async fn open(url: &str, revision: Option<&str>) -> Response<Incoming> {
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder().uri(url);
+    if let Some(revision) = revision {
+        request = request.header("x-skiff-revision", revision);
+    }
+    client.request(request.body(Full::new(Bytes::new())).unwrap()).await.unwrap()
+}
+
+/// The next data frame of a streamed body, as text.
+pub async fn next_data(body: &mut Incoming) -> Option<String> {
+    loop {
+        let frame = body.frame().await?.unwrap();
+        if let Ok(data) = frame.into_data() {
+            return Some(String::from_utf8_lossy(&data).into_owned());
+        }
+    }
+}

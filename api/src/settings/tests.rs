@@ -2,16 +2,21 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::isvc::{ModelFormat, ModelSpec};
-use crate::labels::{REVISION_NAME, SCALING};
+use crate::labels::{PROGRESS_DEADLINE_SECONDS, REVISION_NAME, SCALING};
 use crate::scaling::ScalingInputs;
 
 const MAX_CC: u32 = 1000;
 const MAX_TIMEOUT: u64 = 3600;
 
 fn settings() -> impl Strategy<Value = RevisionSettings> {
-    (0..=MAX_CC, 1..=MAX_TIMEOUT, any::<bool>()).prop_map(|(container_concurrency, timeout_secs, queue_proxy)| {
-        RevisionSettings { container_concurrency, timeout_secs, queue_proxy }
-    })
+    (0..=MAX_CC, 1..=MAX_TIMEOUT, prop::option::of(1..=MAX_PROGRESS_DEADLINE_SECS), any::<bool>()).prop_map(
+        |(container_concurrency, timeout_secs, progress_deadline_secs, queue_proxy)| RevisionSettings {
+            container_concurrency,
+            timeout_secs,
+            progress_deadline_secs,
+            queue_proxy,
+        },
+    )
 }
 
 /// Labels someone else put on the object (the revision's name, KServe's, a user's).
@@ -127,7 +132,12 @@ fn absent_labels_and_edge_values_read_as_stated() {
     assert_eq!(RevisionSettings::from_labels(&bare), RevisionSettings::default());
     assert_eq!(
         RevisionSettings::default(),
-        RevisionSettings { container_concurrency: 0, timeout_secs: 300, queue_proxy: false }
+        RevisionSettings {
+            container_concurrency: 0,
+            timeout_secs: 300,
+            progress_deadline_secs: None,
+            queue_proxy: false
+        }
     );
     let zero = BTreeMap::from([(TIMEOUT_SECONDS.to_owned(), "0".to_owned())]);
     assert_eq!(RevisionSettings::from_labels(&zero).timeout(), DEFAULT_TIMEOUT, "a timeout of 0 is the default");
@@ -141,6 +151,32 @@ fn absent_labels_and_edge_values_read_as_stated() {
         (read.container_concurrency, read.timeout(), read.queue_proxy),
         (1000, Duration::from_secs(3600), false)
     );
+}
+
+#[test]
+fn the_progress_deadline_holds_requests_and_adds_to_the_whole_request() {
+    let annotations = |value: &str| BTreeMap::from([(PROGRESS_DEADLINE_ANNOTATION.to_owned(), value.to_owned())]);
+    assert_eq!(progress_deadline(&BTreeMap::new()), Ok(None));
+    assert_eq!(progress_deadline(&annotations("15m")), Ok(Some(Duration::from_secs(900))));
+    assert_eq!(progress_deadline(&annotations("1h30m")), Ok(Some(Duration::from_secs(5400))));
+    assert_eq!(progress_deadline(&annotations("10m")).unwrap(), Some(Duration::from_secs(600)));
+    assert_eq!(progress_deadline(&annotations("3h")), Err("must be between 1s and 7200s, got \"3h\"".to_owned()));
+    assert_eq!(progress_deadline(&annotations("500ms")), Err("must be between 1s and 7200s, got \"500ms\"".to_owned()));
+    assert_eq!(
+        progress_deadline(&annotations("ten minutes")),
+        Err("must be a duration such as 600s or 15m, got \"ten minutes\"".to_owned())
+    );
+
+    let spec = PredictorSpec { timeout: Some(60), ..PredictorSpec::default() };
+    let plain = RevisionSettings::of(&spec);
+    assert_eq!((plain.progress_deadline_secs, plain.whole_request()), (None, Duration::from_secs(60)));
+    let slow = RevisionSettings::of(&spec).with_progress_deadline(&annotations("20m"));
+    assert_eq!((slow.progress_deadline_secs, slow.whole_request()), (Some(1200), Duration::from_secs(1260)));
+    assert_eq!(RevisionSettings::from_labels(&slow.labels()), slow);
+    let invalid = RevisionSettings::of(&spec).with_progress_deadline(&annotations("soon"));
+    assert_eq!(invalid, plain, "an invalid annotation (which validation refuses) is ignored");
+    let past = BTreeMap::from([(PROGRESS_DEADLINE_SECONDS.to_owned(), u64::MAX.to_string())]);
+    assert_eq!(RevisionSettings::from_labels(&past).progress_deadline_secs, Some(MAX_PROGRESS_DEADLINE_SECS));
 }
 
 #[test]

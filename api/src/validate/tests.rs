@@ -129,6 +129,12 @@ fn every_rule_names_its_field() {
             }),
             "metadata.annotations[autoscaling.knative.dev/window]",
         ),
+        (
+            Box::new(|i| {
+                i.metadata.annotations.insert("serving.knative.dev/progress-deadline".into(), "3h".into());
+            }),
+            "metadata.annotations[serving.knative.dev/progress-deadline]: must be between 1s and 7200s, got \"3h\"",
+        ),
     ];
     for (edit, want) in cases {
         let got = check(edit);

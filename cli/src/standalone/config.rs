@@ -59,7 +59,7 @@ pub struct UpConfig {
     /// ([`super::runtimes::builtin_images`]), with `skiff up --image-map`'s entries over it.
     pub images: ImageMap,
     /// The runtimes a model the embedded server does not serve may run on: KServe's defaults
-    /// ([`skiff_api::runtime::defaults`]).
+    /// ([`skiff_api::runtime::defaults`]), and those `skiff up --runtime` adds.
     pub runtimes: Vec<ClusterServingRuntime>,
     /// How replicas restart after failures (the kubelet's CrashLoopBackOff by default).
     pub restart_backoff: BackOff,
@@ -82,6 +82,20 @@ impl Default for UpConfig {
 }
 
 impl UpConfig {
+    /// Adds the ClusterServingRuntime in the YAML file at `path`; one of the same name replaces
+    /// the default. The error names the file.
+    pub fn add_runtime(&mut self, path: &Path) -> Result<(), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let runtime = skiff_api::runtime::cluster_serving_runtime_from_yaml(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if runtime.metadata.name.as_deref().unwrap_or_default().is_empty() {
+            return Err(format!("{}: metadata.name: a ClusterServingRuntime needs a name", path.display()));
+        }
+        self.runtimes.retain(|r| r.metadata.name != runtime.metadata.name);
+        self.runtimes.push(runtime);
+        Ok(())
+    }
+
     /// Reads the file, or the defaults when there is none.
     pub fn load(path: Option<&Path>) -> Result<UpConfig, String> {
         let Some(path) = path else { return Ok(UpConfig::default()) };

@@ -15,8 +15,8 @@ use skiff_activator::Activator;
 use skiff_api::revision::{Component, RevisionTemplate};
 use skiff_api::scaling::component_scaling_spec;
 use skiff_api::serving::{
-    Served, batcher_args, behind_transformer, component_contract, logger_args, predictor_host, request_timeout,
-    revision_ready, server_args,
+    Served, batcher_args, behind_transformer, component_contract, logger_args, predictor_host, revision_ready,
+    server_args,
 };
 use skiff_api::settings::RevisionSettings;
 use skiff_api::traffic::{Change, Rollout, TrafficTarget, canary_percent};
@@ -258,10 +258,10 @@ impl Controller {
     }
 }
 
-/// The service's request timeout: its predictor's (the router's bound on a request, whichever
-/// component answers it).
+/// The router's bound on a request to the service, whichever component answers it: its
+/// predictor's timeout, plus its progress deadline when set.
 fn timeout_of(manifest: &Manifest) -> Duration {
-    request_timeout(&manifest.isvc.spec.predictor)
+    skiff_api::serving::route_timeout(&manifest.isvc.spec.predictor, &manifest.isvc.metadata.annotations)
 }
 
 /// One pass over one component: a new revision for a changed spec (or the kept revision that ran
@@ -334,7 +334,8 @@ fn provision(
 ) -> u32 {
     let isvc = &manifest.isvc;
     let spec = component.spec(isvc).expect("the component is in the manifest");
-    let revision = RevisionSpec::new(key.clone(), &RevisionSettings::of(spec));
+    let settings = RevisionSettings::of(spec).with_progress_deadline(&isvc.metadata.annotations);
+    let revision = RevisionSpec::new(key.clone(), &settings);
     let served = Served {
         inference_service: isvc.name(),
         namespace: isvc.namespace(),

@@ -90,6 +90,10 @@ pub struct UpArgs {
     /// `python3 -m <module>`).
     #[arg(long, env = "SKIFF_IMAGE_MAP")]
     pub image_map: Option<PathBuf>,
+    /// A ClusterServingRuntime manifest (YAML, as `kubectl apply -f` takes it) that models may run
+    /// on besides KServe's defaults (repeatable), e.g. examples/runtimes/llama-cpp-server.yaml.
+    #[arg(long = "runtime", value_name = "FILE")]
+    pub runtimes: Vec<PathBuf>,
     /// A name the models web app answers to as `Host`, besides 127.0.0.1, localhost and [::1]
     /// (repeatable); any other name gets 421, so that a page cannot reach the app by rebinding its
     /// own name to this machine.
@@ -192,6 +196,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut config = UpConfig::load(args.config.as_deref()).map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.image_map {
         config.images = config.images.overridden_by(ImageMap::load(path)?);
+    }
+    for path in &args.runtimes {
+        config.add_runtime(path).map_err(|e| anyhow::anyhow!("--runtime {e}"))?;
     }
     config.strict = args.strict;
     let server_bin = match args.server_bin {

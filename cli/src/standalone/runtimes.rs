@@ -186,6 +186,39 @@ mod tests {
     }
 
     #[test]
+    fn a_gguf_model_runs_on_the_llama_cpp_runtime_of_examples_runtimes() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/runtimes/llama-cpp-server.yaml");
+        let mut config = super::super::config::UpConfig::default();
+        let before = config.runtimes.len();
+        config.add_runtime(&example).unwrap();
+        config.add_runtime(&example).unwrap();
+        assert_eq!(config.runtimes.len(), before + 1, "a runtime of the same name replaces the earlier one");
+        let missing = config.add_runtime(Path::new("/no/such-runtime.yaml")).unwrap_err();
+        assert!(missing.starts_with("/no/such-runtime.yaml: "), "{missing}");
+
+        let llama = isvc("    model:\n      modelFormat: {name: gguf}\n      storageUri: s3://models/llama\n");
+        let model = llama.spec.predictor.model.as_ref().unwrap();
+        let got = runtime_model(&llama, model, &config.runtimes, &config.images, Path::new("/m")).unwrap();
+        assert_eq!(got.runtime, "ClusterServingRuntime/llama-cpp-server");
+        assert_eq!(got.container.readiness_path.as_deref(), Some("/v1/models"), "the server's own readiness");
+        let local = got.container.with_model_dir(Path::new("/cache/llama")).process(4242, &[]);
+        assert_eq!(
+            local.argv,
+            [
+                "python3",
+                "-m",
+                "llama_cpp.server",
+                "--model=/cache/llama/model.gguf",
+                "--model_alias=sklearn-iris",
+                "--host=0.0.0.0",
+                "--port=4242",
+                "--root_path=/openai",
+                "--interrupt_requests=False"
+            ]
+        );
+    }
+
+    #[test]
     fn programs_are_found_by_path_or_on_path() {
         let tmp = tempfile::tempdir().unwrap();
         let program = tmp.path().join("server");

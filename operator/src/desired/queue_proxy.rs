@@ -78,7 +78,12 @@ mod tests {
     #[test]
     fn a_custom_container_gets_the_queue_proxy_and_its_service_targets_it() {
         let mut revision = revision();
-        revision.serving = RevisionSettings { container_concurrency: 4, timeout_secs: 60, queue_proxy: true };
+        revision.serving = RevisionSettings {
+            container_concurrency: 4,
+            timeout_secs: 60,
+            queue_proxy: true,
+            ..RevisionSettings::default()
+        };
         let predictor = predictor("    containers:\n    - image: my/web\n      ports: [{containerPort: 9000}]\n");
         let d = deployment(&revision, &owner(), &predictor, &record(), Some(0), &Platform::default(), None).unwrap();
         let pod = pod_of(&d);
@@ -116,7 +121,12 @@ mod tests {
     #[test]
     fn the_queue_proxy_gets_the_logger_and_the_batcher_of_a_custom_container() {
         let mut revision = revision();
-        revision.serving = RevisionSettings { container_concurrency: 0, timeout_secs: 60, queue_proxy: true };
+        revision.serving = RevisionSettings {
+            container_concurrency: 0,
+            timeout_secs: 60,
+            queue_proxy: true,
+            ..RevisionSettings::default()
+        };
         let logged = predictor(
             "    logger: {url: 'http://sink.ml/events', mode: response}\n    batcher: {maxBatchSize: 8, maxLatency: 50}\n    \
              containers:\n    - image: my/web\n",

@@ -59,7 +59,12 @@ pub(super) fn transformer_revision() -> RevisionRef {
         component: Component::Transformer,
         name: "iris-transformer-00001".into(),
         number: 1,
-        serving: RevisionSettings { container_concurrency: 0, timeout_secs: 300, queue_proxy: true },
+        serving: RevisionSettings {
+            container_concurrency: 0,
+            timeout_secs: 300,
+            progress_deadline_secs: None,
+            queue_proxy: true,
+        },
         ..revision()
     }
 }

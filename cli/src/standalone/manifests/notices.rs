@@ -6,7 +6,8 @@
 //! `skiff up` does not know.
 //!
 //! What `skiff up` acts on: the name and namespace, labels, the autoscaling annotations
-//! (`autoscaling.knative.dev/*`, checked by validation, and KServe's own, [`AUTOSCALING`]); of each
+//! (`autoscaling.knative.dev/*`, checked by validation, and KServe's own, [`AUTOSCALING`]), the
+//! progress deadline (`serving.knative.dev/progress-deadline`, the activator's hold); of each
 //! component the scaling, concurrency, timeout, canary, batcher and logger fields; of a model its
 //! format, storage, runtime and protocol, and for a runtime's model (not the embedded server's) the
 //! container fields a local process has ([`PROCESS`]); of a custom container the same.
@@ -54,7 +55,10 @@ pub fn notices(isvc: &InferenceService) -> Vec<String> {
         }
     }
     for key in isvc.metadata.annotations.keys() {
-        if !key.starts_with("autoscaling.knative.dev/") && !AUTOSCALING.contains(&key.as_str()) {
+        if !key.starts_with("autoscaling.knative.dev/")
+            && !AUTOSCALING.contains(&key.as_str())
+            && key != skiff_api::settings::PROGRESS_DEADLINE_ANNOTATION
+        {
             out.push(format!("metadata.annotations[{key}]: not used by skiff up"));
         }
     }

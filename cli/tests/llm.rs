@@ -1,0 +1,167 @@
+//! A real LLM server through `skiff up`, on CPU: llama.cpp's OpenAI-compatible server
+//! (`llama-cpp-python[server]`, installed with a tiny random-weight Llama model by
+//! `tests/llm/setup.sh` into `.bench/`) on the ServingRuntime of
+//! `examples/runtimes/llama-cpp-server.yaml`. An InferenceService at zero scales from zero on its
+//! first chat completion, routed by the `"model"` of the body; the tokens stream back through the
+//! router as the server writes them (in more than one read, not one buffered answer); it goes back
+//! to zero; and ten streams sent at zero all complete.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
+
+/// Tokens each request asks for.
+const MAX_TOKENS: u64 = 24;
+
+/// The venv and the model `tests/llm/setup.sh` installs.
+fn installed() -> (PathBuf, PathBuf) {
+    let venv = repo().join(".bench/llm-venv");
+    let model = repo().join(".bench/llm/tiny-llama.gguf");
+    assert!(
+        venv.join("bin/python3").is_file() && model.is_file(),
+        "the LLM server is not installed: run tests/llm/setup.sh (scripts/test.sh does), which puts \
+         llama-cpp-python[server] in {} and the tiny model at {}",
+        venv.display(),
+        model.display()
+    );
+    (venv, model)
+}
+
+const ISVC: &str = "apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: llama
+  annotations:
+    serving.knative.dev/progress-deadline: 5m
+spec:
+  predictor:
+    minReplicas: 0
+    containerConcurrency: 2
+    model:
+      modelFormat: {name: gguf}
+      storageUri: file://models/llama
+      args: [--n_threads=1, --n_ctx=512]
+";
+
+fn replicas(status: &Value) -> (u64, u64) {
+    let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "llama").cloned());
+    let revision = service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
+    (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+}
+
+/// One streamed chat completion: its events, and how many reads of the body brought them.
+struct Streamed {
+    events: Vec<String>,
+    reads: usize,
+}
+
+impl Streamed {
+    /// The `content` of each chunk before `[DONE]`.
+    fn contents(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|e| *e != "[DONE]")
+            .map(|e| serde_json::from_str::<Value>(e).unwrap_or_else(|err| panic!("{err}: {e}")))
+            .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+async fn chat(addr: std::net::SocketAddr, stream: bool, user: &str) -> (StatusCode, Streamed) {
+    let body = json!({
+        "messages": [{"role": "user", "content": user}],
+        "model": "llama",
+        "stream": stream,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+    });
+    let request = Request::post(format!("http://{addr}/openai/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let response = client.request(request).await.unwrap();
+    let status = response.status();
+    let mut answer = response.into_body();
+    let (mut buffer, mut events, mut reads) = (String::new(), Vec::new(), 0);
+    // A liveness bound, not a timing check.
+    while let Some(frame) = tokio::time::timeout(Duration::from_secs(120), answer.frame()).await.expect("stalled") {
+        let Ok(data) = frame.unwrap().into_data() else { continue };
+        reads += 1;
+        buffer.push_str(std::str::from_utf8(&data).unwrap());
+        if !stream {
+            continue;
+        }
+        while let Some(end) = buffer.find("\n\n").or_else(|| buffer.find("\r\n\r\n")) {
+            let event: String = buffer.drain(..end).collect();
+            buffer = buffer.trim_start_matches(['\r', '\n']).to_owned();
+            if let Some(data) = event.trim().strip_prefix("data: ") {
+                events.push(data.to_owned());
+            }
+        }
+    }
+    if !stream {
+        events.push(buffer);
+    }
+    (status, Streamed { events, reads })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_router_and_serves_ten_at_zero() {
+    let (venv, model) = installed();
+    let dir = folder(&[]);
+    let path = dir.path();
+    std::fs::create_dir_all(path.join("models/llama")).unwrap();
+    std::fs::copy(&model, path.join("models/llama/model.gguf")).unwrap();
+    std::fs::write(path.join("llama.yaml"), ISVC).unwrap();
+    let runtime = repo().join("examples/runtimes/llama-cpp-server.yaml").display().to_string();
+    let env_path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let up = Up::start_with(path, CONFIG, &[("PATH", env_path.as_str())], &["--runtime", runtime.as_str()]);
+    up.wait_for("llama at zero", Duration::from_secs(60), |s| replicas(s) == (0, 0)).await;
+
+    // From zero: held while llama.cpp loads the model, then streamed token by token.
+    let (status, first) = chat(up.addr, true, "Say something").await;
+    assert_eq!(status, StatusCode::OK, "{:?}", first.events);
+    assert_eq!(first.events.last().map(String::as_str), Some("[DONE]"), "{:?}", first.events);
+    let contents = first.contents();
+    assert!(contents.len() >= 2, "tokens come as several events: {:?}", first.events);
+    assert!(first.reads >= 2, "the events came in {} read(s) of the body: buffered somewhere", first.reads);
+
+    // Answered whole, with the server's token counts.
+    let (status, whole) = chat(up.addr, false, "Again").await;
+    assert_eq!(status, StatusCode::OK, "{:?}", whole.events);
+    let answer: Value = serde_json::from_str(&whole.events[0]).unwrap();
+    assert_eq!(answer["model"], "llama", "{answer}");
+    // Random weights whose end-of-sequence row is zero: every answer runs to `max_tokens` (the
+    // server's count may include the last token sampled, one more).
+    assert_eq!(answer["choices"][0]["finish_reason"], "length", "{answer}");
+    assert!(answer["usage"]["completion_tokens"].as_u64().unwrap() >= MAX_TOKENS, "{answer}");
+
+    up.wait_for("llama back at zero", Duration::from_secs(90), |s| replicas(s) == (0, 0)).await;
+
+    // Ten streams sent at zero: all held, all answered in full.
+    let streams: Vec<_> = (0..10)
+        .map(|i| {
+            let addr = up.addr;
+            tokio::spawn(async move { chat(addr, true, &format!("Stream {i}")).await })
+        })
+        .collect();
+    for (i, stream) in streams.into_iter().enumerate() {
+        let (status, streamed) = stream.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "stream {i}: {:?}", streamed.events);
+        assert_eq!(streamed.events.last().map(String::as_str), Some("[DONE]"), "stream {i}: {:?}", streamed.events);
+        assert!(!streamed.contents().is_empty(), "stream {i}: {:?}", streamed.events);
+    }
+    assert!(up.stop().success());
+}
