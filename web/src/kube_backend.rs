@@ -16,7 +16,7 @@ use skiff_api::labels;
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntime};
 use skiff_api::traffic::canary_percent;
 
-use crate::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
+use crate::backend::{Backend, EventView, LogStream, PodView, RevisionView, RollbackView, ServiceView};
 use crate::error::{Error, Result};
 use crate::formats::{Offer, runnable_formats};
 use crate::manifest::to_yaml;
@@ -74,6 +74,12 @@ pub fn view_of(isvc: &InferenceServiceResource) -> ServiceView {
         })
         .unwrap_or_default();
     let model = isvc.spec.predictor.model.as_ref();
+    // The operator records only a hash of each revision's spec: the app cannot restore one.
+    let rollback = predictor.map_or_else(RollbackView::default, |p| RollbackView {
+        rolled_out: p.latest_rolledout_revision.is_some() && p.latest_rolledout_revision == p.latest_created_revision,
+        previous: p.previous_rolledout_revision.clone(),
+        restorable: false,
+    });
     ServiceView {
         name: meta.name.clone().unwrap_or_default(),
         namespace: meta.namespace.clone().unwrap_or_default(),
@@ -88,6 +94,7 @@ pub fn view_of(isvc: &InferenceServiceResource) -> ServiceView {
         canary_percent: canary_percent(&isvc.spec.predictor),
         model_format: model.map(|m| m.model_format.name.clone()),
         protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
+        rollback,
         created: meta.creation_timestamp.as_ref().map(|t| SystemTime::from(t.0)),
     }
 }
@@ -169,6 +176,13 @@ impl Backend for KubeBackend {
             .await
             .map_err(|e| not_found(e, format!("InferenceService {namespace}/{name}")))?;
         Ok(())
+    }
+
+    async fn rollback(&self, namespace: &str, name: &str) -> Result<()> {
+        // `view_of` never marks a revision restorable here, so this is always a refusal saying why.
+        let view = self.get(namespace, name).await?;
+        Err(crate::rollback::refusal(&view.rollback)
+            .unwrap_or_else(|| Error::Unavailable("the cluster cannot restore a revision's spec".into())))
     }
 
     async fn delete(&self, namespace: &str, name: &str) -> Result<()> {

@@ -190,9 +190,39 @@ fn revisions(service: &ServiceView, api: &str) -> Markup {
         p #pending .pending hidden {}
         div.canary data-api=(api) {
             button #promote type="button" title="Remove canaryTrafficPercent: the latest revision takes all traffic" { "Promote" }
-            button #rollback type="button" title="canaryTrafficPercent: 0, all traffic to the previous revision" { "Roll back" }
+            (rollback_button(service))
             label { "Set " input #canary-percent type="number" min="0" max="100" value=(service.canary_percent.unwrap_or(10)); " %" }
             button #set-canary type="button" { "Set" }
+        }
+    }
+}
+
+/// "Roll back", which the page refreshes (`data-part`) as the rollout moves on: during a canary it
+/// sets `canaryTrafficPercent: 0`; after a full rollout, where that changes nothing, it restores the
+/// previous rolled-out revision's spec (`data-restore`), or, where the backend cannot, it is
+/// disabled and says what to do.
+fn rollback_button(service: &ServiceView) -> Markup {
+    let rollback = &service.rollback;
+    let stable = service.revisions.iter().find(|r| r.tag.as_deref() == Some("prev")).map(|r| r.name.as_str());
+    html! {
+        span.rollback data-part="rollback" {
+            @match (rollback.rolled_out, rollback.previous.as_deref(), rollback.restorable) {
+                (false, ..) => button #rollback type="button"
+                    title={ "canaryTrafficPercent: 0, all traffic to " (stable.unwrap_or("the rolled-out revision")) } { "Roll back" },
+                (true, Some(previous), true) => button #rollback type="button" data-restore=(previous)
+                    title={ "Restore the spec of " (previous) " in the manifest: it takes all traffic again, with no new revision" } { "Roll back" },
+                (true, Some(previous), false) => {
+                    button #rollback type="button" disabled
+                        title={ "To roll back, restore the spec of " (previous) } { "Roll back" }
+                    span.note #rollback-note {
+                        "To roll back, restore the spec of " (previous) " (apply the manifest it ran): it is kept at \
+                         zero and takes the traffic back with no new revision. This app cannot restore it: the \
+                         operator records only a hash of each revision's spec."
+                    }
+                }
+                (true, None, _) => button #rollback type="button" disabled
+                    title="There is no earlier rolled-out revision to roll back to" { "Roll back" },
+            }
         }
     }
 }
