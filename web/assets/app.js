@@ -1,7 +1,8 @@
 // Skiff models web app: progressive enhancement of the server-rendered pages.
 // Live index rows (server-sent events), live detail pages (their parts fetched again), the create
-// form and YAML upload, canary buttons that wait for the traffic to follow, delete, streamed logs
-// and metrics charts (SVG). Mutating calls carry the CSRF cookie in X-XSRF-TOKEN.
+// form and YAML upload, canary buttons and Roll back (after a full rollout, a kept revision's spec
+// restored) that wait for the traffic to follow, delete, streamed logs and metrics charts (SVG).
+// Mutating calls carry the CSRF cookie in X-XSRF-TOKEN.
 "use strict";
 
 const $ = (selector, root = document) => root.querySelector(selector);

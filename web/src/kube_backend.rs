@@ -264,3 +264,39 @@ impl Backend for KubeBackend {
         Ok(reader.lines().map_err(|e| Error::Unavailable(format!("reading the log: {e}"))).boxed())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn stored(latest_created: &str, latest_rolled_out: &str) -> InferenceServiceResource {
+        serde_json::from_value(json!({
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "iris", "namespace": "team-a"},
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "onnx"}, "storageUri": "s3://m/v2"}}},
+            "status": {"components": {"predictor": {
+                "latestCreatedRevision": latest_created,
+                "latestRolledoutRevision": latest_rolled_out,
+                "previousRolledoutRevision": "iris-predictor-00001",
+                "traffic": [{"revisionName": latest_rolled_out, "percent": 100, "tag": "latest"}],
+            }}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_operators_revisions_are_never_restorable_here() {
+        let view = view_of(&stored("iris-predictor-00002", "iris-predictor-00002"));
+        let expected =
+            RollbackView { rolled_out: true, previous: Some("iris-predictor-00001".into()), restorable: false };
+        assert_eq!(view.rollback, expected);
+        let refusal = crate::rollback::refusal(&view.rollback).unwrap().to_string();
+        assert!(refusal.starts_with("to roll back, restore the spec of iris-predictor-00001"), "{refusal}");
+        // During a canary the latest revision is not the rolled-out one.
+        let canary = view_of(&stored("iris-predictor-00003", "iris-predictor-00002"));
+        assert!(!canary.rollback.rolled_out);
+    }
+}

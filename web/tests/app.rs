@@ -385,6 +385,21 @@ async fn canary_changes_are_one_merge_patch() {
 }
 
 #[tokio::test]
+async fn a_rollback_needs_the_token_and_its_refusal_reaches_the_user() {
+    let h = harness(cluster());
+    let uri = "/models/api/namespaces/team-a/inferenceservices/iris/rollback";
+    let (status, _, _) = send(&h.app, mutate("POST", uri, "alice", None, "")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no CSRF token");
+    let page = session(&h.app, "alice").await;
+    let (status, _, body) = send(&h.app, mutate("POST", uri, "alice", Some(&page), "")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("no earlier revision"), "{body}");
+    let other = uri.replace("team-a", "team-b");
+    let (status, _, _) = send(&h.app, mutate("POST", &other, "alice", Some(&page), "")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "alice may not patch in team-b");
+}
+
+#[tokio::test]
 async fn pages_carry_the_browser_headers_and_a_csrf_cookie() {
     let h = harness(cluster());
     let (status, headers, body) = send(&h.app, get("/models/?ns=team-a", Some("alice"))).await;

@@ -275,3 +275,63 @@ fn metrics(app: &App, api: &str) -> Markup {
         div #charts .charts data-metrics={ (api) "/metrics?minutes=" } {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{RevisionView, RollbackView};
+
+    fn service(rolled_out: bool, previous: Option<&str>, restorable: bool) -> ServiceView {
+        let revision = |n: u32, percent, tag: &str| RevisionView {
+            name: format!("iris-predictor-0000{n}"),
+            percent,
+            tag: Some(tag.into()),
+            desired: None,
+            ready: None,
+        };
+        ServiceView {
+            name: "iris".into(),
+            namespace: "default".into(),
+            ready: "True".into(),
+            url: None,
+            conditions: Vec::new(),
+            revisions: if rolled_out {
+                vec![revision(2, 100, "latest")]
+            } else {
+                vec![revision(2, 30, "latest"), revision(1, 70, "prev")]
+            },
+            canary_percent: (!rolled_out).then_some(30),
+            model_format: None,
+            protocol: "v1".into(),
+            rollback: RollbackView { rolled_out, previous: previous.map(str::to_owned), restorable },
+            created: None,
+        }
+    }
+
+    fn button(service: &ServiceView) -> String {
+        rollback_button(service).into_string()
+    }
+
+    #[test]
+    fn during_a_canary_roll_back_sets_the_canary_to_zero() {
+        let html = button(&service(false, Some("iris-predictor-00000"), true));
+        assert!(!html.contains("data-restore") && !html.contains("disabled"), "{html}");
+        assert!(html.contains("canaryTrafficPercent: 0, all traffic to iris-predictor-00001"), "{html}");
+    }
+
+    #[test]
+    fn after_a_full_rollout_it_restores_the_previous_spec_where_the_backend_can() {
+        let html = button(&service(true, Some("iris-predictor-00001"), true));
+        assert!(html.contains(r#"data-restore="iris-predictor-00001""#) && !html.contains("disabled"), "{html}");
+    }
+
+    #[test]
+    fn on_a_cluster_it_is_disabled_and_says_what_to_do() {
+        let html = button(&service(true, Some("iris-predictor-00001"), false));
+        assert!(html.contains("disabled") && !html.contains("data-restore"), "{html}");
+        assert!(html.contains(r#"title="To roll back, restore the spec of iris-predictor-00001""#), "{html}");
+        assert!(html.contains(r#"id="rollback-note""#), "a visible note: {html}");
+        let alone = button(&service(true, None, true));
+        assert!(alone.contains("disabled") && alone.contains("no earlier rolled-out revision"), "{alone}");
+    }
+}
