@@ -119,6 +119,26 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_edits_the_file_in_place_or_is_refused_naming_the_field() {
+        use crate::yaml_edit::merge_patch;
+        let file = "# v2\nspec:\n  predictor:\n    minReplicas: 1 # one\n    canaryTrafficPercent: 0\n    model:\n      storageUri: 'file://v2'\n";
+        let current = json!({"spec": {"predictor": {"minReplicas": 1, "model": {"storageUri": "file://v2"}}}});
+        let kept = json!({"spec": {"predictor": {"minReplicas": 1, "model": {"storageUri": "file://v1"}}}});
+        let restored = merge_patch(file, 0, &restore_patch(&current, &kept, true)).unwrap();
+        assert_eq!(
+            restored,
+            "# v2\nspec:\n  predictor:\n    minReplicas: 1 # one\n    model:\n      storageUri: 'file://v1'\n"
+        );
+        // A list that differs cannot be edited in place: the refusal names it.
+        let with_args = |args: Value| json!({"spec": {"predictor": {"containers": [{"args": args}]}}});
+        let patch = restore_patch(&with_args(json!(["--a"])), &with_args(json!(["--b"])), false);
+        let text = "spec:\n  predictor:\n    containers:\n      - args: [--a]\n";
+        let error = merge_patch(text, 0, &patch).unwrap_err();
+        assert_eq!(error.status(), http::StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(error.to_string().starts_with("spec.predictor.containers: only a scalar"), "{error}");
+    }
+
+    #[test]
     fn a_spec_is_restored_only_after_a_full_rollout_to_a_known_previous_revision() {
         let view = |rolled_out, previous: Option<&str>, restorable| RollbackView {
             rolled_out,
