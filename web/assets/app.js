@@ -1,7 +1,8 @@
 // Skiff models web app: progressive enhancement of the server-rendered pages.
 // Live index rows (server-sent events), live detail pages (their parts fetched again), the create
-// form and YAML upload, canary buttons that wait for the traffic to follow, delete, streamed logs
-// and metrics charts (SVG). Mutating calls carry the CSRF cookie in X-XSRF-TOKEN.
+// form and YAML upload, canary buttons and Roll back (after a full rollout, a kept revision's spec
+// restored) that wait for the traffic to follow, delete, streamed logs and metrics charts (SVG).
+// Mutating calls carry the CSRF cookie in X-XSRF-TOKEN.
 "use strict";
 
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -125,6 +126,48 @@ function trafficFollows(percent) {
   return canary.dataset.percent === (percent === null ? "" : String(percent)) && Number(latest.dataset.percent) === share;
 }
 
+// Says that `what` was saved and waits (the live page polling faster) until check() is true
+// after a refresh, then clears the note; after WAIT_LIMIT_MS it says the result has not shown.
+function awaitEffect(live, what, sent, check) {
+  const pending = $("#pending");
+  showError("");
+  pending.textContent = "Saved: " + what + ". Waiting for the traffic to follow...";
+  pending.hidden = false;
+  pending.dataset.state = "waiting";
+  live.until(() => {
+    if (check()) {
+      pending.textContent = "";
+      pending.hidden = true;
+      pending.dataset.state = "shown";
+      return true;
+    }
+    if (Date.now() - sent < WAIT_LIMIT_MS) return false;
+    pending.textContent = "Saved: " + what + ". The traffic has not followed after " + WAIT_LIMIT_MS / 1000 + " s.";
+    pending.dataset.state = "late";
+    return true;
+  });
+}
+
+// Whether the revisions table shows `revision` taking all traffic as the latest revision, with no
+// canary set: a rollback by restoring its spec has taken effect.
+function restoredShows(revision) {
+  const canary = $("#canary");
+  const rows = [...document.querySelectorAll("#revisions tr[data-revision]")];
+  const row = rows.find((r) => r.dataset.revision === revision);
+  return !!canary && canary.dataset.percent === "" && !!row && row.dataset.tag === "latest" &&
+    Number(row.dataset.percent) === 100;
+}
+
+// Roll back after a full rollout: the app restores `revision`'s spec in the manifest (the fields
+// that differ, in place), and the kept revision takes all traffic again.
+async function restoreRevision(api, live, revision) {
+  const sent = Date.now();
+  try {
+    await call("POST", api + "/rollback");
+    awaitEffect(live, "restoring the spec of " + revision, sent, () => restoredShows(revision));
+  } catch (error) { showError(error.message); }
+}
+
 function createPage() {
   const form = $("#isvc-form");
   const yamlForm = $("#yaml-form");
@@ -191,31 +234,21 @@ function detailPage() {
   if (canary) {
     // The result shows when the status shows it, not when the change is saved.
     const setCanary = async (percent) => {
-      const pending = $("#pending");
       const what = percent === null ? "promote" : "canaryTrafficPercent " + percent + "%";
       const sent = Date.now();
       try {
         await call("PATCH", canary.dataset.api, JSON.stringify({ canaryTrafficPercent: percent }));
-        showError("");
-        pending.textContent = "Saved: " + what + ". Waiting for the traffic to follow...";
-        pending.hidden = false;
-        pending.dataset.state = "waiting";
-        live.until(() => {
-          if (trafficFollows(percent)) {
-            pending.textContent = "";
-            pending.hidden = true;
-            pending.dataset.state = "shown";
-            return true;
-          }
-          if (Date.now() - sent < WAIT_LIMIT_MS) return false;
-          pending.textContent = "Saved: " + what + ". The traffic has not followed after " + WAIT_LIMIT_MS / 1000 + " s.";
-          pending.dataset.state = "late";
-          return true;
-        });
+        awaitEffect(live, what, sent, () => trafficFollows(percent));
       } catch (error) { showError(error.message); }
     };
     $("#promote").addEventListener("click", () => setCanary(null));
-    $("#rollback").addEventListener("click", () => setCanary(0));
+    // The button is replaced as the rollout moves on (data-part), so its clicks are caught here.
+    canary.addEventListener("click", (event) => {
+      const button = event.target.closest("#rollback");
+      if (!button || button.disabled) return;
+      if (button.dataset.restore) restoreRevision(canary.dataset.api, live, button.dataset.restore);
+      else setCanary(0);
+    });
     $("#set-canary").addEventListener("click", () => setCanary(Number($("#canary-percent").value)));
   }
   logs();

@@ -34,9 +34,26 @@ pub struct ServiceView {
     pub model_format: Option<String>,
     /// `v1` or `v2`.
     pub protocol: String,
+    /// What "Roll back" can do.
+    pub rollback: RollbackView,
     /// When it was created.
     #[serde(skip)]
     pub created: Option<SystemTime>,
+}
+
+/// What "Roll back" can do for a service: during a canary, send all traffic to the rolled-out
+/// revision (`canaryTrafficPercent: 0`); after a full rollout, where that changes nothing, restore
+/// the previous rolled-out revision's spec ([`Backend::rollback`]) where the backend knows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackView {
+    /// The latest revision is the rolled-out one: no canary is in progress.
+    pub rolled_out: bool,
+    /// `previousRolledoutRevision`.
+    pub previous: Option<String>,
+    /// The backend can restore the previous revision's spec (`skiff up` keeps each kept
+    /// revision's spec; the operator records only a hash of it).
+    pub restorable: bool,
 }
 
 /// One revision of a service.
@@ -108,6 +125,10 @@ pub trait Backend: Send + Sync + 'static {
     async fn create(&self, namespace: &str, manifest: Value) -> Result<ServiceView>;
     /// Applies a JSON merge patch (RFC 7386) to the InferenceService.
     async fn patch(&self, namespace: &str, name: &str, patch: Value) -> Result<()>;
+    /// After a full rollout, restores the spec of the previous rolled-out revision (editing only
+    /// the fields that differ), so that traffic goes back to that kept revision and no revision is
+    /// created; refused (4xx naming why) where it cannot be done.
+    async fn rollback(&self, namespace: &str, name: &str) -> Result<()>;
     /// Deletes it and everything it owns (foreground cascading on a cluster).
     async fn delete(&self, namespace: &str, name: &str) -> Result<()>;
     /// Events about it and its objects, newest first.

@@ -16,7 +16,7 @@ use skiff_api::labels;
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntime};
 use skiff_api::traffic::canary_percent;
 
-use crate::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
+use crate::backend::{Backend, EventView, LogStream, PodView, RevisionView, RollbackView, ServiceView};
 use crate::error::{Error, Result};
 use crate::formats::{Offer, runnable_formats};
 use crate::manifest::to_yaml;
@@ -74,6 +74,12 @@ pub fn view_of(isvc: &InferenceServiceResource) -> ServiceView {
         })
         .unwrap_or_default();
     let model = isvc.spec.predictor.model.as_ref();
+    // The operator records only a hash of each revision's spec: the app cannot restore one.
+    let rollback = predictor.map_or_else(RollbackView::default, |p| RollbackView {
+        rolled_out: p.latest_rolledout_revision.is_some() && p.latest_rolledout_revision == p.latest_created_revision,
+        previous: p.previous_rolledout_revision.clone(),
+        restorable: false,
+    });
     ServiceView {
         name: meta.name.clone().unwrap_or_default(),
         namespace: meta.namespace.clone().unwrap_or_default(),
@@ -88,6 +94,7 @@ pub fn view_of(isvc: &InferenceServiceResource) -> ServiceView {
         canary_percent: canary_percent(&isvc.spec.predictor),
         model_format: model.map(|m| m.model_format.name.clone()),
         protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
+        rollback,
         created: meta.creation_timestamp.as_ref().map(|t| SystemTime::from(t.0)),
     }
 }
@@ -171,6 +178,13 @@ impl Backend for KubeBackend {
         Ok(())
     }
 
+    async fn rollback(&self, namespace: &str, name: &str) -> Result<()> {
+        // `view_of` never marks a revision restorable here, so this is always a refusal saying why.
+        let view = self.get(namespace, name).await?;
+        Err(crate::rollback::refusal(&view.rollback)
+            .unwrap_or_else(|| Error::Unavailable("the cluster cannot restore a revision's spec".into())))
+    }
+
     async fn delete(&self, namespace: &str, name: &str) -> Result<()> {
         self.dynamic(namespace)
             .delete(name, &DeleteParams::foreground())
@@ -248,5 +262,41 @@ impl Backend for KubeBackend {
             .await
             .map_err(|e| not_found(e, format!("pod {namespace}/{pod}")))?;
         Ok(reader.lines().map_err(|e| Error::Unavailable(format!("reading the log: {e}"))).boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn stored(latest_created: &str, latest_rolled_out: &str) -> InferenceServiceResource {
+        serde_json::from_value(json!({
+            "apiVersion": "serving.kserve.io/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "iris", "namespace": "team-a"},
+            "spec": {"predictor": {"model": {"modelFormat": {"name": "onnx"}, "storageUri": "s3://m/v2"}}},
+            "status": {"components": {"predictor": {
+                "latestCreatedRevision": latest_created,
+                "latestRolledoutRevision": latest_rolled_out,
+                "previousRolledoutRevision": "iris-predictor-00001",
+                "traffic": [{"revisionName": latest_rolled_out, "percent": 100, "tag": "latest"}],
+            }}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_operators_revisions_are_never_restorable_here() {
+        let view = view_of(&stored("iris-predictor-00002", "iris-predictor-00002"));
+        let expected =
+            RollbackView { rolled_out: true, previous: Some("iris-predictor-00001".into()), restorable: false };
+        assert_eq!(view.rollback, expected);
+        let refusal = crate::rollback::refusal(&view.rollback).unwrap().to_string();
+        assert!(refusal.starts_with("to roll back, restore the spec of iris-predictor-00001"), "{refusal}");
+        // During a canary the latest revision is not the rolled-out one.
+        let canary = view_of(&stored("iris-predictor-00003", "iris-predictor-00002"));
+        assert!(!canary.rollback.rolled_out);
     }
 }

@@ -19,6 +19,7 @@ pub mod kube_backend;
 pub mod manifest;
 pub mod metrics;
 pub mod pages;
+pub mod rollback;
 pub mod routes;
 pub mod security;
 pub mod yaml_edit;

@@ -46,6 +46,7 @@ pub fn routes(prefix: &str) -> Router<Arc<App>> {
         .route(&api("/{namespace}/render"), axum::routing::post(render))
         .route(&api("/{namespace}/rows"), get(rows))
         .route(&api("/{namespace}/inferenceservices/{name}"), get(one).patch(patch).delete(delete))
+        .route(&api("/{namespace}/inferenceservices/{name}/rollback"), axum::routing::post(rollback))
         .route(&api("/{namespace}/inferenceservices/{name}/events"), get(events))
         .route(&api("/{namespace}/inferenceservices/{name}/pods"), get(pods))
         .route(&api("/{namespace}/inferenceservices/{name}/metrics"), get(metrics))
@@ -199,6 +200,18 @@ async fn patch(
 ) -> Result<Json<ServiceView>> {
     app.authorize(&user, Action::isvc("patch", &namespace)).await?;
     app.backend.patch(&namespace, &name, canary_patch(change.canary_traffic_percent)?).await?;
+    Ok(Json(app.backend.get(&namespace, &name).await?))
+}
+
+/// `POST`: after a full rollout, restores the previous rolled-out revision's spec
+/// ([`crate::backend::Backend::rollback`]); answers the service as it is now.
+async fn rollback(
+    State(app): AppState,
+    Extension(user): Extension<User>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Result<Json<ServiceView>> {
+    app.authorize(&user, Action::isvc("patch", &namespace)).await?;
+    app.backend.rollback(&namespace, &name).await?;
     Ok(Json(app.backend.get(&namespace, &name).await?))
 }
 

@@ -223,7 +223,7 @@ fn edit(text: &str, document: usize, path: &[&str], value: Option<&Value>) -> Re
         let field = named(path.len());
         let entry = &entries[index];
         return match rendered {
-            Some(rendered) => set(text, &field, &entry.value, &rendered),
+            Some(rendered) => set(text, &field, &entry.value, &restyled(&entry.value, value, rendered)),
             None if flow => Err(flow_refusal(&named(depth), &field)),
             None => remove(text, &field, &entries, index),
         };
@@ -235,6 +235,20 @@ fn flow_refusal(mapping: &str, field: &str) -> Error {
     refused(format!(
         "{mapping}: a flow mapping ({{...}}) cannot gain or lose {field} without rewriting it; edit the file by hand"
     ))
+}
+
+/// `rendered` in the quotes the string it replaces was written in, where they can hold it: a
+/// single-quoted storage URI stays single-quoted.
+fn restyled(old: &Node, value: Option<&Value>, rendered: String) -> String {
+    match (&old.kind, value) {
+        (Kind::Scalar(ScalarStyle::SingleQuoted), Some(Value::String(s))) if !s.contains('\n') => {
+            format!("'{}'", s.replace('\'', "''"))
+        }
+        (Kind::Scalar(ScalarStyle::DoubleQuoted), Some(Value::String(s))) => {
+            serde_json::to_string(s).unwrap_or(rendered)
+        }
+        _ => rendered,
+    }
 }
 
 /// Replaces the scalar `value` with `rendered`.
@@ -379,6 +393,19 @@ spec:
         let empty = "spec:\n  predictor:\n    canaryTrafficPercent:\n    minReplicas: 1\n";
         assert_eq!(merge_patch(empty, 0, &canary(Some(5))).unwrap(), empty.replace("Percent:\n", "Percent: 5\n"));
         assert_eq!(merge_patch(&removed, 0, &canary(None)).unwrap(), removed);
+    }
+
+    #[test]
+    fn a_string_keeps_the_quotes_it_was_written_in() {
+        let text = "spec:\n  predictor:\n    model:\n      storageUri: 'file://v2'   # here\n      runtime: \"a\"\n";
+        let patch = json!({"spec": {"predictor": {"model": {"storageUri": "file://it's", "runtime": "b\"c"}}}});
+        assert_eq!(
+            merge_patch(text, 0, &patch).unwrap(),
+            "spec:\n  predictor:\n    model:\n      storageUri: 'file://it''s'   # here\n      runtime: \"b\\\"c\"\n"
+        );
+        // A number in quotes is written as a number: quotes would make it a string.
+        let quoted = "spec:\n  predictor:\n    canaryTrafficPercent: '10'\n    x: 1\n";
+        assert_eq!(merge_patch(quoted, 0, &canary(Some(20))).unwrap(), quoted.replace("'10'", "20"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use skiff_web::access::{Access, Action};
-use skiff_web::backend::{Backend, EventView, LogStream, PodView, ServiceView};
+use skiff_web::backend::{Backend, EventView, LogStream, PodView, RollbackView, ServiceView};
 use skiff_web::config::{Secret, Settings};
 use skiff_web::error::{Error, Result};
 use skiff_web::metrics::sampler::Sampler;
@@ -36,6 +36,7 @@ fn view(namespace: &str, name: &str) -> ServiceView {
         canary_percent: None,
         model_format: Some("onnx".into()),
         protocol: "v2".into(),
+        rollback: RollbackView::default(),
         created: None,
     }
 }
@@ -69,6 +70,9 @@ impl Backend for Fake {
     async fn patch(&self, _: &str, _: &str, patch: Value) -> Result<()> {
         self.patched.lock().unwrap().push(patch);
         Ok(())
+    }
+    async fn rollback(&self, _: &str, _: &str) -> Result<()> {
+        Err(Error::Refused { status: 409, message: "no earlier revision".into() })
     }
     async fn delete(&self, _: &str, _: &str) -> Result<()> {
         Ok(())
@@ -378,6 +382,21 @@ async fn canary_changes_are_one_merge_patch() {
         let patch = h.backend.patched.lock().unwrap().last().cloned().unwrap();
         assert_eq!(patch["spec"]["predictor"]["canaryTrafficPercent"], expected);
     }
+}
+
+#[tokio::test]
+async fn a_rollback_needs_the_token_and_its_refusal_reaches_the_user() {
+    let h = harness(cluster());
+    let uri = "/models/api/namespaces/team-a/inferenceservices/iris/rollback";
+    let (status, _, _) = send(&h.app, mutate("POST", uri, "alice", None, "")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no CSRF token");
+    let page = session(&h.app, "alice").await;
+    let (status, _, body) = send(&h.app, mutate("POST", uri, "alice", Some(&page), "")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("no earlier revision"), "{body}");
+    let other = uri.replace("team-a", "team-b");
+    let (status, _, _) = send(&h.app, mutate("POST", &other, "alice", Some(&page), "")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "alice may not patch in team-b");
 }
 
 #[tokio::test]

@@ -61,6 +61,7 @@ fn service(i: usize) -> ServiceView {
         canary_percent: Some(10),
         model_format: Some("onnx".into()),
         protocol: "v2".into(),
+        rollback: Default::default(),
         created: Some(SystemTime::now() - Duration::from_secs(3600 + i as u64)),
         name,
     }
@@ -84,6 +85,9 @@ impl Backend for Synthetic {
         Err(Error::BadRequest("read-only".into()))
     }
     async fn patch(&self, _: &str, _: &str, _: Value) -> Result<()> {
+        Err(Error::BadRequest("read-only".into()))
+    }
+    async fn rollback(&self, _: &str, _: &str) -> Result<()> {
         Err(Error::BadRequest("read-only".into()))
     }
     async fn delete(&self, _: &str, _: &str) -> Result<()> {

@@ -242,6 +242,9 @@ impl Controller {
                         .flat_map(|c| c.rollout.inactive(&c.traffic))
                         .map(|r| r.name.clone())
                         .collect(),
+                    previous_template: predictor.previous_rolled_out().and_then(|previous| {
+                        predictor.revisions().iter().find(|r| r.name == previous).map(|r| r.template.clone())
+                    }),
                 }
             })
             .collect();

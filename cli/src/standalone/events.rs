@@ -166,6 +166,7 @@ mod tests {
             latest_rolledout_revision: None,
             previous_rolledout_revision: None,
             kept_revisions: Vec::new(),
+            previous_template: None,
             revisions: vec![RevisionStatus {
                 name: "iris-predictor-00001".into(),
                 percent: 100,

@@ -6,6 +6,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use skiff_api::revision::RevisionTemplate;
+
 use super::models::FetchStatus;
 
 /// Everything `skiff up` is serving.
@@ -48,6 +50,10 @@ pub struct ServiceStatus {
     /// routes to it again), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_revisions: Vec<String>,
+    /// The predictor spec of the previous rolled-out revision while it is kept: what the web app's
+    /// "Roll back" restores. In process only (`skiff get` does not read it).
+    #[serde(skip)]
+    pub previous_template: Option<RevisionTemplate>,
 }
 
 /// One revision.
@@ -265,6 +271,7 @@ mod tests {
                 latest_rolledout_revision: Some("iris-predictor-00001".into()),
                 previous_rolledout_revision: None,
                 kept_revisions: Vec::new(),
+                previous_template: None,
                 revisions: vec![
                     revision("iris-predictor-00002", 20, "latest"),
                     revision("iris-predictor-00001", 80, "prev"),
@@ -348,6 +355,7 @@ mod tests {
             latest_rolledout_revision: None,
             previous_rolledout_revision: None,
             kept_revisions: Vec::new(),
+            previous_template: None,
             revisions: vec![revision],
         };
         assert_eq!(service.failure(), Some(&failure));

@@ -3,7 +3,9 @@
 //! Namespaces are those of the manifests; create writes a checked YAML file into the folder (named
 //! by [`manifest_file`]; a refusal reads `file: field: message`, as `skiff get` shows it), a canary
 //! change edits the one field in the file in place ([`merge_patch`]: the user's comments, key order
-//! and quoting stay), delete removes it, and each refreshes the state at once; logs are the replicas' output; events are the changes `skiff up` saw;
+//! and quoting stay), a rollback after a full rollout edits the fields that differ from the
+//! previous rolled-out revision's spec the same way ([`restore_patch`]), delete removes it, and
+//! each refreshes the state at once; logs are the replicas' output; events are the changes `skiff up` saw;
 //! metrics come from the router's own counters.
 
 use std::collections::BTreeSet;
@@ -12,14 +14,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
+use skiff_api::revision::RevisionTemplate;
 use skiff_api::status::Condition;
 use skiff_api::traffic::canary_percent;
-use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, ServiceView};
+use skiff_web::backend::{Backend, EventView, LogStream, PodView, RevisionView, RollbackView, ServiceView};
 use skiff_web::error::{Error, Result};
 use skiff_web::formats::{Offer, runnable_formats};
 use skiff_web::manifest::{custom_containers, to_yaml};
 use skiff_web::metrics::sampler::Scrape;
+use skiff_web::rollback::{refusal, restore_patch};
 use skiff_web::yaml_edit::merge_patch;
 use tokio_stream::wrappers::BroadcastStream;
 
@@ -97,7 +101,34 @@ fn view(manifest: &Manifest, status: Option<&ServiceStatus>) -> ServiceView {
         canary_percent: canary_percent(&isvc.spec.predictor),
         model_format: model.map(|m| m.model_format.name.clone()),
         protocol: model.and_then(|m| m.protocol_version.clone()).unwrap_or_else(|| "v1".into()),
+        rollback: status.map(rollback_view).unwrap_or_default(),
         created: manifest.created,
+    }
+}
+
+/// What "Roll back" can do: `skiff up` keeps the spec of each kept revision, so the previous
+/// rolled-out one's can be restored while it is kept.
+fn rollback_view(status: &ServiceStatus) -> RollbackView {
+    RollbackView {
+        rolled_out: status.latest_rolledout_revision.is_some()
+            && status.latest_rolledout_revision == status.latest_created_revision,
+        previous: status.previous_rolledout_revision.clone(),
+        restorable: status.previous_template.is_some(),
+    }
+}
+
+/// A revision's template as the parts of a manifest it comes from, for [`restore_patch`].
+fn template_value(template: &RevisionTemplate) -> Value {
+    json!({ "metadata": { "annotations": template.annotations }, "spec": { "predictor": template.predictor } })
+}
+
+/// A refusal of an edit to `path`, naming the file first (as `skiff get` shows a refused manifest).
+fn in_file(path: &Path, error: Error) -> Error {
+    match error {
+        Error::Refused { status, message } => {
+            Error::Refused { status, message: format!("{}: {message}", path.display()) }
+        }
+        other => other,
     }
 }
 
@@ -202,13 +233,49 @@ impl Backend for FolderBackend {
         self.manifests.refresh();
         let manifest = self.manifest(namespace, name)?;
         // The field is edited where it stands: the user's comments, order and quoting stay.
-        let text = merge_patch(&manifest.text, 0, &patch).map_err(|error| match error {
-            Error::Refused { status, message } => {
-                Error::Refused { status, message: format!("{}: {message}", manifest.path.display()) }
-            }
-            other => other,
-        })?;
+        let text = merge_patch(&manifest.text, 0, &patch).map_err(|error| in_file(&manifest.path, error))?;
         self.check(&manifest.path, &text)?;
+        write_atomically(&manifest.path, &text)?;
+        self.manifests.refresh();
+        Ok(())
+    }
+
+    async fn rollback(&self, namespace: &str, name: &str) -> Result<()> {
+        self.manifests.refresh();
+        let manifest = self.manifest(namespace, name)?;
+        let status = self.status(namespace, name).ok_or_else(|| Error::Refused {
+            status: 409,
+            message: format!("InferenceService {namespace}/{name} is not served yet"),
+        })?;
+        let view = rollback_view(&status);
+        let (previous, kept) = match (refusal(&view), view.previous, status.previous_template) {
+            (None, Some(previous), Some(kept)) => (previous, kept),
+            (refused, ..) => return Err(refused.unwrap_or_else(|| Error::NotFound("the previous revision".into()))),
+        };
+        // Only the fields that differ are edited, in place; a change that cannot be made so (a
+        // list) is refused naming the field, and nothing is written.
+        let current = RevisionTemplate::of(&manifest.isvc);
+        let canary_set = manifest.isvc.spec.predictor.canary_traffic_percent.is_some();
+        let patch = restore_patch(&template_value(&current), &template_value(&kept), canary_set);
+        let restoring = |error| {
+            in_file(
+                &manifest.path,
+                match error {
+                    Error::Refused { status, message } => {
+                        Error::Refused { status, message: format!("restoring the spec of {previous}: {message}") }
+                    }
+                    other => other,
+                },
+            )
+        };
+        let text = merge_patch(&manifest.text, 0, &patch).map_err(restoring)?;
+        let checked = self.check(&manifest.path, &text)?;
+        if RevisionTemplate::of(&checked.isvc) != kept {
+            return Err(restoring(Error::Refused {
+                status: 422,
+                message: "the file edited in place does not give that spec; restore it by hand".into(),
+            }));
+        }
         write_atomically(&manifest.path, &text)?;
         self.manifests.refresh();
         Ok(())

@@ -190,9 +190,39 @@ fn revisions(service: &ServiceView, api: &str) -> Markup {
         p #pending .pending hidden {}
         div.canary data-api=(api) {
             button #promote type="button" title="Remove canaryTrafficPercent: the latest revision takes all traffic" { "Promote" }
-            button #rollback type="button" title="canaryTrafficPercent: 0, all traffic to the previous revision" { "Roll back" }
+            (rollback_button(service))
             label { "Set " input #canary-percent type="number" min="0" max="100" value=(service.canary_percent.unwrap_or(10)); " %" }
             button #set-canary type="button" { "Set" }
+        }
+    }
+}
+
+/// "Roll back", which the page refreshes (`data-part`) as the rollout moves on: during a canary it
+/// sets `canaryTrafficPercent: 0`; after a full rollout, where that changes nothing, it restores the
+/// previous rolled-out revision's spec (`data-restore`), or, where the backend cannot, it is
+/// disabled and says what to do.
+fn rollback_button(service: &ServiceView) -> Markup {
+    let rollback = &service.rollback;
+    let stable = service.revisions.iter().find(|r| r.tag.as_deref() == Some("prev")).map(|r| r.name.as_str());
+    html! {
+        span.rollback data-part="rollback" {
+            @match (rollback.rolled_out, rollback.previous.as_deref(), rollback.restorable) {
+                (false, ..) => button #rollback type="button"
+                    title={ "canaryTrafficPercent: 0, all traffic to " (stable.unwrap_or("the rolled-out revision")) } { "Roll back" },
+                (true, Some(previous), true) => button #rollback type="button" data-restore=(previous)
+                    title={ "Restore the spec of " (previous) " in the manifest: it takes all traffic again, with no new revision" } { "Roll back" },
+                (true, Some(previous), false) => {
+                    button #rollback type="button" disabled
+                        title={ "To roll back, restore the spec of " (previous) } { "Roll back" }
+                    span.note #rollback-note {
+                        "To roll back, restore the spec of " (previous) " (apply the manifest it ran): it is kept at \
+                         zero and takes the traffic back with no new revision. This app cannot restore it: the \
+                         operator records only a hash of each revision's spec."
+                    }
+                }
+                (true, None, _) => button #rollback type="button" disabled
+                    title="There is no earlier rolled-out revision to roll back to" { "Roll back" },
+            }
         }
     }
 }
@@ -243,5 +273,65 @@ fn metrics(app: &App, api: &str) -> Markup {
             }
         }
         div #charts .charts data-metrics={ (api) "/metrics?minutes=" } {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{RevisionView, RollbackView};
+
+    fn service(rolled_out: bool, previous: Option<&str>, restorable: bool) -> ServiceView {
+        let revision = |n: u32, percent, tag: &str| RevisionView {
+            name: format!("iris-predictor-0000{n}"),
+            percent,
+            tag: Some(tag.into()),
+            desired: None,
+            ready: None,
+        };
+        ServiceView {
+            name: "iris".into(),
+            namespace: "default".into(),
+            ready: "True".into(),
+            url: None,
+            conditions: Vec::new(),
+            revisions: if rolled_out {
+                vec![revision(2, 100, "latest")]
+            } else {
+                vec![revision(2, 30, "latest"), revision(1, 70, "prev")]
+            },
+            canary_percent: (!rolled_out).then_some(30),
+            model_format: None,
+            protocol: "v1".into(),
+            rollback: RollbackView { rolled_out, previous: previous.map(str::to_owned), restorable },
+            created: None,
+        }
+    }
+
+    fn button(service: &ServiceView) -> String {
+        rollback_button(service).into_string()
+    }
+
+    #[test]
+    fn during_a_canary_roll_back_sets_the_canary_to_zero() {
+        let html = button(&service(false, Some("iris-predictor-00000"), true));
+        assert!(!html.contains("data-restore") && !html.contains("disabled"), "{html}");
+        assert!(html.contains("canaryTrafficPercent: 0, all traffic to iris-predictor-00001"), "{html}");
+    }
+
+    #[test]
+    fn after_a_full_rollout_it_restores_the_previous_spec_where_the_backend_can() {
+        let html = button(&service(true, Some("iris-predictor-00001"), true));
+        assert!(html.contains(r#"data-restore="iris-predictor-00001""#) && !html.contains("disabled"), "{html}");
+    }
+
+    #[test]
+    fn on_a_cluster_it_is_disabled_and_says_what_to_do() {
+        let html = button(&service(true, Some("iris-predictor-00001"), false));
+        assert!(html.contains("disabled") && !html.contains("data-restore"), "{html}");
+        assert!(html.contains(r#"title="To roll back, restore the spec of iris-predictor-00001""#), "{html}");
+        assert!(html.contains(r#"id="rollback-note""#), "a visible note: {html}");
+        let alone = button(&service(true, None, true));
+        assert!(alone.contains("disabled") && alone.contains("no earlier rolled-out revision"), "{alone}");
     }
 }
