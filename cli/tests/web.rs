@@ -63,18 +63,24 @@ async fn the_web_app_manages_a_service_in_skiff_up() {
             b.open(&format!("{base}/"), "index-empty").await;
             b.wait_text("#services tbody", "the empty index", |t| t.contains("No InferenceServices yet")).await;
 
-            // A manifest written by hand that skiff up refuses shows on the index with its reason.
+            // A manifest written by hand that skiff up refuses shows on the open index with its
+            // reason, and goes with its file, without a reload; so does a misspelled field's warning.
             let broken = common::manifest("broken", "iris", "minReplicas: 9\nmaxReplicas: 2");
             std::fs::write(dir.path().join("broken.yaml"), broken).unwrap();
-            let refused =
-                reload_until(b, &format!("{base}/"), "#refused", "the refused manifest", |t| t.contains("broken.yaml"))
-                    .await;
+            let refused = b.wait_text("#refused", "the refused manifest", |t| t.contains("broken.yaml")).await;
             assert!(
                 refused.contains("broken.yaml: spec.predictor.minReplicas: 9 is more than maxReplicas 2"),
                 "{refused}"
             );
             b.shot("index-refused").await;
             std::fs::remove_file(dir.path().join("broken.yaml")).unwrap();
+            b.wait_text("#notices", "the refusal gone", str::is_empty).await;
+            std::fs::write(dir.path().join("typo.yaml"), common::manifest("typo", "iris", "minReplica: 0")).unwrap();
+            let warned = b.wait_text("#warnings", "the warning", |t| t.contains("typo.yaml")).await;
+            assert!(warned.contains("spec.predictor.minReplica"), "{warned}");
+            std::fs::remove_file(dir.path().join("typo.yaml")).unwrap();
+            b.wait_text("#notices", "the warning gone", str::is_empty).await;
+            b.wait_text("#services tbody", "the index empty again", |t| t.contains("No InferenceServices yet")).await;
 
             // The form shows the YAML it will submit; a refused manifest shows `file: field: message`.
             b.click("#new").await;

@@ -46,6 +46,9 @@ function liveIndex() {
     $("tbody", table).innerHTML = event.data;
     showError("");
   });
+  source.addEventListener("notices", (event) => {
+    $("#notices").outerHTML = event.data;
+  });
   source.addEventListener("failure", (event) => showError(event.data));
 }
 

@@ -287,33 +287,60 @@ async fn logs(
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
-/// Server-sent events: the index table's rows, rendered again whenever they change.
+/// Server-sent events: the index table's rows (`rows`) and the notices above it (`notices`), each
+/// rendered again and sent whenever it changes.
 async fn rows(
     State(app): AppState,
     Extension(user): Extension<User>,
     Path(namespace): Path<String>,
 ) -> Result<Response> {
     app.authorize(&user, Action::isvc("list", &namespace)).await?;
-    let start = (app, namespace, String::new(), true);
-    let stream = futures::stream::unfold(start, |(app, namespace, mut last, mut first)| async move {
+    let start = (app, namespace, Shown::default(), true);
+    let stream = futures::stream::unfold(start, |(app, namespace, mut shown, mut first)| async move {
         loop {
             if !first {
                 tokio::time::sleep(ROWS_INTERVAL).await;
             }
             first = false;
-            let html = match app.backend.list(&namespace).await {
-                Ok(services) => pages::index::rows(&app, &services).into_string(),
-                Err(error) => {
-                    let event = Event::default().event("failure").data(error.to_string());
-                    return Some((Ok::<_, Infallible>(event), (app, namespace, last, false)));
-                }
+            let events = match index_parts(&app, &namespace).await {
+                Ok((rows, notices)) => shown.changes(rows, notices),
+                Err(error) => vec![Event::default().event("failure").data(error.to_string())],
             };
-            if html != last {
-                let event = Event::default().event("rows").data(html.replace('\n', " "));
-                last = html;
-                return Some((Ok(event), (app, namespace, last, false)));
+            if !events.is_empty() {
+                return Some((events, (app, namespace, shown, false)));
             }
         }
-    });
+    })
+    .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok::<_, Infallible>)));
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// The live index's two parts as HTML: the rows and the notices.
+async fn index_parts(app: &App, namespace: &str) -> Result<(String, String)> {
+    let services = app.backend.list(namespace).await?;
+    let (refused, warnings) = (app.backend.refused().await?, app.backend.warnings().await?);
+    Ok((pages::index::rows(app, &services).into_string(), pages::index::notices(&refused, &warnings).into_string()))
+}
+
+/// What a live index was last sent.
+#[derive(Default)]
+struct Shown {
+    rows: String,
+    notices: String,
+}
+
+impl Shown {
+    /// The events for the parts that differ from what was sent (the first time, the rows always).
+    fn changes(&mut self, rows: String, notices: String) -> Vec<Event> {
+        let mut events = Vec::new();
+        if rows != self.rows {
+            events.push(Event::default().event("rows").data(rows.replace('\n', " ")));
+            self.rows = rows;
+        }
+        if notices != self.notices {
+            events.push(Event::default().event("notices").data(notices.replace('\n', " ")));
+            self.notices = notices;
+        }
+        events
+    }
 }

@@ -1,5 +1,6 @@
 //! The index: the namespace's InferenceServices with status, URL, latest and previous revision
-//! with their traffic, replicas and age; the script replaces the rows as they change.
+//! with their traffic, replicas and age, under the refused manifests and warnings; the script
+//! replaces the rows and those notices as they change.
 
 use maud::{Markup, html};
 
@@ -20,6 +21,24 @@ pub fn page(
     let prefix = &app.settings.prefix;
     let body = html! {
         h1 { "InferenceServices in " (namespace) }
+        (notices(refused, warnings))
+        table.services #services data-live={ (prefix) "/api/namespaces/" (namespace) "/rows" } {
+            thead {
+                tr {
+                    th { "Status" } th { "Name" } th { "URL" } th { "Latest revision" } th { "Previous revision" }
+                    th { "Replicas" } th { "Age" }
+                }
+            }
+            tbody { (rows(app, services)) }
+        }
+    };
+    layout::page(app, "InferenceServices", namespace, namespaces, body)
+}
+
+/// The refused manifests and the warnings above the table, in their `#notices` box (also sent
+/// on their own to the live index, as `rows` are; never empty, as an event's data must not be).
+pub fn notices(refused: &[String], warnings: &[String]) -> Markup {
+    html! { div #notices {
         @if !refused.is_empty() {
             div #refused .error {
                 strong { "Refused manifests (not served):" }
@@ -32,17 +51,7 @@ pub fn page(
                 ul { @for message in warnings { li { (message) } } }
             }
         }
-        table.services #services data-live={ (prefix) "/api/namespaces/" (namespace) "/rows" } {
-            thead {
-                tr {
-                    th { "Status" } th { "Name" } th { "URL" } th { "Latest revision" } th { "Previous revision" }
-                    th { "Replicas" } th { "Age" }
-                }
-            }
-            tbody { (rows(app, services)) }
-        }
-    };
-    layout::page(app, "InferenceServices", namespace, namespaces, body)
+    } }
 }
 
 fn revision_cell(revision: Option<&RevisionView>) -> Markup {
