@@ -564,7 +564,7 @@ mod tests {
             assert!(html.contains(&format!("<title>{title}</title>")), "no {title} chart");
         }
         assert_eq!(html.matches("<svg ").count(), 6);
-        assert!(html.contains("All TTFT"), "the table has the LLM rows");
+        assert!(html.contains("Time to first token     "), "the table has the LLM rows");
         assert!(!report().contains("Time to first token"), "no LLM charts without streams");
     }
 
