@@ -5,6 +5,9 @@
 use super::summary::{LlmSummary, Part};
 use crate::load::table::{percentiles, rate};
 
+/// One metric's figures of a set of streams.
+type Figures = fn(&Part) -> String;
+
 /// `(label, value)` rows.
 pub fn rows(llm: &LlmSummary) -> Vec<(String, String)> {
     let tokens_from = match (llm.tokens_from_usage, llm.tokens_counted) {
@@ -23,7 +26,7 @@ pub fn rows(llm: &LlmSummary) -> Vec<(String, String)> {
     )];
     let mut groups = vec![("  met a cold start".to_owned(), &llm.cold_starts), ("  warm".to_owned(), &llm.warm)];
     groups.extend(llm.phases.iter().map(|p| (format!("  sent {}", p.phase.label()), &p.part)));
-    let metrics: [(&str, fn(&Part) -> String); 3] = [
+    let metrics: [(&str, Figures); 3] = [
         ("Time to first token", |p| format!("{:>6} streams  {}", p.streams, percentiles(&p.ttft))),
         ("Inter-token latency", |p| format!("{:>6} gaps     {}", p.itl.count, percentiles(&p.itl))),
         ("Tokens/s per stream", |p| {
