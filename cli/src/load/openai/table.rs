@@ -42,3 +42,47 @@ pub fn rows(llm: &LlmSummary) -> Vec<(String, String)> {
     }
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::openai::summary::{Timed, summarize};
+    use crate::load::openai::{Stream, TokensFrom};
+    use std::time::Duration;
+
+    fn stream(cold: bool, tokens_from: TokensFrom) -> Timed {
+        let ms = Duration::from_millis;
+        let stream = Stream {
+            ttft: Some(ms(50)),
+            gaps: vec![ms(5)],
+            content_events: 2,
+            tokens: 2,
+            tokens_from,
+            end_to_end: ms(60),
+        };
+        Timed { sent: ms(0), phase: None, cold, stream }
+    }
+
+    #[test]
+    fn the_rows_say_where_the_tokens_came_from_and_skip_empty_groups() {
+        let counted = rows(&summarize(&[stream(false, TokensFrom::Counted)], Duration::from_secs(1), false));
+        assert!(counted[0].1.contains("content events counted"), "{counted:?}");
+        let labels: Vec<&str> = counted.iter().map(|(label, _)| label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "Output tokens",
+                "Time to first token",
+                "  warm",
+                "Inter-token latency",
+                "  warm",
+                "Tokens/s per stream",
+                "  warm"
+            ]
+        );
+        let mixed = [stream(true, TokensFrom::Usage), stream(false, TokensFrom::Counted)];
+        let mixed = rows(&summarize(&mixed, Duration::from_secs(1), false));
+        assert!(mixed[0].1.contains("usage for 1 streams, content events counted for 1"), "{mixed:?}");
+        assert!(mixed.iter().any(|(label, _)| label == "  met a cold start"));
+    }
+}
