@@ -8,11 +8,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
+use common::llm::{self, replicas};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -23,42 +22,6 @@ const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-pe
 
 /// Tokens each request asks for.
 const MAX_TOKENS: u64 = 24;
-
-/// The venv and the model `tests/llm/setup.sh` installs.
-fn installed() -> (PathBuf, PathBuf) {
-    let venv = repo().join(".bench/llm-venv");
-    let model = repo().join(".bench/llm/tiny-llama.gguf");
-    assert!(
-        venv.join("bin/python3").is_file() && model.is_file(),
-        "the LLM server is not installed: run tests/llm/setup.sh (scripts/test.sh does), which puts \
-         llama-cpp-python[server] in {} and the tiny model at {}",
-        venv.display(),
-        model.display()
-    );
-    (venv, model)
-}
-
-const ISVC: &str = "apiVersion: serving.kserve.io/v1beta1
-kind: InferenceService
-metadata:
-  name: llama
-  annotations:
-    serving.knative.dev/progress-deadline: 5m
-spec:
-  predictor:
-    minReplicas: 0
-    containerConcurrency: 2
-    model:
-      modelFormat: {name: gguf}
-      storageUri: file://models/llama
-      args: [--n_threads=1, --n_ctx=512]
-";
-
-fn replicas(status: &Value) -> (u64, u64) {
-    let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "llama").cloned());
-    let revision = service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
-    (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
-}
 
 /// One streamed chat completion: its events, and how many reads of the body brought them.
 struct Streamed {
@@ -119,15 +82,7 @@ async fn chat(addr: std::net::SocketAddr, stream: bool, user: &str) -> (StatusCo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_router_and_serves_ten_at_zero() {
-    let (venv, model) = installed();
-    let dir = folder(&[]);
-    let path = dir.path();
-    std::fs::create_dir_all(path.join("models/llama")).unwrap();
-    std::fs::copy(&model, path.join("models/llama/model.gguf")).unwrap();
-    std::fs::write(path.join("llama.yaml"), ISVC).unwrap();
-    let runtime = repo().join("examples/runtimes/llama-cpp-server.yaml").display().to_string();
-    let env_path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap_or_default());
-    let up = Up::start_with(path, CONFIG, &[("PATH", env_path.as_str())], &["--runtime", runtime.as_str()]);
+    let (_dir, up) = llm::up(CONFIG, &llm::isvc("containerConcurrency: 2"));
     up.wait_for("llama at zero", Duration::from_secs(60), |s| replicas(s) == (0, 0)).await;
 
     // From zero: held while llama.cpp loads the model, then streamed token by token.

@@ -2,8 +2,8 @@
 //! closed-loop worker or borrowed from a pool by open-loop requests, the kind of each failure, and
 //! whether an answer met a cold start (Skiff's `x-skiff-cold-start` header).
 
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri};
@@ -11,6 +11,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+
+use super::openai::{Chat, Stream, Tracker, sse};
 
 /// What every request sends.
 #[derive(Debug, Clone)]
@@ -29,6 +31,9 @@ pub struct Target {
     pub body: Bytes,
     /// Longest a request may take, connecting included.
     pub timeout: Duration,
+    /// `--openai`: the chat completions sent in turn (instead of `body`), their answers timed
+    /// as streams.
+    pub chat: Option<Arc<Chat>>,
 }
 
 impl Target {
@@ -54,11 +59,12 @@ impl Target {
             let host = uri.authority().map_or(host, |a| a.as_str());
             headers.insert(http::header::HOST, host.parse().map_err(|e| format!("{url}: host: {e}"))?);
         }
-        Ok(Target { authority, url: url.to_owned(), path, method, headers, body, timeout })
+        Ok(Target { authority, url: url.to_owned(), path, method, headers, body, timeout, chat: None })
     }
 
     fn request(&self) -> Request<Full<Bytes>> {
-        let mut request = Request::new(Full::new(self.body.clone()));
+        let body = self.chat.as_ref().map_or_else(|| self.body.clone(), |chat| chat.next_body());
+        let mut request = Request::new(Full::new(body));
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = self.path.parse().unwrap_or_else(|_| Uri::from_static("/"));
         *request.headers_mut() = self.headers.clone();
@@ -70,13 +76,15 @@ impl Target {
 pub type Outcome = Result<Answer, Failure>;
 
 /// An HTTP answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// Its status.
     pub status: http::StatusCode,
     /// When the request met a cold start: how long Skiff's activator held it for a ready replica
     /// (its `x-skiff-cold-start` header).
     pub held: Option<Duration>,
+    /// `--openai`: the answer's events, timed.
+    pub stream: Option<Stream>,
 }
 
 impl Answer {
@@ -86,7 +94,7 @@ impl Answer {
             .get(skiff_api::serving::COLD_START_HEADER)
             .and_then(|v| v.to_str().ok()?.parse().ok())
             .map(Duration::from_millis);
-        Answer { status, held }
+        Answer { status, held, stream: None }
     }
 }
 
@@ -171,13 +179,35 @@ async fn send(target: &Target, connection: &mut Connection) -> Result<(Answer, B
         Some(sender) => sender,
         None => connect(&target.authority).await?,
     };
+    let sent = Instant::now();
     let response = sender.send_request(target.request()).await.map_err(|e| Failure::Transport(e.to_string()))?;
-    let answer = Answer::new(response.status(), response.headers());
-    let body = response.into_body().collect().await.map_err(|e| Failure::Transport(e.to_string()))?.to_bytes();
+    let mut answer = Answer::new(response.status(), response.headers());
+    let body = if target.chat.is_some() && answer.status.is_success() {
+        let stream = timed(sent, response.into_body()).await?;
+        answer.stream = Some(stream);
+        Bytes::new()
+    } else {
+        response.into_body().collect().await.map_err(|e| Failure::Transport(e.to_string()))?.to_bytes()
+    };
     if !sender.is_closed() {
         *connection = Some(sender);
     }
     Ok((answer, body))
+}
+
+/// Reads a streamed answer piece by piece, timing its server-sent events as they arrive.
+async fn timed(sent: Instant, mut body: hyper::body::Incoming) -> Result<Stream, Failure> {
+    let (mut parser, mut tracker) = (sse::Parser::new(), Tracker::new(sent));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Failure::Transport(e.to_string()))?;
+        let at = Instant::now();
+        if let Some(data) = frame.data_ref() {
+            for event in parser.push(data) {
+                tracker.event(at, &event);
+            }
+        }
+    }
+    Ok(tracker.finish(Instant::now()))
 }
 
 /// Idle keep-alive connections that open-loop requests borrow, at most `keep` of them.
@@ -236,7 +266,7 @@ mod tests {
 
     #[test]
     fn non_success_answers_and_failures_are_error_kinds() {
-        let answer = |status| Ok(Answer { status, held: None });
+        let answer = |status| Ok(Answer { status, held: None, stream: None });
         assert_eq!(error_kind(&answer(http::StatusCode::OK)), None);
         assert_eq!(error_kind(&answer(http::StatusCode::SERVICE_UNAVAILABLE)).as_deref(), Some("HTTP 503"));
         assert_eq!(error_kind(&Err(Failure::Timeout)).as_deref(), Some("timeout"));

@@ -8,6 +8,7 @@
 mod client;
 mod coldstart;
 pub(crate) mod flags;
+mod openai;
 mod phase;
 mod progress;
 mod record;
@@ -43,9 +44,22 @@ use scenario::{Closed, Scenario, Shape};
 pub struct LoadArgs {
     /// The URL to load; with --model, the address to send to (default http://127.0.0.1:8080).
     pub url: Option<String>,
-    /// Load this model with an example input built from its V2 metadata (`GET /v2/models/NAME`).
+    /// Load this model with an example input built from its V2 metadata (`GET /v2/models/NAME`);
+    /// with --openai, the `model` the chat completions name (default: the InferenceService of the
+    /// Host or path, else --service).
     #[arg(long)]
     pub model: Option<String>,
+    /// Send streamed OpenAI chat completions and report time to first token, inter-token latency
+    /// and tokens per second (also when the URL's path ends in /chat/completions).
+    #[arg(long)]
+    pub openai: bool,
+    /// --openai: prompts, one per line or JSON lines (`{"prompt": …}`), sent in turn (default: a
+    /// small built-in set).
+    #[arg(long, conflicts_with_all = ["body", "body_file"])]
+    pub prompts: Option<PathBuf>,
+    /// --openai: `max_tokens` of each chat completion.
+    #[arg(long, default_value_t = 64)]
+    pub max_tokens: u32,
     /// Closed loop: concurrent workers, each sending when its last request answered.
     #[arg(short = 'c', long, default_value_t = 10)]
     pub concurrency: usize,
@@ -188,6 +202,10 @@ async fn target(args: &LoadArgs) -> anyhow::Result<client::Target> {
     let method = |default: Method| -> anyhow::Result<Method> {
         args.method.as_deref().map_or(Ok(default), |m| m.to_uppercase().parse().context("-m: not an HTTP method"))
     };
+    if let Some(url) = args.url.as_deref().filter(|url| args.openai || openai::detect(false, url)) {
+        return chat_target(args, url);
+    }
+    anyhow::ensure!(!args.openai, "--openai: give the URL of the chat completions");
     let Some(model_name) = &args.model else {
         let url = args.url.as_deref().context("give a URL to load, or --model NAME")?;
         let body = body(args)?;
@@ -210,6 +228,29 @@ async fn target(args: &LoadArgs) -> anyhow::Result<client::Target> {
     let url = format!("{base}/v2/models/{model_name}/infer");
     client::Target::new(&url, method(Method::POST)?, headers(args, true)?, example.to_string().into(), args.timeout)
         .map_err(anyhow::Error::msg)
+}
+
+/// The target of `--openai`: streamed chat completions of `--prompts` (or the built-in ones).
+fn chat_target(args: &LoadArgs, url: &str) -> anyhow::Result<client::Target> {
+    let prompts = match &args.prompts {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            openai::prompts(&text).map_err(|e| anyhow::anyhow!("--prompts {}: {e}", file.display()))?
+        }
+        None => openai::BUILT_IN.iter().map(|p| (*p).to_owned()).collect(),
+    };
+    anyhow::ensure!(args.max_tokens > 0, "--max-tokens: at least 1");
+    let mut target = client::Target::new(url, Method::POST, headers(args, true)?, Bytes::new(), args.timeout)
+        .map_err(anyhow::Error::msg)?;
+    let host = target.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    let model = match &args.model {
+        Some(model) => model.clone(),
+        None => service::resolve(args.service.as_deref(), None, host, &target.path, args.namespace.as_deref())
+            .map(|s| s.name)
+            .context("--openai: which model to name is not known from the URL or Host: give --model NAME")?,
+    };
+    target.chat = Some(Arc::new(openai::Chat::new(&model, &prompts, args.max_tokens)));
+    Ok(target)
 }
 
 /// Runs `skiff load`; returns the exit code (0, or 99 when a threshold was crossed, 1 when

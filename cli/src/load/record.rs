@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use super::coldstart::ColdStart;
+use super::openai::Stream;
+use super::openai::summary::Timed;
 use super::phase::Phase;
 
 /// Latencies are recorded in microseconds, up to an hour, to 3 significant digits.
@@ -110,6 +112,8 @@ pub struct Record {
     pub window: Histogram<u64>,
     /// Requests and errors since the last progress line.
     pub window_done: (u64, u64),
+    /// `--openai`: the answered streams, timed.
+    pub streams: Vec<Timed>,
 }
 
 impl Default for Record {
@@ -129,6 +133,7 @@ impl Default for Record {
             cycles: Vec::new(),
             window: histogram(),
             window_done: (0, 0),
+            streams: Vec::new(),
         }
     }
 }
@@ -172,6 +177,13 @@ impl Record {
         }
     }
 
+    /// Adds one answered stream sent at `sent` while the samples said `phase`; `held` when its
+    /// answer says it met a cold start (its phase is attributed as a request's latency is).
+    pub fn add_stream(&mut self, sent: Duration, phase: Option<Phase>, held: bool, stream: Stream) {
+        let phase = attributed(phase, held, true);
+        self.streams.push(Timed { sent, phase, cold: held, stream });
+    }
+
     /// Counts a request that was due but not sent (too many in flight).
     pub fn refuse(&mut self, kind: &str) {
         *self.errors.entry(kind.to_owned()).or_default() += 1;
@@ -200,7 +212,7 @@ impl Record {
 
 /// The phase a request counts in: at zero when its answer says it met a cold start, else the
 /// sampled phase, but a request answered at once while the samples said zero counts as scaling.
-fn attributed(sampled: Option<Phase>, held: bool, answered: bool) -> Option<Phase> {
+pub(super) fn attributed(sampled: Option<Phase>, held: bool, answered: bool) -> Option<Phase> {
     match sampled? {
         _ if held => Some(Phase::AtZero),
         Phase::AtZero if answered => Some(Phase::Scaling),

@@ -7,6 +7,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use super::openai::summary::LlmSecond;
 use super::summary::Summary;
 use super::table::{ms, secs, size, table};
 use super::timeline::Timeline;
@@ -121,10 +122,39 @@ pub fn render(summary: &Summary) -> String {
         &zero_bands,
         &[],
     );
+    let llm = summary.llm.as_ref().map_or_else(String::new, |llm| {
+        let per_second = |name: &'static str, colour: &'static str, f: fn(&LlmSecond) -> f64| {
+            series(
+                name,
+                colour,
+                Style::Seconds,
+                llm.series.iter().map(|s| (axis.middle(s.t as f64), f(s))).filter(|p| p.1 > 0.0),
+            )
+        };
+        let ttft = chart(
+            "Time to first token",
+            "TTFT p50 and p99 of the streams sent in each second (log scale)",
+            &[per_second("p99", "#dc2626", |s| s.ttft.p99_ms), per_second("p50", "#16a34a", |s| s.ttft.p50_ms)],
+            &axis,
+            Scale::Log,
+            &zero_bands,
+            &[],
+        );
+        let itl = chart(
+            "Inter-token latency",
+            "Gaps between content events: p50 and p99 of the streams sent in each second (log scale)",
+            &[per_second("p99", "#dc2626", |s| s.itl.p99_ms), per_second("p50", "#16a34a", |s| s.itl.p50_ms)],
+            &axis,
+            Scale::Log,
+            &zero_bands,
+            &[],
+        );
+        format!("{ttft}{itl}")
+    });
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>skiff load: {target}</title>\
          <style>{STYLE}</style></head><body><h1>skiff load</h1><p class=\"target\">{target} — {scenario}</p>\
-         <pre class=\"summary\">{table}</pre>{cold}{replicas}{in_flight}{latency}{errors}</body></html>\n",
+         <pre class=\"summary\">{table}</pre>{cold}{replicas}{in_flight}{latency}{llm}{errors}</body></html>\n",
         cold = cold_starts(summary),
         target = escape(&summary.target),
         scenario = escape(&summary.scenario),
@@ -509,6 +539,33 @@ mod tests {
         assert!(html.contains("fill=\"#fee2e2\""), "time at zero is shaded");
         assert!(html.contains("class=\"start\""), "replica starts are marked");
         assert!(html.contains(">panic</text>"), "the autoscaler's panic is drawn beside the replicas");
+    }
+
+    #[test]
+    fn an_openai_run_adds_ttft_and_inter_token_charts() {
+        use crate::load::openai::{Stream, TokensFrom};
+        let ms = Duration::from_millis;
+        let mut record = Record {
+            cycles: vec![Cycle { began: ms(0), loaded: ms(2000), ended: ms(2000), ok: 1 }],
+            ..Record::default()
+        };
+        let stream = Stream {
+            ttft: Some(ms(700)),
+            gaps: vec![ms(20), ms(30)],
+            content_events: 3,
+            tokens: 3,
+            tokens_from: TokensFrom::Counted,
+            end_to_end: ms(750),
+        };
+        record.add(ms(10), None, ms(750), None, Some(ms(600)));
+        record.add_stream(ms(10), None, true, stream);
+        let html = render(&summarize(&record, &about()));
+        for title in ["Time to first token", "Inter-token latency"] {
+            assert!(html.contains(&format!("<title>{title}</title>")), "no {title} chart");
+        }
+        assert_eq!(html.matches("<svg ").count(), 6);
+        assert!(html.contains("Time to first token     "), "the table has the LLM rows");
+        assert!(!report().contains("Time to first token"), "no LLM charts without streams");
     }
 
     #[test]

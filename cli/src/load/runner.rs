@@ -97,7 +97,14 @@ fn finish(recorder: &Recorder, due: Instant, phase: Option<Phase>, outcome: &cli
     let done = Instant::now();
     let kind = client::error_kind(outcome);
     let held = outcome.as_ref().ok().and_then(|a| a.held);
-    recorder.with(|r| r.add(recorder.elapsed(due), phase, done.saturating_duration_since(due), kind, held));
+    let stream = outcome.as_ref().ok().filter(|_| kind.is_none()).and_then(|a| a.stream.clone());
+    let sent = recorder.elapsed(due);
+    recorder.with(|r| {
+        r.add(sent, phase, done.saturating_duration_since(due), kind, held);
+        if let Some(stream) = stream {
+            r.add_stream(sent, phase, held.is_some(), stream);
+        }
+    });
 }
 
 async fn closed_loop(closed: &Closed, max_inflight: usize, target: &Arc<Target>, recorder: &Arc<Recorder>) {

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::coldstart::ColdStart;
+use super::openai::{self, summary::LlmSummary};
 use super::phase::{self, Phase};
 use super::record::{Cycle, Record};
 use super::threshold::Threshold;
@@ -72,6 +73,9 @@ pub struct Summary {
     pub samples: Vec<SampleView>,
     /// Requests in flight over time.
     pub in_flight: Vec<InFlightView>,
+    /// `--openai`: TTFT, inter-token latency, tokens (absent when no stream was answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSummary>,
 }
 
 /// Asked and measured open-loop rate.
@@ -303,6 +307,7 @@ pub fn summarize(record: &Record, about: &About) -> Summary {
             .iter()
             .map(|(at, requests)| InFlightView { t: at.as_secs_f64(), requests: *requests })
             .collect(),
+        llm: (!record.streams.is_empty()).then(|| openai::summary::summarize(&record.streams, under_load, sampled)),
     }
 }
 

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::coldstart::ColdStart;
+use super::openai;
 use super::summary::{Latency, Summary};
 
 /// A latency to three significant digits: `850µs`, `3.10ms`, `120ms`, `1.23s`.
@@ -83,7 +84,7 @@ pub fn rate(v: f64) -> String {
     }
 }
 
-fn percentiles(l: &Latency) -> String {
+pub fn percentiles(l: &Latency) -> String {
     if l.count == 0 {
         return "-".to_owned();
     }
@@ -130,6 +131,9 @@ pub fn table(s: &Summary) -> String {
         for start in &cold.starts {
             row(&format!("  from zero at {}", secs(Duration::from_secs_f64(start.t))), cold_start(&start.start));
         }
+    }
+    for (label, value) in s.llm.as_ref().map(openai::table::rows).unwrap_or_default() {
+        row(&label, value);
     }
     for c in &s.cycle_results {
         let under_load = secs(Duration::from_secs_f64(c.loaded_s - c.start_s));

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod llm;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
