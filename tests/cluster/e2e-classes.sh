@@ -16,8 +16,8 @@
 #      its first request through the router and the activator, is woken to one replica and answers
 #      200: hpa and external, and none created at zero (minReplicas 0, as KServe sets its replicas).
 #   4. keda on a cluster without KEDA: Ready False, reason KedaNotInstalled, naming the CRD.
-#   5. A switch of class (hpa to external) rolls a new revision; the old revision is collected and
-#      its HPA goes with it.
+#   5. A switch of class (hpa to external) rolls a new revision; the old revision is kept at zero
+#      and its HPA goes.
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-classes,

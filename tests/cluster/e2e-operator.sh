@@ -18,7 +18,8 @@
 #    two replicas are safe, and the bookkeeping survives a controller change.
 # 5. iris (storageUri file://<repo>/examples/models/iris, a hostPath) becomes Ready with a URL; its pod
 #    runs skiff-server and a V2 infer to podIP:8080 answers label 1 for [6.8,2.8,4.8,1.4]; a new
-#    storageUri rolls revision 2 (revision 1 collected); canaryTrafficPercent 30 with a new
+#    storageUri rolls revision 2 (revision 1 kept at zero: routing-state reserve, 0 replicas, as
+#    api/src/revision.rs keeps two revisions without traffic); canaryTrafficPercent 30 with a new
 #    storageUri gives 70/30 (prev/latest), promotion gives 100; bad specs are refused by the API
 #    server naming the field (a 60-character name naming metadata.name and its limit of 47,
 #    `timeout: 0`, bounds); unknown fields (`spec.predictor.minReplica`) refused by kubectl apply and
@@ -306,17 +307,20 @@ cp -r "$model" "$work/iris-copy"
 k -n "$ns" patch isvc iris --type merge -p "{\"spec\":{\"predictor\":{\"model\":{\"storageUri\":\"file://$work/iris-copy\"}}}}" >/dev/null
 wait_until "Deployment iris-predictor-00002" has_deployment iris-predictor-00002
 pass "a new storageUri rolled revision iris-predictor-00002"
-gone() { ! k -n "$ns" get "$1" "$2" >/dev/null 2>&1; }
 wait_until "revision 2 to take all traffic" traffic_is "iris-predictor-00002=100/latest "
-wait_until "revision 1 to be collected" gone deployment iris-predictor-00001
-wait_until "revision 1's Service to be collected" gone service iris-predictor-00001
+routing() { k -n "$ns" get deployment "$1" -o jsonpath='{.metadata.labels.skiff\.dev/routing-state} {.spec.replicas}'; }
+reserved() { [[ "$(routing "$1")" == "reserve 0" ]]; }
+wait_until "revision 1 kept at zero (reserve)" reserved iris-predictor-00001
 [[ "$(isvc_get '{.status.components.predictor.previousRolledoutRevision}/{.status.components.predictor.latestRolledoutRevision}')" \
   == iris-predictor-00001/iris-predictor-00002 ]] || fail "rolled-out revisions in the status"
-pass "revision 2 took 100% once ready; revision 1 collected; previous/latest rolled out = 00001/00002"
+pass "revision 2 took 100% once ready; revision 1 kept at zero (reserve, 0 replicas); previous/latest rolled out = 00001/00002"
 ((pods)) && check_pod_serves 2
 
 # --- canary -----------------------------------------------------------------------------------------
-iris "file://$model" "    canaryTrafficPercent: 30" | k apply -f - >/dev/null
+# A third model folder: revision 1's own storageUri would route back to revision 1, kept at zero
+# (cli/tests/rollback.rs and e2e-serverless part l test that).
+cp -r "$model" "$work/iris-canary"
+iris "file://$work/iris-canary" "    canaryTrafficPercent: 30" | k apply -f - >/dev/null
 wait_until "Deployment iris-predictor-00003" has_deployment iris-predictor-00003
 wait_until "the 70/30 canary split" traffic_is "iris-predictor-00003=30/latest iris-predictor-00002=70/prev "
 columns="$(k -n "$ns" get isvc iris --no-headers | awk '{print $2, $3, $4, $5}')"
@@ -326,10 +330,11 @@ header="$(k -n "$ns" get isvc iris | sed -n 1p | tr -s ' ')"
 [[ "$header" == "NAME URL READY PREV LATEST AGE" ]] || fail "kubectl get isvc header: '$header'"
 pass "canaryTrafficPercent 30: revision 3 30% (latest), revision 2 70% (prev); columns URL READY PREV LATEST AGE"
 ((pods)) && check_pod_serves 3
-iris "file://$model" | k apply -f - >/dev/null
+iris "file://$work/iris-canary" | k apply -f - >/dev/null
 wait_until "promotion of revision 3" traffic_is "iris-predictor-00003=100/latest "
-wait_until "revision 2 to be collected" gone deployment iris-predictor-00002
-pass "canary removed: revision 3 promoted to 100%, revision 2 collected"
+wait_until "revision 2 kept at zero (reserve)" reserved iris-predictor-00002
+reserved iris-predictor-00001 || fail "revision 1 is not kept at zero any more: $(routing iris-predictor-00001)"
+pass "canary removed: revision 3 promoted to 100%; revisions 2 and 1 kept at zero (the bound is two)"
 
 # --- bad specs are refused by the API server, naming the field ---------------------------------------
 refused_as() { # name expected-text predictor-lines
