@@ -152,11 +152,7 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
             assert!(labels.iter().all(|l| l.as_str().is_some_and(|l| l.ends_with("s⋯"))), "{compressed}");
             let shot = b.shot("report-full").await;
             eprintln!("report screenshot: {}", shot.display());
-            if let Some(dir) = std::env::var_os("SKIFF_SCREENSHOTS") {
-                let docs = common::repo().join(dir).join("load-report.png");
-                std::fs::copy(&shot, &docs).unwrap();
-                eprintln!("report screenshot for the docs: {}", docs.display());
-            }
+            b.doc_shot("load-report.png").await;
         })
         .await;
 }

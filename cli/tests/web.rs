@@ -242,15 +242,6 @@ async fn drawn(b: &Browser, id: &str) -> Value {
     b.eval(&script).await
 }
 
-/// Saves the page as `<SKIFF_SCREENSHOTS>/<name>` (a folder relative to the repository, e.g.
-/// `docs/images`) when that variable is set; a plain run never rewrites tracked files.
-async fn doc_shot(b: &Browser, name: &str) {
-    let Some(folder) = std::env::var_os("SKIFF_SCREENSHOTS") else { return };
-    let path = common::repo().join(folder).join(name);
-    let png = b.client.screenshot().await.unwrap();
-    std::fs::write(&path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-}
-
 /// Traffic sent while no Metrics tab was open (and no metrics asked for) shows when the tab is
 /// opened later: the app samples every revision from the start. The charts have clock times on
 /// the time axis, units on the value axis and only the revisions in view in the legend.
@@ -302,7 +293,7 @@ async fn the_metrics_tab_shows_traffic_sent_while_nobody_looked() {
             }
             assert!(drawn(b, "replicas").await["peak"].as_f64().unwrap() >= 1.0);
             b.shot("metrics-history").await;
-            doc_shot(b, "metrics.png").await;
+            b.doc_shot("metrics.png").await;
         })
         .await;
     up.stop();

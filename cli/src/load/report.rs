@@ -8,9 +8,12 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::openai::summary::LlmSecond;
-use super::summary::Summary;
+use super::summary::{Latency, Summary};
 use super::table::{ms, secs, size, table};
 use super::timeline::Timeline;
+
+/// One of a second's LLM latencies (TTFT or inter-token).
+type LlmLatency = fn(&LlmSecond) -> &Latency;
 
 /// Chart size and margins, in SVG units.
 const WIDTH: f64 = 960.0;
@@ -123,33 +126,29 @@ pub fn render(summary: &Summary) -> String {
         &[],
     );
     let llm = summary.llm.as_ref().map_or_else(String::new, |llm| {
-        let per_second = |name: &'static str, colour: &'static str, f: fn(&LlmSecond) -> f64| {
-            series(
-                name,
-                colour,
-                Style::Seconds,
-                llm.series.iter().map(|s| (axis.middle(s.t as f64), f(s))).filter(|p| p.1 > 0.0),
-            )
-        };
-        let ttft = chart(
-            "Time to first token",
-            "TTFT p50 and p99 of the streams sent in each second (log scale)",
-            &[per_second("p99", "#dc2626", |s| s.ttft.p99_ms), per_second("p50", "#16a34a", |s| s.ttft.p50_ms)],
-            &axis,
-            Scale::Log,
-            &zero_bands,
-            &[],
-        );
-        let itl = chart(
-            "Inter-token latency",
-            "Gaps between content events: p50 and p99 of the streams sent in each second (log scale)",
-            &[per_second("p99", "#dc2626", |s| s.itl.p99_ms), per_second("p50", "#16a34a", |s| s.itl.p50_ms)],
-            &axis,
-            Scale::Log,
-            &zero_bands,
-            &[],
-        );
-        format!("{ttft}{itl}")
+        let charts: [(&str, &str, LlmLatency); 2] = [
+            ("Time to first token", "TTFT p50 and p99 of the streams sent in each second (log scale)", |s| &s.ttft),
+            (
+                "Inter-token latency",
+                "Gaps between content events: p50 and p99 of the streams sent in each second (log scale)",
+                |s| &s.itl,
+            ),
+        ];
+        charts
+            .iter()
+            .map(|&(title, subtitle, latency)| {
+                let line = |name: &'static str, colour: &'static str, f: fn(&Latency) -> f64| {
+                    series(
+                        name,
+                        colour,
+                        Style::Seconds,
+                        llm.series.iter().map(|s| (axis.middle(s.t as f64), f(latency(s)))).filter(|p| p.1 > 0.0),
+                    )
+                };
+                let lines = [line("p99", "#dc2626", |l| l.p99_ms), line("p50", "#16a34a", |l| l.p50_ms)];
+                chart(title, subtitle, &lines, &axis, Scale::Log, &zero_bands, &[])
+            })
+            .collect::<String>()
     });
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>skiff load: {target}</title>\

@@ -103,6 +103,16 @@ impl Browser {
         path
     }
 
+    /// Writes a screenshot for the docs as `name` in the folder `SKIFF_SCREENSHOTS` names (relative to
+    /// the repository); nothing without it, so that test runs do not rewrite tracked files.
+    pub async fn doc_shot(&self, name: &str) {
+        let Some(folder) = std::env::var_os("SKIFF_SCREENSHOTS") else { return };
+        let path = super::repo().join(folder).join(name);
+        let png = self.client.screenshot().await.unwrap();
+        std::fs::write(&path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        eprintln!("screenshot for the docs: {}", path.display());
+    }
+
     /// Runs `steps`; if they panic, saves `failure.png` and the page's HTML, then fails.
     pub async fn run(mut self, steps: impl AsyncFnOnce(&mut Browser)) {
         let outcome = std::panic::AssertUnwindSafe(steps(&mut self)).catch_unwind().await;
