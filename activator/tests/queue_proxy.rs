@@ -1,7 +1,7 @@
 //! Queue-proxy mode over real sockets: the concurrency limit, 503 when the queue is full, the
 //! in-flight gauge, readiness from the container's, a SIGTERM drain of the real binary with a
-//! request in flight, the request logger (a CloudEvents sink in the test) and the batcher (a model
-//! stand-in that counts the requests it gets).
+//! request in flight, the request logger (a CloudEvents sink in the test; a streamed answer passes it
+//! unheld) and the batcher (a model stand-in that counts the requests it gets).
 
 mod common;
 
@@ -312,6 +312,35 @@ async fn the_logger_sends_the_request_and_its_response_as_cloud_events() {
     })
     .await;
     assert!(!proxy.metrics_text().contains(r#"outcome="dropped""#), "{}", proxy.metrics_text());
+}
+
+/// A streamed answer passes the request logger as the container writes it: its first event reaches
+/// the client while the container holds back the rest, and only the request is logged by then. The
+/// answer is logged whole once its last byte has passed.
+#[tokio::test]
+async fn the_logger_passes_a_streamed_answer_as_it_comes_and_logs_it_whole_at_its_end() {
+    let upstream = StreamingUpstream::start().await;
+    let sink = Sink::start().await;
+    let (_proxy, addr) = start(logged(upstream.addr, sink.addr)).await;
+    let url = format!("http://{addr}/openai/v1/chat/completions");
+    let response = common::open_post(&url, r#"{"model": "llama", "stream": true}"#).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut answer = response.into_body();
+    // A liveness bound, not a timing check: a logger holding the stream back would wait forever.
+    let first = tokio::time::timeout(Duration::from_secs(30), next_data(&mut answer)).await;
+    assert_eq!(first.expect("the first event was held back").as_deref(), Some("data: first\n\n"));
+    wait_until("the request's event", || !sink.events().is_empty()).await;
+    let events = sink.events();
+    assert_eq!(events.len(), 1, "the answer is not logged before its end");
+    assert_eq!(events[0].0["ce-type"], "org.kubeflow.serving.inference.request");
+    upstream.finish();
+    assert_eq!(next_data(&mut answer).await.as_deref(), Some("data: [DONE]\n\n"));
+    assert_eq!(next_data(&mut answer).await, None);
+    wait_until("the answer's event", || sink.events().len() == 2).await;
+    let (headers, logged) = sink.events().pop().unwrap();
+    assert_eq!(headers["ce-type"], "org.kubeflow.serving.inference.response");
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert_eq!(logged, "data: first\n\ndata: [DONE]\n\n", "the whole stream, as the client got it");
 }
 
 /// The client's X-Request-Id is the events' id.

@@ -233,6 +233,13 @@ pub async fn open(url: &str, revision: Option<&str>) -> Response<Incoming> {
     client.request(request.body(Full::new(Bytes::new())).unwrap()).await.unwrap()
 }
 
+/// The answer to a POST of `body` to `url`, its body unread.
+pub async fn open_post(url: &str, body: &'static str) -> Response<Incoming> {
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let request = Request::post(url).header("content-type", "application/json").body(Full::new(Bytes::from(body)));
+    client.request(request.unwrap()).await.unwrap()
+}
+
 /// The next data frame of a streamed body, as text.
 pub async fn next_data(body: &mut Incoming) -> Option<String> {
     loop {
