@@ -95,8 +95,8 @@ async fn skiff_load_openai_times_streams_from_zero_and_separates_the_cold_ones()
         assert_eq!(s["itls"].as_u64(), Some(events - 1), "one gap between each two content events: {s}");
         // llama-cpp-python's server sends no `usage` in a stream (it ignores `stream_options`),
         // so the content events are counted, and the summary says so. They are at most the
-        // tokens the server counts: it holds back a token that ends in an incomplete UTF-8
-        // character and sends it in one event with the next (random weights sample many).
+        // tokens the server counts: some of its events carry no text (a token whose bytes do not
+        // make a whole UTF-8 character; random weights sample many).
         assert_eq!(s["tokensFrom"], "counted", "{s}");
         assert_eq!(s["outputTokens"].as_u64(), Some(events), "{s}");
         assert!((1..=server_count).contains(&events), "{events} events, the server counts {server_count}: {s}");
