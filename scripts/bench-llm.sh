@@ -23,29 +23,9 @@ dir=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT
-mkdir -p "$dir/models/llama"
-cp "$model" "$dir/models/llama/model.gguf"
-cat >"$dir/llama.yaml" <<'YAML'
-apiVersion: serving.kserve.io/v1beta1
-kind: InferenceService
-metadata:
-  name: llama
-spec:
-  predictor:
-    minReplicas: 1
-    maxReplicas: 1
-    containerConcurrency: 8
-    model:
-      modelFormat: {name: gguf}
-      storageUri: file://models/llama
-      args: [--n_threads=1, --n_ctx=512]
-YAML
-printf 'autoscaler:\n  tick-interval: 1s\n' >"$dir/config.yml.txt"
-
-PATH=$venv/bin:$PATH ORT_DYLIB_PATH=${ORT_DYLIB_PATH:-$repo/.ort/onnxruntime/capi/libonnxruntime.so.1.31.1} \
-  "$bin/skiff" up "$dir" --http-port "$http_port" --admin "127.0.0.1:$admin_port" --config "$dir/config.yml.txt" \
-  --server-bin "$bin/skiff-server" --runtime "$repo/examples/runtimes/llama-cpp-server.yaml" >"$dir/up.log" 2>&1 &
-pids+=($!)
+# shellcheck source=lib/llama-up.sh
+source "$repo/scripts/lib/llama-up.sh"
+llama_up 8
 # The same server and arguments as the runtime's, with the test's.
 "$venv/bin/python3" -m llama_cpp.server --model="$dir/models/llama/model.gguf" --model_alias=llama \
   --host=127.0.0.1 --port="$direct_port" --root_path=/openai --interrupt_requests=False --n_threads=1 --n_ctx=512 \

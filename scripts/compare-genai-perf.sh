@@ -73,28 +73,9 @@ PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token
     .save_pretrained(sys.argv[2])
 PY
 
-mkdir -p "$dir/models/llama"
-cp "$model" "$dir/models/llama/model.gguf"
-cat >"$dir/llama.yaml" <<YAML
-apiVersion: serving.kserve.io/v1beta1
-kind: InferenceService
-metadata:
-  name: llama
-spec:
-  predictor:
-    minReplicas: 1
-    maxReplicas: 1
-    containerConcurrency: $((concurrency * 2))
-    model:
-      modelFormat: {name: gguf}
-      storageUri: file://models/llama
-      args: [--n_threads=1, --n_ctx=512]
-YAML
-printf 'autoscaler:\n  tick-interval: 1s\n' >"$dir/config.yml.txt"
-PATH=$venv/bin:$PATH ORT_DYLIB_PATH=${ORT_DYLIB_PATH:-$repo/.ort/onnxruntime/capi/libonnxruntime.so.1.31.1} \
-  "$bin/skiff" up "$dir" --http-port "$http_port" --admin "127.0.0.1:$admin_port" --config "$dir/config.yml.txt" \
-  --server-bin "$bin/skiff-server" --runtime "$repo/examples/runtimes/llama-cpp-server.yaml" >"$dir/up.log" 2>&1 &
-pids+=($!)
+# shellcheck source=lib/llama-up.sh
+source "$repo/scripts/lib/llama-up.sh"
+llama_up $((concurrency * 2))
 url=http://127.0.0.1:$http_port/openai/v1/chat/completions
 for i in $(seq 121); do
   ((i < 121)) || { say "nothing answers on port $http_port"; tail -20 "$dir/up.log" >&2; exit 1; }
