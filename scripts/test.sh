@@ -7,8 +7,9 @@
 # and to zero, scale out, canary, custom container, no loss through kills, deletion), the burst at
 # zero that must hold its peak in panic mode for a stable window (e2e-burst), KServe's autoscaler
 # classes (e2e-classes: an HPA made, replicas left to it, a revision at zero still woken), KServe's
-# runtimes (e2e-runtimes), models from real stores (e2e-storage), then the web
-# app's (headless Chromium as a non-admin user: listing, 403s, CSRF, create, logs).
+# runtimes and an LLM's OpenAI streams from zero through a router pod (e2e-runtimes), models from
+# real stores (e2e-storage), then the web app's (headless Chromium as a non-admin user: listing,
+# 403s, CSRF, create, logs).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
 set -euo pipefail
@@ -26,10 +27,10 @@ PEERS="kserve kserve-storage triton kserve-runtimes" bench/peers/setup.sh
 # NVIDIA's perf_analyzer (PyPI wheel; on a glibc older than 2.38 it runs through Debian 13's libc,
 # downloaded into .bench/glibc): cli/tests/perf_analyzer.rs runs it over HTTP and gRPC.
 scripts/perf-analyzer.sh --install
-# The real LLM server cli/tests/llm.rs runs on CPU: llama.cpp's OpenAI-compatible server
-# (llama-cpp-python[server] from PyPI, built from source once per machine and cached as a wheel in
-# ~/.cache/skiff-llm, 11 minutes of CPU the first time) and a tiny random-weight GGUF
-# model it writes, in .bench/.
+# The real LLM server cli/tests/llm.rs and tests/cluster/e2e-runtimes.sh run on CPU: llama.cpp's
+# OpenAI-compatible server (llama-cpp-python[server] from PyPI, built from source once per machine
+# and cached as a wheel in ~/.cache/skiff-llm, 11 minutes of CPU the first time) and a tiny
+# random-weight GGUF model it writes, in .bench/.
 tests/llm/setup.sh
 # The real stores the model fetcher's tests start: MinIO and fake-gcs-server built from their Go
 # modules (cached in ~/.cache/skiff-stores; about 7 minutes on 2 cores the first time).

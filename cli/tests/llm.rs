@@ -10,75 +10,11 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use common::llm::{self, replicas};
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
+use common::llm::{self, MAX_TOKENS, chat, replicas};
+use http::StatusCode;
+use serde_json::Value;
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
-
-/// Tokens each request asks for.
-const MAX_TOKENS: u64 = 24;
-
-/// One streamed chat completion: its events, and how many reads of the body brought them.
-struct Streamed {
-    events: Vec<String>,
-    reads: usize,
-}
-
-impl Streamed {
-    /// The `content` of each chunk before `[DONE]`.
-    fn contents(&self) -> Vec<String> {
-        self.events
-            .iter()
-            .filter(|e| *e != "[DONE]")
-            .map(|e| serde_json::from_str::<Value>(e).unwrap_or_else(|err| panic!("{err}: {e}")))
-            .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
-            .collect()
-    }
-}
-
-async fn chat(addr: std::net::SocketAddr, stream: bool, user: &str) -> (StatusCode, Streamed) {
-    let body = json!({
-        "messages": [{"role": "user", "content": user}],
-        "model": "llama",
-        "stream": stream,
-        "max_tokens": MAX_TOKENS,
-        "temperature": 0,
-    });
-    let request = Request::post(format!("http://{addr}/openai/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let response = client.request(request).await.unwrap();
-    let status = response.status();
-    let mut answer = response.into_body();
-    let (mut buffer, mut events, mut reads) = (String::new(), Vec::new(), 0);
-    // A liveness bound, not a timing check.
-    while let Some(frame) = tokio::time::timeout(Duration::from_secs(120), answer.frame()).await.expect("stalled") {
-        let Ok(data) = frame.unwrap().into_data() else { continue };
-        reads += 1;
-        buffer.push_str(std::str::from_utf8(&data).unwrap());
-        if !stream {
-            continue;
-        }
-        while let Some(end) = buffer.find("\n\n").or_else(|| buffer.find("\r\n\r\n")) {
-            let event: String = buffer.drain(..end).collect();
-            buffer = buffer.trim_start_matches(['\r', '\n']).to_owned();
-            if let Some(data) = event.trim().strip_prefix("data: ") {
-                events.push(data.to_owned());
-            }
-        }
-    }
-    if !stream {
-        events.push(buffer);
-    }
-    (status, Streamed { events, reads })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_router_and_serves_ten_at_zero() {
@@ -86,7 +22,7 @@ async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_rou
     up.wait_for("llama at zero", Duration::from_secs(60), |s| replicas(s) == (0, 0)).await;
 
     // From zero: held while llama.cpp loads the model, then streamed token by token.
-    let (status, first) = chat(up.addr, true, "Say something").await;
+    let (status, first) = chat(&up.addr.to_string(), true, "Say something").await;
     assert_eq!(status, StatusCode::OK, "{:?}", first.events);
     assert_eq!(first.events.last().map(String::as_str), Some("[DONE]"), "{:?}", first.events);
     let contents = first.contents();
@@ -94,7 +30,7 @@ async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_rou
     assert!(first.reads >= 2, "the events came in {} read(s) of the body: buffered somewhere", first.reads);
 
     // Answered whole, with the server's token counts.
-    let (status, whole) = chat(up.addr, false, "Again").await;
+    let (status, whole) = chat(&up.addr.to_string(), false, "Again").await;
     assert_eq!(status, StatusCode::OK, "{:?}", whole.events);
     let answer: Value = serde_json::from_str(&whole.events[0]).unwrap();
     assert_eq!(answer["model"], "llama", "{answer}");
@@ -109,7 +45,7 @@ async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_rou
     let streams: Vec<_> = (0..10)
         .map(|i| {
             let addr = up.addr;
-            tokio::spawn(async move { chat(addr, true, &format!("Stream {i}")).await })
+            tokio::spawn(async move { chat(&addr.to_string(), true, &format!("Stream {i}")).await })
         })
         .collect();
     for (i, stream) in streams.into_iter().enumerate() {

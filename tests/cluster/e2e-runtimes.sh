@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end test of KServe's ServingRuntimes on a local cluster (scripts/local-cluster.sh up: the
-# real control plane of tests/cluster, the node agent of tests/node-agent, deploy/base applied as it
-# is, which installs the ServingRuntime and ClusterServingRuntime CRDs).
+# End-to-end test of KServe's ServingRuntimes, and of an LLM's OpenAI streams, on a local cluster
+# (scripts/local-cluster.sh up: the real control plane of tests/cluster, the node agent of
+# tests/node-agent, deploy/base applied as it is, which installs the ServingRuntime and
+# ClusterServingRuntime CRDs). New revisions start at zero (initial scale 0), with a 6 s stable
+# window and a 2 s scale-to-zero grace.
 #
 #   tests/cluster/e2e-runtimes.sh     # build, local-cluster up, checks, local-cluster down
 #
@@ -28,10 +30,32 @@
 #      and its V1 predict of the sample's iris-input.json through the router scales it from zero and
 #      answers what scikit-learn predicts with that file; its v2 variant (protocolVersion v2) gets a
 #      revision on kserve-mlserver with the variables KServe's defaulting gives MLServer
+#   5. an LLM from zero through a router pod, by the model named in the body: llama.cpp's OpenAI
+#      server (tests/llm/setup.sh: llama-cpp-python[server] in .bench/llm-venv and a tiny
+#      random-weight GGUF) on examples/runtimes/llama-cpp-server.yaml, applied as it is; its
+#      container's command `python3 -m llama_cpp.server` replaces the image's entrypoint, so no image
+#      map applies: the node's PATH has .bench/llm-venv/bin first (as skiff up's test has it).
+#      llama (modelFormat gguf, storageUri file://$dir/models/llama holding the GGUF as model.gguf,
+#      minReplicas 0, maxReplicas 1, containerConcurrency 2, the runtime's 2-CPU request lowered to 1
+#      for a 2-core node) is Ready with no pod on ClusterServingRuntime/llama-cpp-server; then
+#      cli/tests/openai_cluster.rs (cargo test --test openai_cluster, against the router pod's IP:8080
+#      with no InferenceService Host): GET /openai/v1/models lists llama, and a streamed
+#      POST /openai/v1/chat/completions naming it scales it from zero and streams several events, in
+#      several reads of the body, to [DONE] (the usage's token count checked when the server sends
+#      one); idle, llama goes back to zero pods, and ten streams sent at zero all complete
+#   6. each event reaches the client when the server writes it: lockstep, a custom container
+#      (`containers:`, image python-http, tests/fixtures/lockstep_sse.py) at zero, streams four
+#      chunks and [DONE] from zero through router pod -> activator -> queue-proxy -> container; the
+#      server writes event n+1 only once the client has read event n (handshake files in
+#      $dir/lockstep-events: the node agent runs the pod as a local process), and the client fails
+#      if the server had written more when an event arrived; it prints when each event was written
+#      and when it arrived, and the gap (printed, never a bound)
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
 # logs kept on failure, with the tails of the pods' logs printed).
 #
-# Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
+# Needs PEERS=kserve-runtimes bench/peers/setup.sh (part 4) and tests/llm/setup.sh (part 5).
+# Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace` (the test binary of parts 5 and 6
+# is still built by cargo test if needed); SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-runtimes,
 # ports to 6943/2879/10757/10759, bridge skrt0, pods 10.244.16.0/22).
 set -euo pipefail
@@ -72,6 +96,9 @@ fi
 [[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
 runtimes_python="$root/.bench/kserve-runtimes-venv/bin/python3"
 [[ -x "$runtimes_python" ]] || fail "$runtimes_python is missing: run PEERS=kserve-runtimes bench/peers/setup.sh"
+llm_venv="$root/.bench/llm-venv"
+llm_model="$root/.bench/llm/tiny-llama.gguf"
+[[ -x "$llm_venv/bin/python3" && -f "$llm_model" ]] || fail "llama.cpp's server or its model is missing: run tests/llm/setup.sh"
 
 cluster_started=0
 passed=0
@@ -98,7 +125,10 @@ trap 'exit 130' INT TERM
 
 log "scripts/local-cluster.sh up"
 cluster_started=1
-"$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+# The node's PATH (which the node agent passes to every container) finds the LLM venv's python3
+# first: llama.cpp's runtime names its command (part 5). It is this machine's Python with
+# llama-cpp-python added, so the other containers' python3 works as before.
+PATH="$llm_venv/bin:$PATH" "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
 k() { kubectl --request-timeout=20s "$@"; }
 router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
@@ -117,7 +147,7 @@ json.dump(entries, open(path, "w"), indent=2)
 PY
 # New revisions start with no pod (the first request brings one).
 k -n skiff-system patch configmap inferenceservice-config --type merge \
-  -p '{"data": {"autoscaler": "{\"allow-zero-initial-scale\": \"true\", \"initial-scale\": \"0\", \"stable-window\": \"6s\"}"}}' >/dev/null
+  -p '{"data": {"autoscaler": "{\"allow-zero-initial-scale\": \"true\", \"initial-scale\": \"0\", \"stable-window\": \"6s\", \"scale-to-zero-grace-period\": \"2s\"}"}}' >/dev/null
 sleep 3
 k wait --for=condition=Established crd/servingruntimes.serving.kserve.io crd/clusterservingruntimes.serving.kserve.io \
   --timeout=60s >/dev/null || fail "the runtime CRDs are not Established (deploy/crds through deploy/base)"
@@ -145,6 +175,7 @@ ready() { [[ "$(condition "$1" Ready status)" == True ]]; }
 refused() { [[ "$(condition "$1" PredictorReady status)" == False && -n "$(condition "$1" PredictorReady message)" ]]; }
 pods() { k -n "$ns" get pods -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l; }
 deployments() { k -n "$ns" get deployments -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l; }
+at_zero() { [[ "$(pods "$1")" == 0 ]]; }
 none_left() { [[ "$(deployments "$1")" == 0 && "$(k -n "$ns" get services -l "serving.kserve.io/inferenceservice=$1" --no-headers 2>/dev/null | wc -l)" == 0 ]]; }
 
 # --- 1. sklearn on the auto-selected runtime, from zero ---------------------------------------------
@@ -268,6 +299,92 @@ pass "4. sklearn-irisv2 (protocolVersion v2) gets $chosen with $env"
 k -n "$ns" delete isvc sklearn-iris sklearn-irisv2 --wait=true >/dev/null
 wait_until "sklearn-iris's children gone" none_left sklearn-iris
 wait_until "sklearn-irisv2's children gone" none_left sklearn-irisv2
+
+# --- 5. an LLM on llama.cpp's runtime, from zero, through a router pod by the body's model --------
+# --- 6. each event reaches the client when the server writes it (lockstep, a custom container) -----
+# The Rust client (cli/tests/openai_cluster.rs), one test at a time; --workspace resolves features as
+# scripts/test.sh's `cargo test --workspace` did, so nothing is rebuilt there.
+events="$dir/lockstep-events"
+openai_test() { # test name
+  if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
+    # shellcheck source=/dev/null
+    source "$root/.ort/env"
+  fi
+  (
+    cd "$root"
+    SKIFF_OPENAI_ROUTER="$router" SKIFF_OPENAI_EVENTS_DIR="$events" \
+      cargo test --quiet --workspace --test openai_cluster -- --ignored --exact "$1" --nocapture 2>&1 | sed 's/^/    /'
+    exit "${PIPESTATUS[0]}"
+  )
+}
+k apply -f "$root/examples/runtimes/llama-cpp-server.yaml" >/dev/null
+mkdir -p "$dir/models/llama" "$events"
+cp "$llm_model" "$dir/models/llama/model.gguf"
+k apply -f - >/dev/null <<EOF
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: llama
+  namespace: $ns
+  annotations: {serving.knative.dev/progress-deadline: 5m}
+spec:
+  predictor:
+    minReplicas: 0
+    maxReplicas: 1
+    containerConcurrency: 2
+    model:
+      modelFormat: {name: gguf}
+      storageUri: file://$dir/models/llama
+      args: [--n_threads=1, --n_ctx=512]
+      resources: {requests: {cpu: "1"}, limits: {cpu: "1"}}
+---
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata: {name: lockstep, namespace: $ns}
+spec:
+  predictor:
+    minReplicas: 0
+    maxReplicas: 1
+    containers:
+      - name: kserve-container
+        image: registry.example.com/python-http:3
+        args: [$root/tests/fixtures/lockstep_sse.py, lockstep]
+        env:
+          - {name: EVENTS_DIR, value: $events}
+          - {name: TOKENS, value: "4"}
+          - {name: HOST, value: 0.0.0.0}
+          - {name: PORT, value: "8080"}
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /health, port: 8080}}
+EOF
+wait_until "llama Ready" ready llama
+wait_until "lockstep Ready" ready lockstep
+rev=llama-predictor-00001
+chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
+containers="$(get "deployment/$rev" '{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
+[[ "$chosen" == ClusterServingRuntime/llama-cpp-server && "$containers" == *"kserve-container=ghcr.io/abetlen/llama-cpp-python"*"queue-proxy="* ]] ||
+  fail "5. $rev records runtime '$chosen' and runs $containers"
+[[ "$(pods llama)" == 0 && "$(pods lockstep)" == 0 ]] || fail "5. llama or lockstep has pods before any request"
+pass "5. llama (gguf) Ready with 0 pods on $chosen: $containers; lockstep (custom container) Ready with 0 pods"
+
+start=$SECONDS
+openai_test llama_at_zero_is_listed_and_streams_from_zero_through_a_router_pod ||
+  fail "5. llama through the router pod $router (cli/tests/openai_cluster.rs)"
+(($(pods llama) >= 1)) || fail "5. no pod of llama after its stream"
+pass "5. GET /openai/v1/models through the router lists llama; a streamed chat completion naming it scaled it from zero and streamed to [DONE] in $((SECONDS - start)) s"
+
+start=$SECONDS
+openai_test each_event_reaches_the_client_before_the_server_writes_the_next_through_router_activator_and_queue_proxy ||
+  fail "6. lockstep through the router pod $router (cli/tests/openai_cluster.rs)"
+(($(pods lockstep) >= 1)) || fail "6. no pod of lockstep after its stream"
+pass "6. lockstep from zero: each of its 5 events reached the client before the server wrote the next, through router, activator and queue-proxy ($((SECONDS - start)) s)"
+
+start=$SECONDS
+wait_until "llama back at zero pods" at_zero llama
+pass "5. idle, llama went back to zero pods ($((SECONDS - start)) s after the lockstep check)"
+start=$SECONDS
+openai_test ten_llama_streams_sent_at_zero_all_complete || fail "5. ten streams at zero through the router pod $router"
+pass "5. ten streams sent to llama at zero all completed in $((SECONDS - start)) s"
 
 passed=1
 log "PASS: every check passed in $((SECONDS - t0)) s"

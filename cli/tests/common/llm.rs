@@ -2,11 +2,18 @@
 //! (`llama-cpp-python[server]`, installed with a tiny random-weight Llama model by
 //! `tests/llm/setup.sh` into `.bench/`) on the ServingRuntime of
 //! `examples/runtimes/llama-cpp-server.yaml`, served by a real `skiff up` as the InferenceService
-//! `llama`.
+//! `llama`, and a client of its chat completions ([`chat`]), which the cluster's test
+//! (`openai_cluster.rs`) sends through a router pod too.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use serde_json::Value;
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
 
 use super::{Up, folder, repo};
 
@@ -67,4 +74,78 @@ pub fn replicas(status: &Value) -> (u64, u64) {
     let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "llama").cloned());
     let revision = service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
     (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+}
+
+/// Tokens each request asks for.
+pub const MAX_TOKENS: u64 = 24;
+
+/// One streamed chat completion: its events, and how many reads of the body brought them.
+pub struct Streamed {
+    /// The `data:` of each event, or the whole body of an answer not streamed.
+    pub events: Vec<String>,
+    /// How many reads of the body brought them.
+    pub reads: usize,
+}
+
+impl Streamed {
+    /// The `content` of each chunk before `[DONE]`.
+    pub fn contents(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|e| *e != "[DONE]")
+            .map(|e| serde_json::from_str::<Value>(e).unwrap_or_else(|err| panic!("{err}: {e}")))
+            .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The `usage` of the last chunk that has one (servers that count tokens in a stream send it
+    /// in the last chunk before `[DONE]`).
+    pub fn usage(&self) -> Option<Value> {
+        self.events
+            .iter()
+            .rev()
+            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+            .find_map(|chunk| chunk.get("usage").filter(|u| !u.is_null()).cloned())
+    }
+}
+
+/// A chat completion naming `llama` sent to the router at `addr` (`host:port`), `stream`ed or not,
+/// read to its end (a stall of two minutes fails).
+pub async fn chat(addr: &str, stream: bool, user: &str) -> (StatusCode, Streamed) {
+    let body = json!({
+        "messages": [{"role": "user", "content": user}],
+        "model": "llama",
+        "stream": stream,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+    });
+    let request = Request::post(format!("http://{addr}/openai/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let response = client.request(request).await.unwrap();
+    let status = response.status();
+    let mut answer = response.into_body();
+    let (mut buffer, mut events, mut reads) = (String::new(), Vec::new(), 0);
+    // A liveness bound, not a timing check.
+    while let Some(frame) = tokio::time::timeout(Duration::from_secs(120), answer.frame()).await.expect("stalled") {
+        let Ok(data) = frame.unwrap().into_data() else { continue };
+        reads += 1;
+        buffer.push_str(std::str::from_utf8(&data).unwrap());
+        if !stream {
+            continue;
+        }
+        while let Some(end) = buffer.find("\n\n").or_else(|| buffer.find("\r\n\r\n")) {
+            let event: String = buffer.drain(..end).collect();
+            buffer = buffer.trim_start_matches(['\r', '\n']).to_owned();
+            if let Some(data) = event.trim().strip_prefix("data: ") {
+                events.push(data.to_owned());
+            }
+        }
+    }
+    if !stream {
+        events.push(buffer);
+    }
+    (status, Streamed { events, reads })
 }

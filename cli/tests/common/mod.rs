@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod llm;
+pub mod lockstep;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
