@@ -9,47 +9,15 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use common::*;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
+use http::StatusCode;
+use http_body_util::BodyExt;
+use serde_json::json;
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
 
 /// Events the server writes when nobody leaves (`MAX_EVENTS` in the fixture).
 const MAX_EVENTS: u64 = 3000;
-
-fn isvc(events: &Path) -> String {
-    let server = repo().join("tests/fixtures/endless_sse.py");
-    format!(
-        "apiVersion: serving.kserve.io/v1beta1
-kind: InferenceService
-metadata:
-  name: endless
-spec:
-  predictor:
-    minReplicas: 0
-    containers:
-      - name: kserve-container
-        image: registry.example.com/python-http:3
-        args: [{}, endless]
-        env: [{{name: EVENTS_DIR, value: {}}}]
-        ports: [{{containerPort: 8080}}]
-        readinessProbe: {{httpGet: {{path: /health, port: 8080}}}}
-",
-        server.display(),
-        events.display()
-    )
-}
-
-fn replicas(status: &Value) -> (u64, u64) {
-    let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "endless").cloned());
-    let revision = service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
-    (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
-}
 
 /// Streams a chat completion as `user`, reads three events, then drops the connection; returns when
 /// the server recorded the cancel, with the events it had written and the time since the drop.
@@ -57,12 +25,7 @@ fn replicas(status: &Value) -> (u64, u64) {
 async fn leave_after_three_events(up: &Up, events: &Path, user: &str, cold: bool) -> (u64, Duration) {
     let body =
         json!({"model": "endless", "user": user, "stream": true, "messages": [{"role": "user", "content": "Go on"}]});
-    let request = Request::post(format!("http://{}/openai/v1/chat/completions", up.addr))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let response = client.request(request).await.unwrap();
+    let response = post_json(&format!("http://{}/openai/v1/chat/completions", up.addr), &body).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers().contains_key("x-skiff-cold-start"), cold, "{user}: {:?}", response.headers());
     let mut answer = response.into_body();
@@ -78,7 +41,6 @@ async fn leave_after_three_events(up: &Up, events: &Path, user: &str, cold: bool
     }
     assert!(text.starts_with("data: {"), "{text}");
     drop(answer);
-    drop(client);
     let left = Instant::now();
     let cancelled = events.join(format!("{user}.cancelled"));
     // Bounded well below the minute the stream would take by itself.
@@ -98,11 +60,11 @@ async fn a_client_that_leaves_mid_stream_cancels_the_replicas_generation_from_ze
     let path = dir.path();
     let events = path.join("events");
     std::fs::create_dir(&events).unwrap();
-    std::fs::write(path.join("images.json"), r#"{"python-http": ["python3", "-u"]}"#).unwrap();
-    std::fs::write(path.join("endless.yaml"), isvc(&events)).unwrap();
-    let map = path.join("images.json").display().to_string();
-    let up = Up::start_with_env(path, CONFIG, &[("SKIFF_IMAGE_MAP", map.as_str())]);
-    up.wait_for("endless at zero", Duration::from_secs(60), |s| replicas(s) == (0, 0)).await;
+    let env = format!("{{name: EVENTS_DIR, value: {}}}", events.display());
+    let server = repo().join("tests/fixtures/endless_sse.py");
+    std::fs::write(path.join("endless.yaml"), python_isvc("endless", &server, &env)).unwrap();
+    let up = Up::with_python(path, CONFIG);
+    up.wait_for("endless at zero", Duration::from_secs(60), |s| replicas_of(s, "endless") == (0, 0)).await;
 
     for (user, cold) in [("from-zero", true), ("warm", false)] {
         let (written, since) = leave_after_three_events(&up, &events, user, cold).await;

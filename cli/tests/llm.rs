@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::llm::{self, MAX_TOKENS, chat, replicas};
+use common::llm::{self, MAX_TOKENS, chat, replicas, streams_sent_at_once_all_complete};
 use http::StatusCode;
 use serde_json::Value;
 
@@ -42,17 +42,6 @@ async fn llama_cpp_scales_from_zero_on_a_chat_completion_streams_through_the_rou
     up.wait_for("llama back at zero", Duration::from_secs(90), |s| replicas(s) == (0, 0)).await;
 
     // Ten streams sent at zero: all held, all answered in full.
-    let streams: Vec<_> = (0..10)
-        .map(|i| {
-            let addr = up.addr;
-            tokio::spawn(async move { chat(&addr.to_string(), true, &format!("Stream {i}")).await })
-        })
-        .collect();
-    for (i, stream) in streams.into_iter().enumerate() {
-        let (status, streamed) = stream.await.unwrap();
-        assert_eq!(status, StatusCode::OK, "stream {i}: {:?}", streamed.events);
-        assert_eq!(streamed.events.last().map(String::as_str), Some("[DONE]"), "stream {i}: {:?}", streamed.events);
-        assert!(!streamed.contents().is_empty(), "stream {i}: {:?}", streamed.events);
-    }
+    streams_sent_at_once_all_complete(&up.addr.to_string(), 10).await;
     assert!(up.stop().success());
 }

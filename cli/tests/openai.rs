@@ -21,32 +21,8 @@ const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-pe
 const TOKENS: usize = 4;
 
 fn isvc(events: &Path) -> String {
-    let server = lockstep::server();
-    format!(
-        "apiVersion: serving.kserve.io/v1beta1
-kind: InferenceService
-metadata:
-  name: tiny-llm
-spec:
-  predictor:
-    minReplicas: 0
-    containers:
-      - name: kserve-container
-        image: registry.example.com/python-http:3
-        args: [{}, tiny-llm]
-        env: [{{name: EVENTS_DIR, value: {}}}, {{name: TOKENS, value: \"{TOKENS}\"}}]
-        ports: [{{containerPort: 8080}}]
-        readinessProbe: {{httpGet: {{path: /health, port: 8080}}}}
-",
-        server.display(),
-        events.display()
-    )
-}
-
-fn replicas(status: &Value) -> (u64, u64) {
-    let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "tiny-llm").cloned());
-    let revision = service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
-    (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+    let env = format!("{{name: EVENTS_DIR, value: {}}}, {{name: TOKENS, value: \"{TOKENS}\"}}", events.display());
+    python_isvc("tiny-llm", &lockstep::server(), &env)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,11 +31,9 @@ async fn a_chat_completion_naming_a_python_server_at_zero_streams_its_events_one
     let path = dir.path();
     let events = path.join("events");
     std::fs::create_dir(&events).unwrap();
-    std::fs::write(path.join("images.json"), r#"{"python-http": ["python3", "-u"]}"#).unwrap();
     std::fs::write(path.join("tiny-llm.yaml"), isvc(&events)).unwrap();
-    let map = path.join("images.json").display().to_string();
-    let up = Up::start_with_env(path, CONFIG, &[("SKIFF_IMAGE_MAP", map.as_str())]);
-    up.wait_for("tiny-llm at zero", Duration::from_secs(60), |s| replicas(s) == (0, 0)).await;
+    let up = Up::with_python(path, CONFIG);
+    up.wait_for("tiny-llm at zero", Duration::from_secs(60), |s| replicas_of(s, "tiny-llm") == (0, 0)).await;
 
     // The router's own model list, without a service's Host.
     let models = send(Method::GET, &format!("http://{}/openai/v1/models", up.addr), Bytes::new(), &[]).await.unwrap();

@@ -15,7 +15,7 @@ mod common;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use common::llm::{MAX_TOKENS, chat};
+use common::llm::{MAX_TOKENS, chat, streams_sent_at_once_all_complete};
 use common::{lockstep, send};
 use http::{Method, StatusCode};
 use serde_json::Value;
@@ -80,17 +80,6 @@ async fn each_event_reaches_the_client_before_the_server_writes_the_next_through
 #[ignore = "needs the cluster of tests/cluster/e2e-runtimes.sh, which runs it"]
 async fn ten_llama_streams_sent_at_zero_all_complete() {
     let router = env("SKIFF_OPENAI_ROUTER");
-    let streams: Vec<_> = (0..STREAMS)
-        .map(|i| {
-            let router = router.clone();
-            tokio::spawn(async move { chat(&router, true, &format!("Stream {i}")).await })
-        })
-        .collect();
-    for (i, stream) in streams.into_iter().enumerate() {
-        let (status, streamed) = stream.await.unwrap();
-        assert_eq!(status, StatusCode::OK, "stream {i}: {:?}", streamed.events);
-        assert_eq!(streamed.events.last().map(String::as_str), Some("[DONE]"), "stream {i}: {:?}", streamed.events);
-        assert!(!streamed.contents().is_empty(), "stream {i}: {:?}", streamed.events);
-    }
+    streams_sent_at_once_all_complete(&router, STREAMS).await;
     println!("{STREAMS} streams sent at zero: all answered to [DONE]");
 }

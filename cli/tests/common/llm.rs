@@ -8,11 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http::StatusCode;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use super::{Up, folder, repo};
@@ -71,9 +68,7 @@ pub fn up(config: &str, isvc: &str) -> (tempfile::TempDir, Up) {
 
 /// `(desired, ready)` replicas of `llama`'s revision in `skiff up`'s status.
 pub fn replicas(status: &Value) -> (u64, u64) {
-    let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "llama").cloned());
-    let revision = service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
-    (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+    super::replicas_of(status, "llama")
 }
 
 /// Tokens each request asks for.
@@ -119,12 +114,7 @@ pub async fn chat(addr: &str, stream: bool, user: &str) -> (StatusCode, Streamed
         "max_tokens": MAX_TOKENS,
         "temperature": 0,
     });
-    let request = Request::post(format!("http://{addr}/openai/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let response = client.request(request).await.unwrap();
+    let response = super::post_json(&format!("http://{addr}/openai/v1/chat/completions"), &body).await;
     let status = response.status();
     let mut answer = response.into_body();
     let (mut buffer, mut events, mut reads) = (String::new(), Vec::new(), 0);
@@ -148,4 +138,21 @@ pub async fn chat(addr: &str, stream: bool, user: &str) -> (StatusCode, Streamed
         events.push(buffer);
     }
     (status, Streamed { events, reads })
+}
+
+/// `count` streamed chat completions sent at once to the router at `addr` (`host:port`): each
+/// answers 200 and streams content to `[DONE]`.
+pub async fn streams_sent_at_once_all_complete(addr: &str, count: usize) {
+    let streams: Vec<_> = (0..count)
+        .map(|i| {
+            let addr = addr.to_owned();
+            tokio::spawn(async move { chat(&addr, true, &format!("Stream {i}")).await })
+        })
+        .collect();
+    for (i, stream) in streams.into_iter().enumerate() {
+        let (status, streamed) = stream.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "stream {i}: {:?}", streamed.events);
+        assert_eq!(streamed.events.last().map(String::as_str), Some("[DONE]"), "stream {i}: {:?}", streamed.events);
+        assert!(!streamed.contents().is_empty(), "stream {i}: {:?}", streamed.events);
+    }
 }

@@ -9,11 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use super::repo;
@@ -104,13 +100,8 @@ fn parse(block: &str, arrived_at: f64) -> Event {
 /// the read with no events.
 pub async fn stream(base: &str, model: &str, events: &Path) -> Streamed {
     let body = json!({"messages": [{"role": "user", "content": "Count"}], "model": model, "stream": true});
-    let request = Request::post(format!("{base}/openai/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let sent_at = now();
-    let response = client.request(request).await.unwrap();
+    let response = super::post_json(&format!("{base}/openai/v1/chat/completions"), &body).await;
     let (head, mut answer) = response.into_parts();
     let mut streamed = Streamed { head, sent_at, events: Vec::new() };
     if streamed.head.status != http::StatusCode::OK {

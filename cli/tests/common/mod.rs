@@ -78,6 +78,13 @@ impl Up {
     }
 
     /// [`Up::start`] with extra environment variables and flags.
+    /// `skiff up` over `dir` with the image of [`python_isvc`]'s containers mapped to `python3 -u`.
+    pub fn with_python(dir: &Path, config: &str) -> Up {
+        let map = dir.join("images.json");
+        std::fs::write(&map, r#"{"python-http": ["python3", "-u"]}"#).unwrap();
+        Up::start_with_env(dir, config, &[("SKIFF_IMAGE_MAP", map.display().to_string().as_str())])
+    }
+
     pub fn start_with(dir: &Path, config: &str, env: &[(&str, &str)], args: &[&str]) -> Up {
         Up::start_under(&[], dir, config, env, args)
     }
@@ -254,6 +261,44 @@ impl Reply {
 
 fn client() -> Client<HttpConnector, Full<Bytes>> {
     Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// A `POST` of `body` (JSON) to `url`, answered with its body unread (for streamed answers).
+pub async fn post_json(url: &str, body: &Value) -> http::Response<hyper::body::Incoming> {
+    let request = Request::post(url).header("content-type", "application/json");
+    client().request(request.body(Full::new(Bytes::from(body.to_string()))).unwrap()).await.unwrap()
+}
+
+/// `(desired, ready)` replicas of `service`'s first revision in `skiff up`'s status (`u64::MAX`
+/// while it has none).
+pub fn replicas_of(status: &Value, service: &str) -> (u64, u64) {
+    let found = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == service).cloned());
+    let revision = found.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
+    (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+}
+
+/// An InferenceService `name` at zero whose custom container runs the Python `script` (with
+/// `name` as its argument, and `env`, YAML flow entries such as `{name: A, value: b}`), ready on
+/// `GET /health`; [`Up::with_python`] maps its image to `python3 -u`.
+pub fn python_isvc(name: &str, script: &Path, env: &str) -> String {
+    format!(
+        "apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: {name}
+spec:
+  predictor:
+    minReplicas: 0
+    containers:
+      - name: kserve-container
+        image: registry.example.com/python-http:3
+        args: [{}, {name}]
+        env: [{env}]
+        ports: [{{containerPort: 8080}}]
+        readinessProbe: {{httpGet: {{path: /health, port: 8080}}}}
+",
+        script.display()
+    )
 }
 
 /// Sends one request with extra headers.
