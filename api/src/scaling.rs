@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::isvc::InferenceService;
 use crate::labels::SCALING;
 use crate::revision::Component;
+use crate::settings::PROGRESS_DEADLINE_ANNOTATION;
 
 /// The annotation prefix Knative reads autoscaling settings from.
 const AUTOSCALING_PREFIX: &str = "autoscaling.knative.dev/";
@@ -38,7 +39,8 @@ pub struct ScalingInputs {
     /// `containerConcurrency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_concurrency: Option<u32>,
-    /// The `autoscaling.knative.dev/*` annotations.
+    /// The `autoscaling.knative.dev/*` annotations, and Knative's progress deadline
+    /// ([`PROGRESS_DEADLINE_ANNOTATION`]: how long the autoscaler keeps pods that are starting).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
     /// `scaleMetricType`.
@@ -74,7 +76,7 @@ impl ScalingInputs {
                 .metadata
                 .annotations
                 .iter()
-                .filter(|(k, _)| k.starts_with(AUTOSCALING_PREFIX))
+                .filter(|(k, _)| k.starts_with(AUTOSCALING_PREFIX) || *k == PROGRESS_DEADLINE_ANNOTATION)
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             scale_metric_type: p
@@ -141,7 +143,7 @@ impl ScalingInputs {
     /// gives the replicas a new revision starts with (for `none`, exactly `minReplicas`).
     pub fn resolve_for(&self, config: &AutoscalerConfig, component: Component) -> Result<ScalingSpec> {
         let kpa = self.scaler(component)?.class() == Class::Kpa;
-        if let Some(key) = self.annotations.keys().find(|_| !kpa) {
+        if let Some(key) = self.annotations.keys().find(|k| !kpa && k.starts_with(AUTOSCALING_PREFIX)) {
             return Err(Error::invalid(
                 format!("metadata.annotations[{key}]"),
                 format!(
@@ -207,5 +209,15 @@ mod tests {
         let config = AutoscalerConfig::default();
         assert_eq!(back.resolve(&config).unwrap(), scaling_spec(&isvc, &config).unwrap());
         assert_eq!((back.resolve(&config).unwrap().min_scale, back.resolve(&config).unwrap().max_scale), (0, 6));
+    }
+
+    #[test]
+    fn the_progress_deadline_reaches_the_autoscaler_through_the_recorded_inputs() {
+        let yaml = "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: m\n  annotations:\n    serving.knative.dev/progress-deadline: 15m\n    serving.kserve.io/autoscalerClass: none\nspec:\n  predictor:\n    minReplicas: 0\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file:///m\n";
+        let isvc = InferenceService::from_yaml(yaml).unwrap();
+        let inputs = ScalingInputs::from_annotations(&BTreeMap::from([ScalingInputs::of(&isvc).annotation()]));
+        let spec = inputs.resolve(&AutoscalerConfig::default()).expect("the deadline is no kpa-only setting");
+        assert_eq!(spec.progress_deadline, Some(std::time::Duration::from_secs(900)));
+        assert_eq!(spec.activation_timeout(), std::time::Duration::from_secs(930));
     }
 }

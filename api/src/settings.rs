@@ -39,26 +39,11 @@ pub fn request_timeout(predictor: &PredictorSpec) -> Duration {
     predictor.timeout.map_or(DEFAULT_TIMEOUT, |s| Duration::from_secs(s.clamp(1, MAX_TIMEOUT_SECS).unsigned_abs()))
 }
 
-/// Knative's annotation (which KServe passes on from an InferenceService's metadata) for how long a
-/// revision may take to become ready: a Go duration such as `600s` or `15m`.
-pub const PROGRESS_DEADLINE_ANNOTATION: &str = "serving.knative.dev/progress-deadline";
-
-/// The longest progress deadline, in seconds: two hours, time enough to bring up a GPU node and
-/// download and load a large model; validation refuses more, and a label past it reads as it.
-pub const MAX_PROGRESS_DEADLINE_SECS: u64 = 7200;
-
-/// The progress deadline `annotations` set ([`PROGRESS_DEADLINE_ANNOTATION`]): `Ok(None)` when
-/// unset; the error says what is wrong with a value that is not a duration of 1 s to
-/// [`MAX_PROGRESS_DEADLINE_SECS`].
-pub fn progress_deadline(annotations: &BTreeMap<String, String>) -> Result<Option<Duration>, String> {
-    let Some(text) = annotations.get(PROGRESS_DEADLINE_ANNOTATION) else { return Ok(None) };
-    let max = Duration::from_secs(MAX_PROGRESS_DEADLINE_SECS);
-    match skiff_autoscaler::go_duration(text.trim()) {
-        Some(d) if d >= Duration::from_secs(1) && d <= max => Ok(Some(Duration::from_secs(d.as_secs()))),
-        Some(_) => Err(format!("must be between 1s and {}s, got {text:?}", MAX_PROGRESS_DEADLINE_SECS)),
-        None => Err(format!("must be a duration such as 600s or 15m, got {text:?}")),
-    }
-}
+/// The progress-deadline rule: Knative's `serving.knative.dev/progress-deadline` annotation, its
+/// bounds and its parser. It lives in `skiff-autoscaler`, whose decider gives up on a revision
+/// that has not become ready by then (plus Knative's buffer); this crate validates with it and
+/// tells the activator how long to hold requests.
+pub use skiff_autoscaler::activation::{MAX_PROGRESS_DEADLINE_SECS, PROGRESS_DEADLINE_ANNOTATION, progress_deadline};
 
 /// The router's bound on a request to an InferenceService, whichever component answers it: its
 /// `predictor`'s timeout, plus the progress deadline its `annotations` set, if any

@@ -24,6 +24,11 @@ pub struct Decision {
     /// No traffic for a stable window and scale to zero is allowed: the activator should take the path now, and
     /// the last pod goes once the grace period is over.
     pub idle: bool,
+    /// The revision gave up starting: no pod became ready within the activation timeout (the progress deadline
+    /// plus Knative's buffer, [`ScalingSpec::activation_timeout`]) while nothing asked for pods, so it is at zero
+    /// (Knative's PodAutoscaler turning inactive with reason `TimedOut`). Stays true until a request or traffic
+    /// comes again.
+    pub activation_timed_out: bool,
 }
 
 impl Decision {
@@ -53,8 +58,21 @@ pub struct Decider {
     max_panic_pods: u32,
     /// Latest traffic or activation; `None` while the revision has never been active.
     last_activity: Option<Instant>,
-    /// A request is waiting and no pod is ready yet.
-    activating: bool,
+    /// Since when the revision has been activating: pods wanted, fewer ready than the active threshold (Knative's
+    /// PodAutoscaler with `Active=Unknown`). A new revision starts so; a poke, or pods wanted with none ready,
+    /// starts it again; enough ready pods or the activation timeout end it.
+    activating_since: Option<Instant>,
+    /// When the activation timeout is looked at again: Knative's `handleScaleToZero`, the first time an
+    /// activating revision wants no pod, asks to be called back after the whole timeout.
+    activation_check: Option<Instant>,
+    /// The latest activation timed out, and nothing has asked for pods since.
+    timed_out: bool,
+    /// The pods the latest decision asked for: what an activating revision keeps while it wants none.
+    replicas: u32,
+    /// Whether the latest decision's bounded count wanted pods (a drop to none makes Knative reconcile).
+    wanted: bool,
+    /// Whether the latest decision kept pods only because the revision was activating.
+    holding: bool,
     /// The revision has had its initial scale (or its minimum) ready once.
     initialized: bool,
     /// The latest count computed from metrics, before bounds and scale-to-zero rules: kept while no data comes.
@@ -86,7 +104,12 @@ impl Decider {
             panic_since: None,
             max_panic_pods: 0,
             last_activity: (spec.initial_scale > 0).then_some(now),
-            activating: false,
+            activating_since: (spec.initial_pods() > 0).then_some(now),
+            activation_check: None,
+            timed_out: false,
+            replicas: spec.initial_pods(),
+            wanted: false,
+            holding: false,
             initialized: false,
             raw_desired: 0,
             excess_burst_capacity,
@@ -104,6 +127,8 @@ impl Decider {
         let mut decider = Self::new(spec, now);
         decider.initialized = true;
         decider.raw_desired = ready_pods;
+        decider.replicas = ready_pods;
+        decider.activating_since = None;
         decider.last_activity = (ready_pods > 0).then_some(now);
         decider.in_path_since = None;
         if ready_pods > 1 {
@@ -137,20 +162,30 @@ impl Decider {
     }
 
     /// A request arrived while the revision has no ready pod: decide at once, wanting at least one pod
-    /// (or the activation scale) until a pod is ready.
+    /// (or the activation scale) until a pod is ready or the activation times out.
     pub fn poke(&mut self, now: Instant, ready_pods: u32) -> Decision {
-        self.activating = true;
+        if ready_pods < self.active_threshold() {
+            self.start_activating(now);
+        }
         self.touch(now);
         self.decide(now, ready_pods)
     }
 
     /// Decides the pod count at `now`, given the pods ready now.
     pub fn decide(&mut self, now: Instant, ready_pods: u32) -> Decision {
-        if ready_pods > 0 {
-            self.activating = false;
-        }
         if ready_pods >= self.spec.min_scale.max(self.spec.initial_scale) {
             self.initialized = true;
+        }
+        if ready_pods >= self.active_threshold() && self.activating_since.take().is_some() {
+            // Active (Knative's computeActiveCondition): the activation is over. Knative keeps the pods of a
+            // revision that turned active for a stable window; the decider counts from the last activity, which
+            // for a revision whose pods were kept only because they were starting may be long past: then the
+            // readiness counts as activity, so that the new pod is not dropped the moment it is ready.
+            self.activation_check = None;
+            let quiet = self.last_activity.map_or(Duration::MAX, |at| now.saturating_duration_since(at));
+            if self.holding && quiet >= self.spec.stable_window {
+                self.touch(now);
+            }
         }
         let at = self.since_epoch(now);
         let (observed_stable, observed_panic) = (self.stable.average(at), self.panic.average(at));
@@ -162,6 +197,11 @@ impl Decider {
             self.excess_burst_capacity = self.compute_excess_burst_capacity(ready_pods, observed_panic);
         }
         let (desired_pods, idle) = self.apply_bounds(now, self.raw_desired);
+        self.replicas = desired_pods;
+        if desired_pods > 0 && ready_pods < self.active_threshold() {
+            // Pods wanted and too few ready: activating (Knative's computeActiveCondition).
+            self.start_activating(now);
+        }
         let decision = Decision {
             desired_pods,
             panic: self.panic_since.is_some(),
@@ -169,6 +209,7 @@ impl Decider {
             observed_stable,
             observed_panic,
             idle,
+            activation_timed_out: self.timed_out,
         };
         self.idle_since = if idle { self.idle_since.or(Some(now)) } else { None };
         self.in_path_since = if decision.activator_in_path() { self.in_path_since.or(Some(now)) } else { None };
@@ -231,30 +272,40 @@ impl Decider {
         }
     }
 
-    /// The KPA reconciler's part: activation, initial scale, min and max, then the scale-to-zero rules: the last
-    /// pod goes a stable window plus the longer of the grace and retention periods after the last activity, or
-    /// sooner when the activator has been in the path for the grace period already.
-    fn apply_bounds(&self, now: Instant, desired: u32) -> (u32, bool) {
+    /// The KPA reconciler's part: min, max and initial scale, then its scale-to-zero rules. An activating
+    /// revision keeps its pods until the activation timeout; otherwise the last pod goes a stable window plus the
+    /// longer of the grace and retention periods after the last activity, or sooner when the activator has been
+    /// in the path for the grace period already.
+    fn apply_bounds(&mut self, now: Instant, desired: u32) -> (u32, bool) {
         let spec = &self.spec;
-        let mut desired = desired;
-        if self.activating {
-            desired = desired.max(spec.activation_scale.max(1));
+        let mut min = if spec.reachable { spec.min_scale } else { 0 };
+        // Knative's scaler.go holds an initial scale above 1 until it has been reached once; one pod is held by
+        // the activation instead.
+        if spec.reachable && !self.initialized && spec.initial_scale > 1 {
+            min = min.max(spec.initial_scale);
         }
-        let min = match (spec.reachable, self.initialized) {
-            (false, _) => 0,
-            (true, true) => spec.min_scale,
-            (true, false) => spec.initial_pods(),
-        };
-        desired = desired.max(min);
+        let mut desired = desired.max(min);
         if spec.max_scale != 0 {
             desired = desired.min(spec.max_scale);
         }
+        let wanted = std::mem::replace(&mut self.wanted, desired > 0);
+        self.holding = false;
         if desired > 0 {
+            self.timed_out = false;
+            // A callback that finds pods wanted is spent (Knative's handleScaleToZero returns early).
+            self.activation_check = self.activation_check.filter(|at| *at > now);
             return (desired, false);
         }
-        if !spec.enable_scale_to_zero {
+        if !self.spec.enable_scale_to_zero {
             return (1, false);
         }
+        if self.timed_out {
+            return (0, true);
+        }
+        if let Some(since) = self.activating_since.filter(|_| self.spec.reachable) {
+            return self.hold_activation(now, since, wanted);
+        }
+        let spec = &self.spec;
         let quiet = self.last_activity.map_or(Duration::MAX, |at| now.saturating_duration_since(at));
         let retention = if spec.reachable { spec.scale_to_zero_pod_retention_period } else { Duration::ZERO };
         let needed = spec.stable_window.saturating_add(spec.scale_to_zero_grace_period.max(retention));
@@ -266,6 +317,48 @@ impl Decider {
         let in_path_for = self.in_path_since.map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
         let fast = inactive_for >= retention.max(RECHECK_AFTER_IDLE) && in_path_for >= spec.scale_to_zero_grace_period;
         (if quiet >= needed || (idle && fast) { 0 } else { 1 }, idle)
+    }
+
+    /// Knative's `handleScaleToZero` while activating: an activating revision that wants no pod keeps the ones
+    /// it has, unless it has been activating for longer than the activation timeout, which Knative looks at when
+    /// it reconciles: the first time the revision wants no pod (it then asks to be called back after the whole
+    /// timeout), each time the decider's count drops to none, and at that callback (which runs a moment after its
+    /// time, so by then the timeout has passed). Past it, the revision gives up: zero pods.
+    fn hold_activation(&mut self, now: Instant, since: Instant, wanted: bool) -> (u32, bool) {
+        let timeout = self.spec.activation_timeout();
+        let activating_for = now.saturating_duration_since(since);
+        let reconciles = self.activation_check.is_none() || wanted;
+        let called_back = self.activation_check.is_some_and(|at| at <= now);
+        if (reconciles && activating_for > timeout) || called_back {
+            self.activating_since = None;
+            self.activation_check = None;
+            self.timed_out = true;
+            return (0, true);
+        }
+        if self.activation_check.is_none() {
+            self.activation_check = Some(now + timeout);
+        }
+        // What Knative keeps is the Deployment's replicas; a poke at zero wants at least one pod.
+        let hold = if self.replicas > 0 { self.replicas } else { self.spec.activation_scale.max(1) };
+        self.holding = true;
+        (hold, false)
+    }
+
+    /// Knative's `activeThreshold`: the ready pods that make the revision active (its minimum, at least 1, and
+    /// its initial scale until that has been reached once); none while it is unreachable.
+    fn active_threshold(&self) -> u32 {
+        let spec = &self.spec;
+        let initial = if self.initialized { 1 } else { spec.initial_scale };
+        if spec.reachable { spec.min_scale.max(initial) } else { 0 }
+    }
+
+    /// Marks the revision activating from `now`, unless it already is.
+    fn start_activating(&mut self, now: Instant) {
+        if self.activating_since.is_none() {
+            self.activating_since = Some(now);
+            self.activation_check = None;
+        }
+        self.timed_out = false;
     }
 
     fn touch(&mut self, now: Instant) {

@@ -9,6 +9,8 @@
 //!    `autoscaling.knative.dev/*` annotations and the config, the way KServe and Knative do.
 //! 3. [`Decider::record`] takes the observed concurrency (or rps) each second, [`Decider::decide`] returns a
 //!    [`Decision`] each tick, and [`Decider::poke`] answers at once when a request waits at zero pods.
+//! 4. A revision whose pods are still starting keeps them until the [`activation`] timeout (the progress deadline
+//!    plus Knative's buffer), then gives up: [`Decision::activation_timed_out`].
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -29,6 +31,7 @@
 //! # Ok::<(), skiff_autoscaler::Error>(())
 //! ```
 
+pub mod activation;
 pub mod annotations;
 mod config;
 mod decider;

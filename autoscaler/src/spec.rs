@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::activation;
 use crate::annotations::{CLASS_KPA, spellings::*};
 use crate::config::{
     self, AutoscalerConfig, RPS_TARGET_UTILIZATION_PERCENTAGE, TARGET_MIN, WINDOW_MAX, WINDOW_MIN, allowed,
@@ -116,6 +117,10 @@ pub struct ScalingSpec {
     pub scale_to_zero_grace_period: Duration,
     /// From the config: the runner's tick, the bucket width of the scale-down-delay window.
     pub tick_interval: Duration,
+    /// The revision's progress deadline (`serving.knative.dev/progress-deadline`), when it sets one: with
+    /// Knative's buffer, how long a revision that is starting may keep pods nobody asks for
+    /// ([`ScalingSpec::activation_timeout`]).
+    pub progress_deadline: Option<Duration>,
 }
 
 impl Default for ScalingSpec {
@@ -149,6 +154,7 @@ impl ScalingSpec {
             enable_scale_to_zero: config.enable_scale_to_zero,
             scale_to_zero_grace_period: config.scale_to_zero_grace_period,
             tick_interval: config.tick_interval,
+            progress_deadline: None,
         }
     }
 
@@ -156,8 +162,8 @@ impl ScalingSpec {
     ///
     /// KServe writes the predictor fields into the revision's annotations, overwriting any the user wrote:
     /// `scaleTarget` → `target`, `scaleMetric` → `metric`, `maxReplicas` (when not 0) → `max-scale`, and
-    /// `minReplicas` → `min-scale` always (1 when absent). Knative then reads the annotations over the config.
-    /// Errors name the field or annotation the bad value came from.
+    /// `minReplicas` → `min-scale` always (1 when absent). Knative then reads the annotations over the config,
+    /// and `serving.knative.dev/progress-deadline` for the activation timeout. Errors name the field or annotation the bad value came from.
     pub fn resolve(
         fields: &PredictorScaling,
         annotations: &BTreeMap<String, String>,
@@ -190,6 +196,10 @@ impl ScalingSpec {
             spec.target_burst_capacity = parse_float(key, raw)?;
             config::check_burst_capacity(key, spec.target_burst_capacity)?;
         }
+        spec.progress_deadline = activation::progress_deadline(annotations).map_err(|message| {
+            let raw = annotations.get(activation::PROGRESS_DEADLINE_ANNOTATION).map_or("", String::as_str);
+            Error::range(activation::PROGRESS_DEADLINE_ANNOTATION, raw, message)
+        })?;
         Ok(spec)
     }
 
@@ -212,6 +222,12 @@ impl ScalingSpec {
     pub fn panic_window(&self) -> Duration {
         let secs = (self.stable_window.as_secs_f64() * self.panic_window_percentage / 100.0).round();
         Duration::from_secs((secs as u64).max(1))
+    }
+
+    /// How long a revision that is starting (no pod ready yet) keeps its pods once nothing asks for them:
+    /// the progress deadline, else Knative's 600 s, plus Knative's 30 s buffer.
+    pub fn activation_timeout(&self) -> Duration {
+        activation::activation_timeout(self.progress_deadline)
     }
 
     /// The panic threshold as a factor of ready pods (200% → 2.0).

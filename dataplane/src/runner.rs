@@ -6,13 +6,15 @@
 //! zero replicas) carries the activator's held count as its stat, as Knative's multiscaler `Poke`
 //! does: the count is recorded in the decider's windows, then the decider decides at once, so a
 //! burst at zero enters panic mode in the decider itself and is held for a stable window.
+//! When a revision gives up starting (its activation timed out: no replica ready within the
+//! progress deadline plus Knative's buffer), the runner logs a warning, and its journal records it.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use skiff_autoscaler::{Decider, Decision, Metric, ScalingSpec};
+use skiff_autoscaler::{Decider, Decision, Metric, ScalingSpec, activation};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::key::RevisionKey;
@@ -57,12 +59,21 @@ struct Tracked {
     /// How much of the held total pokes have recorded since the last sample, so that the sample
     /// adds only what is new and a held request counts once a second.
     held_recorded: usize,
+    /// Whether the activators held requests at the last sample.
+    was_held: bool,
     journal: Journal,
 }
 
 impl Tracked {
     fn new(decider: Decider, epoch: std::time::Instant) -> Tracked {
-        Tracked { decider, last: None, held: Held::default(), held_recorded: 0, journal: Journal::new(epoch) }
+        Tracked {
+            decider,
+            last: None,
+            held: Held::default(),
+            held_recorded: 0,
+            was_held: false,
+            journal: Journal::new(epoch),
+        }
     }
 
     /// Records `value` in the decider's windows (and the journal).
@@ -72,11 +83,16 @@ impl Tracked {
         self.journal.recorded(now, value);
     }
 
-    /// Decides with `ready` pods (at once for a waiting request when `poke`); keeps the decision.
-    fn decide(&mut self, ready: u32, poke: bool) -> u32 {
+    /// Decides with `ready` pods (at once for a waiting request when `poke`); keeps the decision,
+    /// and says so when `revision` gives up starting.
+    fn decide(&mut self, revision: &RevisionKey, ready: u32, poke: bool) -> u32 {
         let now = now();
         let decision = if poke { self.decider.poke(now, ready) } else { self.decider.decide(now, ready) };
         self.journal.decided(now, ready, &decision, poke);
+        if decision.activation_timed_out && !self.last.as_ref().is_some_and(|d| d.activation_timed_out) {
+            let message = activation::timed_out_message(self.decider.spec().progress_deadline);
+            tracing::warn!(%revision, "{message}");
+        }
         let desired = decision.desired_pods;
         self.last = Some(decision);
         desired
@@ -131,7 +147,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
     pub fn add(&self, revision: &RevisionKey, spec: ScalingSpec) {
         let epoch = now();
         let mut tracked = Tracked::new(Decider::new(spec, epoch), epoch);
-        let desired = tracked.decide(self.backend.ready_replicas(revision), false);
+        let desired = tracked.decide(revision, self.backend.ready_replicas(revision), false);
         self.backend.scale(revision, desired);
         self.lock().insert(revision.clone(), tracked);
     }
@@ -199,7 +215,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             if new > 0 {
                 tracked.record(new as f64);
             }
-            tracked.decide(ready, true)
+            tracked.decide(revision, ready, true)
         };
         self.backend.scale(revision, desired);
     }
@@ -242,13 +258,20 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
         let mut tracked = self.lock();
         for ((key, metric), value) in revisions.into_iter().zip(observed) {
             let Some(tracked) = tracked.get_mut(&key) else { continue };
-            let held = if metric == Metric::Concurrency { tracked.unrecorded_held() } else { 0 };
+            let concurrency = metric == Metric::Concurrency;
+            let held_now = concurrency && tracked.held.total() > 0;
+            let held = if concurrency { tracked.unrecorded_held() } else { 0 };
             tracked.held_recorded = 0;
+            let held_gone = std::mem::replace(&mut tracked.was_held, held_now) && !held_now;
             // Without a reading from the pods (none ready, or none answered), the activators'
-            // report is still a stat, as Knative records the activator's stats on their own.
+            // report is still a stat, as Knative records the activator's stats on their own; and
+            // once their requests are gone (answered, or their clients left), Knative's activator
+            // reports the revision once more, with 0, so that a revision still starting sees its
+            // demand fall to none.
             match (value, held) {
                 (Some(value), held) => tracked.record(value + held as f64),
                 (None, held) if held > 0 => tracked.record(held as f64),
+                (None, _) if held_gone => tracked.record(0.0),
                 (None, _) => {}
             }
         }
@@ -259,7 +282,7 @@ impl<B: ReplicaBackend, S: MetricSource> Runner<B, S> {
             let mut revisions = self.lock();
             revisions
                 .iter_mut()
-                .map(|(name, tracked)| (name.clone(), tracked.decide(self.backend.ready_replicas(name), false)))
+                .map(|(name, tracked)| (name.clone(), tracked.decide(name, self.backend.ready_replicas(name), false)))
                 .collect()
         };
         for (name, desired) in decisions {

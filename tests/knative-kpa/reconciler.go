@@ -52,6 +52,8 @@ type reconciler struct {
 	progressDeadline time.Duration
 	// When handleScaleToZero asked to be reconciled again (the earliest pending).
 	enqueued *time.Time
+	// Whether the reconcile now running is that callback (see handleScaleToZero's activating case).
+	callback bool
 }
 
 // enqueue is the scaler's enqueueCB: reconcile again after d.
@@ -63,12 +65,13 @@ func (r *reconciler) enqueue(now time.Time, d time.Duration) {
 }
 
 // due reports whether an enqueued reconcile is due at now, and takes it (one enqueued during a reconcile at now
-// runs at the next second).
+// runs at the next second); the next reconcile is then that callback.
 func (r *reconciler) due(now time.Time) bool {
 	if r.enqueued == nil || r.enqueued.After(now) {
 		return false
 	}
 	r.enqueued = nil
+	r.callback = true
 	return true
 }
 
@@ -84,6 +87,7 @@ func newReconciler(pa *autoscalingv1alpha1.PodAutoscaler, cfg *autoscalerconfig.
 // then computeActiveCondition.
 func (r *reconciler) reconcile(now time.Time, desiredScale, ebc int32, ready int) {
 	want := r.scale(now, desiredScale)
+	r.callback = false
 
 	// kpa.go: the activator leaves the path when want > 0 and the excess burst capacity is not negative.
 	proxy := true
@@ -132,7 +136,13 @@ func (r *reconciler) handleScaleToZero(now time.Time, desired int32) (int32, boo
 		if d, ok := r.pa.ProgressDeadline(); ok {
 			activationTimeout = d + activationTimeoutBuffer
 		}
-		if now.Sub(r.stateAt) > activationTimeout {
+		// pa.Status.CanFailActivation: activating for longer than the timeout. Knative's callback runs a moment
+		// after the time it asked for (the work queue hands the PA over once the delay is past, the reconcile then
+		// reads the clock, and the condition's time is stored in whole seconds), so a callback asked for at the
+		// start of the activation finds it past the timeout; at the port's whole seconds it comes exactly at
+		// it, and counts as past.
+		activatingFor := now.Sub(r.stateAt)
+		if activatingFor > activationTimeout || (r.callback && activatingFor == activationTimeout) {
 			return desired, true
 		}
 		r.enqueue(now, activationTimeout)

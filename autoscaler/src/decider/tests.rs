@@ -536,3 +536,111 @@ fn with_the_activator_long_in_the_path_the_last_pod_goes_soon_after_idle() {
     let retention = ScalingSpec { scale_to_zero_pod_retention_period: Duration::from_secs(90), ..knative() };
     assert_eq!(decide_every_tick(retention), Some(160));
 }
+
+/// Knative's defaults with a progress deadline of `secs` (`serving.knative.dev/progress-deadline`).
+fn deadline(secs: u64) -> ScalingSpec {
+    ScalingSpec { progress_deadline: Some(Duration::from_secs(secs)), ..knative() }
+}
+
+/// Decides every tick in `from..to` with no pod ready, expecting `pods` and no timeout each time.
+fn starting(decider: &mut Decider, t0: Instant, from: u64, to: u64, pods: u32) {
+    for t in (from..to).step_by(2) {
+        let d = decider.decide(at(t0, t), 0);
+        assert_eq!((d.desired_pods, d.activation_timed_out, d.idle), (pods, false, false), "starting, {t}s: {d:?}");
+    }
+}
+
+#[test]
+fn a_new_revision_that_never_becomes_ready_gives_up_at_the_progress_deadline_plus_knatives_buffer() {
+    for (case, spec, timeout) in [("20s deadline", deadline(20), 50), ("Knative's default 600s", knative(), 630)] {
+        let t0 = Instant::now();
+        let mut decider = Decider::new(spec, t0);
+        starting(&mut decider, t0, 0, timeout, 1);
+        let d = decider.decide(at(t0, timeout), 0);
+        assert_eq!((d.desired_pods, d.activation_timed_out, d.idle), (0, true, true), "{case}: {d:?}");
+        assert!(d.activator_in_path(), "{case}");
+        let d = decider.decide(at(t0, timeout + 600), 0);
+        assert_eq!((d.desired_pods, d.activation_timed_out), (0, true), "{case}: it stays given up");
+    }
+}
+
+#[test]
+fn a_revision_still_starting_keeps_its_pod_when_the_waiting_client_leaves() {
+    // At zero, a request wakes the revision; its client leaves after 4 s (the activator reports 0 once).
+    // No pod is ready for 5 minutes: more than the stable window plus the grace period (90 s).
+    let t0 = Instant::now();
+    let mut decider = Decider::resume(knative(), t0, 0);
+    decider.record(at(t0, 10), 1.0);
+    let d = decider.poke(at(t0, 10), 0);
+    assert_eq!(d.desired_pods, 1);
+    (11..14).for_each(|s| decider.record(at(t0, s), 1.0));
+    decider.record(at(t0, 14), 0.0);
+    starting(&mut decider, t0, 12, 310, 1);
+    // Ready at last: kept a stable window, then idle, then gone after the grace period.
+    let d = decider.decide(at(t0, 310), 1);
+    assert_eq!((d.desired_pods, d.idle), (1, false), "ready: {d:?}");
+    decider.record(at(t0, 311), 0.0);
+    assert_eq!(decider.decide(at(t0, 368), 1).desired_pods, 1);
+    let d = decider.decide(at(t0, 400), 1);
+    assert_eq!((d.desired_pods, d.activation_timed_out), (0, false), "idle after it served nothing: {d:?}");
+}
+
+#[test]
+fn knative_counts_the_timeout_from_the_first_decision_that_wants_no_pod() {
+    // Poked at 10 with a 120 s deadline (timeout 150 s); the client leaves at 14 and the stable window (60 s)
+    // brings the decider's count to 0 at 74: Knative asks to look again 150 s later, and gives up at 224,
+    // not at 10 + 150.
+    let t0 = Instant::now();
+    let mut decider = Decider::resume(deadline(120), t0, 0);
+    decider.record(at(t0, 10), 1.0);
+    decider.poke(at(t0, 10), 0);
+    (11..14).for_each(|s| decider.record(at(t0, s), 1.0));
+    decider.record(at(t0, 14), 0.0);
+    starting(&mut decider, t0, 12, 224, 1);
+    let d = decider.decide(at(t0, 224), 0);
+    assert_eq!((d.desired_pods, d.activation_timed_out), (0, true), "{d:?}");
+
+    // With a timeout (40 s) shorter than the stable window, the first decision that wants no pod (at 70) is
+    // already past it.
+    let mut decider = Decider::resume(deadline(10), t0, 0);
+    decider.record(at(t0, 10), 1.0);
+    decider.poke(at(t0, 10), 0);
+    decider.record(at(t0, 11), 0.0);
+    starting(&mut decider, t0, 12, 70, 1);
+    let d = decider.decide(at(t0, 70), 0);
+    assert_eq!((d.desired_pods, d.activation_timed_out), (0, true), "{d:?}");
+}
+
+#[test]
+fn a_request_after_giving_up_starts_the_revision_again() {
+    let t0 = Instant::now();
+    let mut decider = Decider::new(deadline(60), t0);
+    starting(&mut decider, t0, 0, 90, 1);
+    assert!(decider.decide(at(t0, 90), 0).activation_timed_out);
+    decider.record(at(t0, 101), 3.0);
+    let d = decider.poke(at(t0, 101), 0);
+    assert_eq!((d.desired_pods, d.activation_timed_out), (1, false), "{d:?}");
+    // A new activation with a new timeout: the client leaves at once; the count drops to 0 a stable window
+    // later (162), and the revision gives up 90 s after that.
+    decider.record(at(t0, 102), 0.0);
+    starting(&mut decider, t0, 102, 252, 1);
+    assert!(decider.decide(at(t0, 252), 0).activation_timed_out);
+}
+
+#[test]
+fn pods_lost_while_serving_make_the_revision_activating_again() {
+    // Served from one pod until 100; the pod dies at 100 while requests still come (held by the activator),
+    // and its replacement takes minutes. The requests end at 110 and the count drops to 0 a stable window
+    // later (170): the pod is kept while it starts, as Knative keeps an activating revision's pods, past the
+    // stable window and grace period, and given up 150 s after 170.
+    let t0 = Instant::now();
+    let mut decider = Decider::new(deadline(120), t0);
+    (0..110).for_each(|s| decider.record(at(t0, s), 7.0));
+    for t in (0..100).step_by(2) {
+        assert_eq!(decider.decide(at(t0, t), 1).desired_pods, 1, "{t}s");
+    }
+    decider.record(at(t0, 110), 0.0);
+    starting(&mut decider, t0, 100, 320, 1);
+    let d = decider.decide(at(t0, 320), 0);
+    assert_eq!((d.desired_pods, d.activation_timed_out), (0, true), "{d:?}");
+}

@@ -30,7 +30,7 @@ use super::container::knative_env;
 use super::folder::ManifestFolder;
 use super::manifests::{Manifest, ModelSource, Predictor};
 use super::replica::{ContainerReplica, ReplicaSpec};
-use super::status::{RevisionStatus, ServiceStatus, Status};
+use super::status::{AutoscalerStatus, RevisionStatus, ServiceStatus, Status};
 
 /// The parts of the data plane the controller drives.
 pub struct DataPlane {
@@ -190,6 +190,8 @@ impl Controller {
             .values()
             .map(|s| {
                 let isvc = &s.manifest.isvc;
+                let progress_deadline =
+                    skiff_api::settings::progress_deadline(&isvc.metadata.annotations).ok().flatten();
                 let predictor = &s.components[&Component::Predictor].rollout;
                 let revisions = s
                     .components
@@ -220,7 +222,11 @@ impl Controller {
                             queued: u64::try_from(self.plane.activator.stats(&key).queued).unwrap_or(u64::MAX),
                             cold_start_last_ms: cold_starts.map(|c| millis(c.last)),
                             cold_start_p50_ms: cold_starts.map(|c| millis(c.p50)),
-                            autoscaler: self.plane.plane.decision(&key).map(Into::into),
+                            autoscaler: self
+                                .plane
+                                .plane
+                                .decision(&key)
+                                .map(|d| AutoscalerStatus::of(d, progress_deadline)),
                             health: counts.health.clone(),
                         }
                     })

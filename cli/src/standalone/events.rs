@@ -2,7 +2,8 @@
 //! (`lifecycle`): what changed between two status snapshots (a service created or removed, a
 //! revision created, a service ready or not, its traffic split, replicas asked for and ready, a
 //! replica that exited on its own, why it failed — `ModelLoadFailed` — and the back-off before the
-//! next start), kept for the last [`KEPT`] changes.
+//! next start, a revision that gave up starting — `ProgressDeadlineExceeded`), kept for the last
+//! [`KEPT`] changes.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -92,6 +93,13 @@ pub fn diff(old: &Status, new: &Status, at: &str) -> Vec<Recorded> {
             {
                 events.push(event(service, "Warning", &failure.reason, object.clone(), failure.message.clone(), at));
             }
+            let timed_out = |r: &RevisionStatus| r.autoscaler.as_ref().and_then(|a| a.timed_out.clone());
+            if let Some(message) = timed_out(revision)
+                && then.and_then(timed_out).is_none()
+            {
+                let reason = skiff_autoscaler::activation::TIMED_OUT_REASON;
+                events.push(event(service, "Warning", reason, object.clone(), message, at));
+            }
             if let Some(ms) = back_off
                 && (then.and_then(|t| t.health.back_off_ms) != Some(ms) || revision.health.spawns > spawns)
             {
@@ -152,7 +160,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::standalone::status::{FailureInfo, ReplicaHealth, RevisionStatus};
+    use crate::standalone::status::{AutoscalerStatus, FailureInfo, ReplicaHealth, RevisionStatus};
 
     fn service(ready: bool, desired: u32, ready_replicas: u32, restarts: u32) -> ServiceStatus {
         ServiceStatus {
@@ -265,5 +273,36 @@ mod tests {
         assert_eq!(reasons(&first, &failing(2, "cannot load model 'iris'", 2000)), ["BackOff"]);
         assert_eq!(reasons(&first, &failing(2, "cannot load model 'iris'", 1000)), ["BackOff"], "capped: same wait");
         assert_eq!(reasons(&first, &failing(1, "another error", 1000)), ["ModelLoadFailed"]);
+    }
+
+    #[test]
+    fn a_revision_that_gives_up_starting_is_a_warning_naming_the_progress_deadline() {
+        let decision = |desired_pods, activation_timed_out| skiff_autoscaler::Decision {
+            desired_pods,
+            panic: false,
+            excess_burst_capacity: -1,
+            observed_stable: 0.0,
+            observed_panic: 0.0,
+            idle: activation_timed_out,
+            activation_timed_out,
+        };
+        let at = |desired, timed_out| {
+            let mut s = service(false, desired, 0, 0);
+            let deadline = Some(std::time::Duration::from_secs(5));
+            s.revisions[0].autoscaler = Some(AutoscalerStatus::of(decision(desired, timed_out), deadline));
+            Status { services: vec![s], ..Status::default() }
+        };
+        let (starting, gave_up) = (at(1, false), at(0, true));
+        let events = diff(&starting, &gave_up, "t1");
+        let told: Vec<(&str, &str)> = events.iter().map(|e| (e.event.kind.as_str(), e.event.reason.as_str())).collect();
+        assert_eq!(told, [("Normal", "Scaled"), ("Warning", "ProgressDeadlineExceeded")]);
+        assert_eq!(
+            events[1].event.message,
+            "no replica became ready within the progress deadline (5s, serving.knative.dev/progress-deadline) plus \
+             30s while no request waited: scaled to zero; the next request starts it again"
+        );
+        assert!(reasons(&gave_up, &gave_up).is_empty(), "told once");
+        assert_eq!(reasons(&gave_up, &starting), ["Scaled"], "a request starts it again");
+        assert_eq!(gave_up.services[0].revisions[0].reason().map(|(r, _)| r), Some("ProgressDeadlineExceeded"));
     }
 }

@@ -1,8 +1,10 @@
 //! What `skiff up` reports and `skiff get` prints: each InferenceService with its URL and
 //! readiness, and per revision its replicas and traffic, like `kubectl get isvc` and `kubectl get revisions`,
-//! and why its replicas fail (KServe's `lastFailureInfo`: `ModelLoadFailed` with the error).
+//! and why its replicas fail (KServe's `lastFailureInfo`: `ModelLoadFailed` with the error) or why
+//! it gave up starting (`ProgressDeadlineExceeded`).
 
 use std::fmt::Write;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -149,17 +151,36 @@ pub struct AutoscalerStatus {
     pub observed_panic: f64,
     /// Spare capacity beyond the target burst capacity (negative: the activator stays in the path).
     pub excess_burst_capacity: i64,
+    /// While the revision is at zero because it gave up starting (no replica ready within its
+    /// progress deadline plus Knative's 30 s, and no request waiting): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<String>,
 }
 
-impl From<skiff_autoscaler::Decision> for AutoscalerStatus {
-    fn from(decision: skiff_autoscaler::Decision) -> Self {
+impl AutoscalerStatus {
+    /// The status of `decision`, for a revision with this progress deadline (`None`: Knative's
+    /// default).
+    pub fn of(decision: skiff_autoscaler::Decision, progress_deadline: Option<Duration>) -> Self {
         AutoscalerStatus {
             desired_pods: decision.desired_pods,
             panic: decision.panic,
             observed_stable: decision.observed_stable,
             observed_panic: decision.observed_panic,
             excess_burst_capacity: decision.excess_burst_capacity,
+            timed_out: decision
+                .activation_timed_out
+                .then(|| skiff_autoscaler::activation::timed_out_message(progress_deadline)),
         }
+    }
+}
+
+impl RevisionStatus {
+    /// Why the revision does not serve, if it says: its replica's failure, else its activation
+    /// timing out (`ProgressDeadlineExceeded`).
+    pub fn reason(&self) -> Option<(&str, &str)> {
+        let failure = self.health.last_failure_info.as_ref().map(|f| (f.reason.as_str(), f.message.as_str()));
+        let timed_out = self.autoscaler.as_ref().and_then(|a| a.timed_out.as_deref());
+        failure.or(timed_out.map(|message| (skiff_autoscaler::activation::TIMED_OUT_REASON, message)))
     }
 }
 
@@ -201,7 +222,7 @@ pub fn table(status: &Status) -> String {
                     (Some(last), Some(p50)) => format!("{last}ms/{p50}ms"),
                     _ => "-".to_owned(),
                 },
-                revision.health.last_failure_info.as_ref().map(|f| f.reason.clone()).unwrap_or_default(),
+                revision.reason().map(|(reason, _)| reason.to_owned()).unwrap_or_default(),
             ]);
             rows.push(row);
         }
@@ -224,6 +245,8 @@ pub fn table(status: &Status) -> String {
                     failure.message,
                     back_off.unwrap_or_default()
                 );
+            } else if let Some((reason, message)) = revision.reason() {
+                let _ = writeln!(out, "{}: {reason}: {message}", revision.name);
             }
         }
     }

@@ -37,6 +37,8 @@ pub enum Step {
         panic: bool,
         /// Made at once for a request waiting at zero, not at a tick.
         poke: bool,
+        /// The revision had given up starting ([`Decision::activation_timed_out`]).
+        activation_timed_out: bool,
     },
 }
 
@@ -73,7 +75,14 @@ impl Journal {
     /// `decision` was made at `now` with `ready` pods.
     pub fn decided(&mut self, now: Instant, ready: u32, decision: &Decision, poke: bool) {
         let at_ms = self.at_ms(now);
-        self.push(Step::Decided { at_ms, ready, desired: decision.desired_pods, panic: decision.panic, poke });
+        self.push(Step::Decided {
+            at_ms,
+            ready,
+            desired: decision.desired_pods,
+            panic: decision.panic,
+            poke,
+            activation_timed_out: decision.activation_timed_out,
+        });
     }
 
     /// The steps kept, oldest first.
@@ -100,13 +109,21 @@ mod tests {
             observed_stable: 16.0,
             observed_panic: 16.0,
             idle: false,
+            activation_timed_out: false,
         };
         journal.decided(epoch + Duration::from_secs(2), 0, &decision, true);
         assert_eq!(
             journal.steps(),
             [
                 Step::Recorded { at_ms: 1500, value: 16.0 },
-                Step::Decided { at_ms: 2000, ready: 0, desired: 8, panic: true, poke: true }
+                Step::Decided {
+                    at_ms: 2000,
+                    ready: 0,
+                    desired: 8,
+                    panic: true,
+                    poke: true,
+                    activation_timed_out: false
+                }
             ]
         );
         for i in 0..KEPT {

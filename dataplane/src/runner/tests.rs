@@ -273,3 +273,60 @@ async fn held_requests_a_poke_recorded_count_once_at_the_next_sample() {
     let decision = runner.decision(&r()).unwrap();
     assert_eq!(decision.observed_stable, 14.0, "the poke's 14 and the sample's 14 are the same requests: {decision:?}");
 }
+
+/// A backend whose replicas never become ready (no node for them, or a server that never loads).
+#[derive(Default)]
+struct NeverReady(Mutex<Vec<u32>>);
+
+impl ReplicaBackend for NeverReady {
+    fn scale(&self, _: &RevisionKey, replicas: u32) {
+        self.0.lock().unwrap().push(replicas);
+    }
+    fn ready_replicas(&self, _: &RevisionKey) -> u32 {
+        0
+    }
+}
+
+impl NeverReady {
+    fn asked(&self) -> u32 {
+        *self.0.lock().unwrap().last().expect("scaled at least once")
+    }
+}
+
+/// Issue 25 (kserve#1247): a request wakes a revision whose replica never becomes ready and its
+/// client leaves. The replica is kept past the stable window and the grace period (Knative keeps
+/// an activating revision's pods), and given up only after the progress deadline plus Knative's
+/// 30 s: then zero, the decision and the journal say so, and the next request starts it again.
+#[tokio::test(start_paused = true)]
+async fn a_revision_that_never_becomes_ready_is_kept_then_given_up_after_the_progress_deadline() {
+    let backend = Arc::new(NeverReady::default());
+    let runner = Runner::new(backend.clone(), Arc::new(Silent), Duration::from_secs(2));
+    let mut spec = spec(0);
+    spec.progress_deadline = Some(Duration::from_secs(20));
+    assert_eq!(spec.activation_timeout(), Duration::from_secs(50));
+    runner.resume(&r(), spec);
+    let task = tokio::spawn(runner.clone().run());
+    runner.poke(&r(), LOCAL_ACTIVATOR, 1);
+    assert_eq!(backend.asked(), 1);
+    for _ in 0..3 {
+        runner.report_held(&r(), LOCAL_ACTIVATOR, 1);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The client left: the activator holds nothing, and no pod answers.
+    runner.report_held(&r(), LOCAL_ACTIVATOR, 0);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let decision = runner.decision(&r()).unwrap();
+    assert_eq!((backend.asked(), decision.activation_timed_out), (1, false), "kept while it starts: {decision:?}");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let decision = runner.decision(&r()).unwrap();
+    assert_eq!((backend.asked(), decision.activation_timed_out), (0, true), "given up: {decision:?}");
+    let journal = runner.journal(&r()).unwrap();
+    assert!(
+        journal.iter().any(|s| matches!(s, Step::Decided { desired: 0, activation_timed_out: true, .. })),
+        "the journal records it"
+    );
+    runner.poke(&r(), LOCAL_ACTIVATOR, 1);
+    let decision = runner.decision(&r()).unwrap();
+    assert_eq!((backend.asked(), decision.activation_timed_out), (1, false), "a new request: {decision:?}");
+    task.abort();
+}

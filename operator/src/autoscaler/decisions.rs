@@ -1,7 +1,8 @@
 //! The autoscaler's latest decision of every revision on the controller's `/metrics`, read at
 //! each scrape from the leader's runner (a follower exports none): desired pods, panic mode, the
-//! stable and panic averages of the metric, and the excess burst capacity, labelled by the
-//! revision's namespace and name. `skiff load` and dashboards draw the panic beside the replicas.
+//! stable and panic averages of the metric, the excess burst capacity, and whether the revision
+//! gave up starting (its activation timed out), labelled by the revision's namespace and name.
+//! `skiff load` and dashboards draw the panic beside the replicas.
 
 use std::fmt;
 
@@ -27,7 +28,7 @@ impl fmt::Debug for Decisions {
 type Read = fn(&Decision) -> f64;
 
 /// The gauges: name (under the registry's prefix), help, and how each reads a decision.
-const GAUGES: [(&str, &str, Read); 5] = [
+const GAUGES: [(&str, &str, Read); 6] = [
     ("autoscaler_desired_pods", "Pods the autoscaler wants for the revision", |d| f64::from(d.desired_pods)),
     ("autoscaler_panic", "1 while the autoscaler is in panic mode for the revision", |d| f64::from(u8::from(d.panic))),
     ("autoscaler_observed_stable", "The scaling metric's average over the stable window", |d| d.observed_stable),
@@ -36,6 +37,11 @@ const GAUGES: [(&str, &str, Read); 5] = [
         "autoscaler_excess_burst_capacity",
         "Spare capacity beyond the target burst capacity (negative: the activator stays in the path)",
         |d| d.excess_burst_capacity as f64,
+    ),
+    (
+        "autoscaler_activation_timed_out",
+        "1 while the revision is at zero because no replica became ready within its progress deadline plus 30 s",
+        |d| f64::from(u8::from(d.activation_timed_out)),
     ),
 ];
 
@@ -83,6 +89,7 @@ mod tests {
             observed_stable: 3.5,
             observed_panic: 16.0,
             idle: false,
+            activation_timed_out: true,
         };
         let mut registry = Registry::with_prefix("skiff_controller");
         registry
@@ -95,6 +102,7 @@ mod tests {
             format!("skiff_controller_autoscaler_panic{labels} 1.0"),
             format!("skiff_controller_autoscaler_observed_panic{labels} 16.0"),
             format!("skiff_controller_autoscaler_excess_burst_capacity{labels} -200.0"),
+            format!("skiff_controller_autoscaler_activation_timed_out{labels} 1.0"),
         ] {
             assert!(text.contains(&line), "{line} in:\n{text}");
         }
