@@ -2,7 +2,9 @@
 //! Python server (`tests/fixtures/endless_sse.py`, a custom container) streams an event every 20 ms
 //! for a minute and records when a write fails because its client is gone. A client reads three
 //! events and drops the connection, once from zero (the request held, then streamed) and once warm;
-//! each time the server must see the cancel long before its stream would have ended.
+//! each time the server must see the cancel long before its stream would have ended. And a client
+//! that leaves while its request is held at zero (the server loading for 20 s) takes the request
+//! back at once: the activator holds nothing more, and the replica, once up, never gets it.
 
 mod common;
 
@@ -71,5 +73,42 @@ async fn a_client_that_leaves_mid_stream_cancels_the_replicas_generation_from_ze
         eprintln!("{user}: the server saw the cancel {since:?} after the client left, at event {written}");
         assert!((3..MAX_EVENTS).contains(&written), "{user}: {written} events written");
     }
+    assert!(up.stop().success());
+}
+
+/// `service`'s first revision in `skiff up`'s status: requests its activator holds, and ready replicas.
+fn queued_and_ready(status: &serde_json::Value, service: &str) -> (u64, u64) {
+    let found = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == service).cloned());
+    let revision = found.map(|s| s["revisions"][0].clone()).unwrap_or_default();
+    (revision["queued"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_while_held_at_zero_takes_its_request_back() {
+    let dir = folder(&[]);
+    let path = dir.path();
+    let events = path.join("events");
+    std::fs::create_dir(&events).unwrap();
+    let env = format!("{{name: EVENTS_DIR, value: {}}}, {{name: STARTUP_SECONDS, value: \"20\"}}", events.display());
+    let server = repo().join("tests/fixtures/endless_sse.py");
+    std::fs::write(path.join("slow.yaml"), python_isvc("slow", &server, &env)).unwrap();
+    let up = Up::with_python(path, CONFIG);
+    up.wait_for("slow at zero", Duration::from_secs(60), |s| replicas_of(s, "slow") == (0, 0)).await;
+
+    let body =
+        json!({"model": "slow", "user": "held", "stream": true, "messages": [{"role": "user", "content": "Go on"}]});
+    let url = format!("http://{}/openai/v1/chat/completions", up.addr);
+    let client = tokio::spawn(async move { post_json(&url, &body).await });
+    up.wait_for("the request held", Duration::from_secs(10), |s| queued_and_ready(s, "slow") == (1, 0)).await;
+    client.abort();
+    let _ = client.await;
+    let left = Instant::now();
+    // Well within the server's 20 s start: the activator lets the request go while no replica is ready.
+    up.wait_for("the request let go", Duration::from_secs(10), |s| queued_and_ready(s, "slow") == (0, 0)).await;
+    eprintln!("the activator let the request go {:?} after its client left", left.elapsed());
+    // The replica is not stopped for it, and once up it never gets the request.
+    up.wait_for("slow ready", Duration::from_secs(60), |s| queued_and_ready(s, "slow").1 == 1).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!events.join("held.written").exists(), "the replica got a request whose client had left");
     assert!(up.stop().success());
 }

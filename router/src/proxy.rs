@@ -338,7 +338,15 @@ impl Proxy {
             let (sent, pump) = match &outgoing {
                 Outgoing::Whole(body) => {
                     let request = request.map(|()| Either::Left(Full::new(body.clone())));
-                    (tokio::time::timeout_at(deadline, upstream.send(request)).await, Pump::done())
+                    let send = tokio::time::timeout_at(deadline, upstream.send(request));
+                    // A client that leaves while its request is held (a cold start of minutes) takes
+                    // it back: the upstream connection closes, and the activator lets the request go.
+                    let sent = tokio::select! {
+                        biased;
+                        sent = send => sent,
+                        gone = pump::client_gone(session) => return Err(gone),
+                    };
+                    (sent, Pump::done())
                 }
                 Outgoing::Stream(prefix) => {
                     let (sender, body) = Channel::new(1);
@@ -351,7 +359,7 @@ impl Proxy {
                         tokio::select! {
                             biased;
                             sent = &mut send => break sent,
-                            pumped = pump.step(session), if pump.active() => pumped?,
+                            pumped = pump.step_or_watch(session) => pumped?,
                         }
                     };
                     (sent, pump)

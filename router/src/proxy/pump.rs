@@ -1,7 +1,8 @@
 //! A request body that streams: chunks move from the client to the upstream one at a time, in
 //! turn with the answer coming back (the proxy polls [`Pump::step`] beside the upstream), so
 //! neither direction waits for the other to end. A step can be cancelled at any await and lose
-//! nothing: a chunk read from the client is kept until the upstream's channel takes it.
+//! nothing: a chunk read from the client is kept until the upstream's channel takes it. Once the
+//! body has gone, the client is watched until the answer's head arrives ([`client_gone`]).
 
 use bytes::Bytes;
 use http_body_util::channel::Sender;
@@ -33,6 +34,12 @@ impl Pump {
         self.sender.is_some()
     }
 
+    /// While the answer's head is awaited: a [`Pump::step`] while body is left, then
+    /// [`client_gone`], so that a client that leaves a request held for minutes takes it back.
+    pub(crate) async fn step_or_watch(&mut self, session: &mut ServerSession) -> Result<(), Failure> {
+        if self.active() { self.step(session).await } else { Err(client_gone(session).await) }
+    }
+
     /// Moves one chunk (reading it first unless one waits), or ends the upstream's body when the
     /// client's has ended. An upstream that stops taking the body (it answered early or failed)
     /// ends the pump quietly: its answer decides the outcome.
@@ -57,4 +64,14 @@ impl Pump {
         self.pending = None;
         Ok(())
     }
+}
+
+/// Resolves, as [`Failure::ClientGone`], when the client closes its connection (or resets its
+/// HTTP/2 stream) after its whole request: a request it no longer waits for. Call it only once the
+/// body has been read; a client that sends more (a pipelined next request) counts as gone, as in
+/// Pingora's own proxy.
+pub(crate) async fn client_gone(session: &mut ServerSession) -> Failure {
+    // With no body expected, this reads only to see the connection close; it never returns Ok.
+    let _ = session.read_body_or_idle(true).await;
+    Failure::ClientGone
 }
