@@ -1,5 +1,5 @@
 //! Peers under test: child processes started on a loopback port, polled until ready, measured
-//! for memory, and stopped.
+//! for memory, and stopped (when dropped too).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -66,8 +66,15 @@ impl Peer {
         status_kib(self.child.id(), "VmHWM:") as f64 / 1024.0
     }
 
-    /// Stops the peer (SIGTERM, then SIGKILL after 5 s) with its process group's stragglers.
-    pub fn stop(mut self) {
+    /// Stops the peer (SIGTERM, then SIGKILL after 5 s), as dropping it does.
+    pub fn stop(self) {
+        drop(self);
+    }
+
+    fn halt(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -79,6 +86,14 @@ impl Peer {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A benchmark that fails part-way leaves no peer running (a `skiff up` left behind would load the
+/// machine for the next run).
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.halt();
     }
 }
 
