@@ -82,12 +82,7 @@ fn skiff_get(up: &Up, args: &[&str]) -> String {
 
 /// The web app's events of `name`, oldest first: (reason, message).
 async fn events(up: &Up, name: &str) -> Vec<(String, String)> {
-    let url = format!("http://{}/models/api/namespaces/default/inferenceservices/{name}/events", up.admin);
-    let reply = send(Method::GET, &url, Bytes::new(), &[]).await.unwrap();
-    assert_eq!(reply.status, StatusCode::OK);
-    let events: Vec<Value> = serde_json::from_slice(&reply.body).unwrap();
-    let pair = |e: &Value| (e["reason"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned());
-    events.iter().rev().map(pair).collect()
+    up.events(name).await.iter().rev().map(reason_and_message).collect()
 }
 
 fn back_offs(events: &[(String, String)]) -> Vec<String> {

@@ -78,8 +78,7 @@ async fn a_client_that_leaves_mid_stream_cancels_the_replicas_generation_from_ze
 
 /// `service`'s first revision in `skiff up`'s status: requests its activator holds, and ready replicas.
 fn queued_and_ready(status: &serde_json::Value, service: &str) -> (u64, u64) {
-    let found = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == service).cloned());
-    let revision = found.map(|s| s["revisions"][0].clone()).unwrap_or_default();
+    let revision = revision_of(status, service);
     (revision["queued"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
 }
 

@@ -33,13 +33,6 @@ async fn load(args: &[&str]) -> (i32, String) {
     (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// The events `skiff up` recorded for `service`, newest first.
-async fn events(up: &Up, service: &str) -> Vec<Value> {
-    let url = format!("http://{}/models/api/namespaces/default/inferenceservices/{service}/events", up.admin);
-    let reply = common::send(http::Method::GET, &url, bytes::Bytes::new(), &[]).await.unwrap();
-    serde_json::from_slice::<Vec<Value>>(&reply.body).unwrap()
-}
-
 /// `(from, to)` of a `ReplicasReady` event ("ready replicas: 0 → 3").
 fn ready_change(event: &Value) -> Option<(u64, u64)> {
     if event["reason"] != "ReplicasReady" {
@@ -59,7 +52,7 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
         s["services"][0]["revisions"][0]["desired"] == 0 && s["services"][0]["ready"] == true
     })
     .await;
-    let before = events(&up, "iris").await.len();
+    let before = up.events("iris").await.len();
 
     let report = dir.path().join("report.html");
     let url = format!("http://{}/v2/models/iris/infer", up.addr);
@@ -72,7 +65,7 @@ async fn a_burst_at_zero_reports_the_replica_starts_skiff_up_recorded_and_charts
     assert_eq!((summary["requests"].as_u64(), summary["ok"].as_u64()), (Some(40), Some(40)), "{summary:#}");
 
     // The replica starts skiff up recorded while the load ran, from its own events.
-    let all = events(&up, "iris").await;
+    let all = up.events("iris").await;
     let changes: Vec<(u64, u64)> = all[..all.len() - before].iter().filter_map(ready_change).collect();
     let started: u64 = changes.iter().map(|(from, to)| to.saturating_sub(*from)).sum();
     let from_zero = changes.iter().filter(|(from, to)| *from == 0 && *to > 0).count() as u64;

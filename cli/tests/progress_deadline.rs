@@ -15,30 +15,6 @@ use serde_json::Value;
 
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n";
 
-/// Sleeps `LOAD_SECS`, then answers every GET with `{"loaded": true}`.
-const SERVER: &str = r#"
-import json, os, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-time.sleep(float(os.environ["LOAD_SECS"]))
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        data = json.dumps({"loaded": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format, *args):
-        pass
-
-ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"#;
-
 fn isvc(name: &str, progress_deadline: &str) -> String {
     format!(
         "apiVersion: serving.kserve.io/v1beta1
@@ -70,12 +46,10 @@ fn at_zero(status: &Value, name: &str) -> bool {
 async fn a_cold_start_past_the_timeout_is_held_for_the_progress_deadline_and_a_504_names_it() {
     let dir = folder(&[]);
     let path = dir.path();
-    std::fs::write(path.join("slow.py"), SERVER).unwrap();
-    std::fs::write(path.join("images.json"), r#"{"python-http": ["python3", "-u"]}"#).unwrap();
+    std::fs::copy(repo().join("tests/fixtures/slow_load.py"), path.join("slow.py")).unwrap();
     std::fs::write(path.join("patient.yaml"), isvc("patient", "2m")).unwrap();
     std::fs::write(path.join("hasty.yaml"), isvc("hasty", "2s")).unwrap();
-    let map = path.join("images.json").display().to_string();
-    let up = Up::start_with_env(path, CONFIG, &[("SKIFF_IMAGE_MAP", map.as_str())]);
+    let up = Up::with_python(path, CONFIG);
     for name in ["patient", "hasty"] {
         up.wait_for(&format!("{name} at zero"), Duration::from_secs(60), |s| at_zero(s, name)).await;
     }

@@ -27,30 +27,6 @@ use serde_json::Value;
 const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\n  \
                       allow-zero-initial-scale: \"true\"\n";
 
-/// Sleeps `LOAD_SECS`, then answers every GET with `{"loaded": true}`.
-const SERVER: &str = r#"
-import json, os, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-time.sleep(float(os.environ["LOAD_SECS"]))
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        data = json.dumps({"loaded": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format, *args):
-        pass
-
-ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
-"#;
-
 fn isvc(name: &str, load_secs: u32, annotations: &str) -> String {
     format!(
         "apiVersion: serving.kserve.io/v1beta1
@@ -71,14 +47,9 @@ spec:
     )
 }
 
-fn revision(status: &Value, name: &str) -> Value {
-    let service = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == name).cloned());
-    service.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null)
-}
-
 /// (desired, ready, replica processes started) of `name`'s revision.
 fn counts(status: &Value, name: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
-    let r = revision(status, name);
+    let r = revision_of(status, name);
     (r["desired"].as_u64(), r["ready"].as_u64(), r["spawns"].as_u64())
 }
 
@@ -90,25 +61,18 @@ fn get(up: &Up, name: &str) -> impl Future<Output = Result<Reply, String>> + use
 
 /// The web app's events of `name`: (reason, message).
 async fn events(up: &Up, name: &str) -> Vec<(String, String)> {
-    let url = format!("http://{}/models/api/namespaces/default/inferenceservices/{name}/events", up.admin);
-    let reply = send(Method::GET, &url, Bytes::new(), &[]).await.unwrap();
-    assert_eq!(reply.status, StatusCode::OK);
-    let events: Vec<Value> = serde_json::from_slice(&reply.body).unwrap();
-    let pair = |e: &Value| (e["reason"].as_str().unwrap().to_owned(), e["message"].as_str().unwrap().to_owned());
-    events.iter().map(pair).collect()
+    up.events(name).await.iter().map(reason_and_message).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_start_is_kept_once_nothing_waits_and_a_stuck_one_is_given_up_after_its_deadline() {
     let dir = folder(&[]);
     let path = dir.path();
-    std::fs::write(path.join("slow.py"), SERVER).unwrap();
-    std::fs::write(path.join("images.json"), r#"{"python-http": ["python3", "-u"]}"#).unwrap();
+    std::fs::copy(repo().join("tests/fixtures/slow_load.py"), path.join("slow.py")).unwrap();
     std::fs::write(path.join("slow.yaml"), isvc("slow", 12, ", serving.knative.dev/progress-deadline: 3s")).unwrap();
     let stuck = ", serving.knative.dev/progress-deadline: 2s";
     std::fs::write(path.join("stuck.yaml"), isvc("stuck", 100_000, stuck)).unwrap();
-    let map = path.join("images.json").display().to_string();
-    let up = Up::start_with_env(path, CONFIG, &[("SKIFF_IMAGE_MAP", map.as_str())]);
+    let up = Up::with_python(path, CONFIG);
     for name in ["slow", "stuck"] {
         let zero = |s: &Value| counts(s, name) == (Some(0), Some(0), Some(0));
         up.wait_for(&format!("{name} at zero, never started"), Duration::from_secs(60), zero).await;
@@ -120,14 +84,14 @@ async fn a_slow_start_is_kept_once_nothing_waits_and_a_stuck_one_is_given_up_aft
         assert_eq!(held.status, StatusCode::GATEWAY_TIMEOUT, "{}", String::from_utf8_lossy(&held.body));
     }
 
-    let waiting = |s: &Value| revision(s, "slow")["queued"].as_u64();
+    let waiting = |s: &Value| revision_of(s, "slow")["queued"].as_u64();
     let gone = |s: &Value| waiting(s) == Some(0) && counts(s, "slow") == (Some(1), Some(0), Some(1));
     up.wait_for("slow's request answered, nothing held, its replica starting", Duration::from_secs(5), gone).await;
 
     // slow: kept while it loads, past the stable window and grace period with nothing waiting; ready
     // once loaded, from the one replica process started; and kept to answer the next request.
     let status = up.wait_for("slow ready", Duration::from_secs(60), |s| counts(s, "slow").1 == Some(1)).await;
-    assert_eq!(counts(&status, "slow"), (Some(1), Some(1), Some(1)), "{:#}", revision(&status, "slow"));
+    assert_eq!(counts(&status, "slow"), (Some(1), Some(1), Some(1)), "{:#}", revision_of(&status, "slow"));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let status = up.status().await;
     assert_eq!(counts(&status, "slow"), (Some(1), Some(1), Some(1)), "not dropped once ready");
@@ -139,9 +103,11 @@ async fn a_slow_start_is_kept_once_nothing_waits_and_a_stuck_one_is_given_up_aft
     let why = "no replica became ready within the progress deadline (2s, serving.knative.dev/progress-deadline) plus \
                30s while no request waited: scaled to zero; the next request starts it again";
     let status = up
-        .wait_for("stuck given up", Duration::from_secs(80), |s| revision(s, "stuck")["autoscaler"]["timedOut"] == why)
+        .wait_for("stuck given up", Duration::from_secs(80), |s| {
+            revision_of(s, "stuck")["autoscaler"]["timedOut"] == why
+        })
         .await;
-    assert_eq!(counts(&status, "stuck").0, Some(0), "{:#}", revision(&status, "stuck"));
+    assert_eq!(counts(&status, "stuck").0, Some(0), "{:#}", revision_of(&status, "stuck"));
     assert!(
         events(&up, "stuck").await.contains(&("ProgressDeadlineExceeded".to_owned(), why.to_owned())),
         "{:?}",
@@ -156,7 +122,8 @@ async fn a_slow_start_is_kept_once_nothing_waits_and_a_stuck_one_is_given_up_aft
 
     // The next request starts it again.
     let again = tokio::spawn(get(&up, "stuck"));
-    let woken = |s: &Value| counts(s, "stuck").0 == Some(1) && revision(s, "stuck")["autoscaler"]["timedOut"].is_null();
+    let woken =
+        |s: &Value| counts(s, "stuck").0 == Some(1) && revision_of(s, "stuck")["autoscaler"]["timedOut"].is_null();
     up.wait_for("stuck woken again", Duration::from_secs(10), woken).await;
     assert_eq!(again.await.unwrap().unwrap().status, StatusCode::GATEWAY_TIMEOUT);
     assert!(up.stop().success());

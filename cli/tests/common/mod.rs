@@ -188,6 +188,14 @@ impl Up {
         svc["revisions"].as_array()?.iter().find(|r| r["name"] == revision).cloned()
     }
 
+    /// The events `skiff up` recorded for `service` (the web app's API), newest first.
+    pub async fn events(&self, service: &str) -> Vec<Value> {
+        let url = format!("http://{}/models/api/namespaces/default/inferenceservices/{service}/events", self.admin);
+        let reply = send(http::Method::GET, &url, Bytes::new(), &[]).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        serde_json::from_slice(&reply.body).unwrap()
+    }
+
     /// Polls `check` on the status every 100 ms until it holds, up to `limit`.
     pub async fn wait_for(&self, what: &str, limit: Duration, check: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + limit;
@@ -272,9 +280,19 @@ pub async fn post_json(url: &str, body: &Value) -> http::Response<hyper::body::I
 /// `(desired, ready)` replicas of `service`'s first revision in `skiff up`'s status (`u64::MAX`
 /// while it has none).
 pub fn replicas_of(status: &Value, service: &str) -> (u64, u64) {
-    let found = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == service).cloned());
-    let revision = found.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null);
+    let revision = revision_of(status, service);
     (revision["desired"].as_u64().unwrap_or(u64::MAX), revision["ready"].as_u64().unwrap_or(u64::MAX))
+}
+
+/// `service`'s first revision in `skiff up`'s status (`Null` while it has none).
+pub fn revision_of(status: &Value, service: &str) -> Value {
+    let found = status["services"].as_array().and_then(|s| s.iter().find(|s| s["name"] == service).cloned());
+    found.map(|s| s["revisions"][0].clone()).unwrap_or(Value::Null)
+}
+
+/// An event's `(reason, message)`.
+pub fn reason_and_message(event: &Value) -> (String, String) {
+    (event["reason"].as_str().unwrap().to_owned(), event["message"].as_str().unwrap().to_owned())
 }
 
 /// An InferenceService `name` at zero whose custom container runs the Python `script` (with
