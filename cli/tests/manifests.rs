@@ -240,3 +240,49 @@ async fn a_second_file_with_a_served_name_is_refused_and_the_first_keeps_it() {
     assert_eq!(status["services"][0]["latestCreatedRevision"], "iris-predictor-00002");
     assert!(up.stop().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_uri_that_does_not_parse_shows_no_credential() {
+    let dir = folder(&["iris"]);
+    let path = dir.path();
+    std::fs::write(path.join("iris.yaml"), manifest("iris", "iris", "minReplicas: 1")).unwrap();
+    let bad = [
+        ("port", "https://alice:PASSWORD@h.example:99999/m.onnx?X-Amz-Signature=SIGNATURE"),
+        ("host", "https://alice:PASSWORD@[::1/m.onnx?X-Amz-Credential=AKIA&X-Amz-Signature=SIGNATURE"),
+    ];
+    for (name, uri) in bad {
+        let text = manifest(name, "unused", "minReplicas: 1").replace("file://./models/unused", &format!("'{uri}'"));
+        std::fs::write(path.join(format!("{name}.yaml")), text).unwrap();
+    }
+    let up = Up::start(path, CONFIG);
+    let status = up
+        .wait_for("iris ready and two refusals", Duration::from_secs(60), |s| {
+            ready(s, "iris") && s["errors"].as_array().is_some_and(|e| e.len() == 2)
+        })
+        .await;
+    let errors = status["errors"].to_string();
+    assert!(errors.contains("port.yaml") && errors.contains("https://h.example:99999/m.onnx?…"), "{errors}");
+    assert!(errors.contains("host.yaml") && errors.contains("https://[::1/m.onnx?…"), "{errors}");
+    let table = skiff_get(&up, &[]);
+    assert!(table.contains("port.yaml") && table.contains("host.yaml"), "{table}");
+    let json = skiff_get(&up, &["-o", "json"]);
+    let index =
+        send(http::Method::GET, &format!("http://{}/models/?ns=default", up.admin), Bytes::new(), &[]).await.unwrap();
+    let index = String::from_utf8_lossy(&index.body).into_owned();
+    assert!(index.contains("port.yaml") && index.contains("host.yaml"), "{index}");
+    let logs: Vec<String> = up.logs.try_iter().collect();
+    assert!(logs.iter().any(|l| l.contains("port.yaml")), "the refusal is logged");
+    let logs = logs.join("\n");
+    for (what, text) in [
+        ("the status", &errors),
+        ("skiff get", &table),
+        ("skiff get -o json", &json),
+        ("the web index", &index),
+        ("the log", &logs),
+    ] {
+        for secret in ["PASSWORD", "SIGNATURE", "AKIA", "alice"] {
+            assert!(!text.contains(secret), "{what} shows {secret}: {text}");
+        }
+    }
+    assert!(up.stop().success());
+}

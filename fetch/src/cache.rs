@@ -5,17 +5,26 @@
 //! `models/<key>.lease` (readers hold it shared; its modification time is the last use),
 //! `locks/<key>.lock` (held by the one download of that key), `tmp/` (downloads in progress).
 //!
-//! - **Keys** hash the URI (redacted) with every object's path, size and version, so a changed
-//!   model is a new entry; a store that gives no version is never served from the cache.
+//! - **Keys** hash the whole URI, its query included ([`uri::identity`]: less a presigned URL's
+//!   signature), with every object's path, size and version, so another query or a changed model
+//!   is a new entry; only the digest is kept (a query may hold a secret). A store that gives no
+//!   version is never served from the cache.
 //! - **Single flight**: a download holds its key's lock (`flock`, so across processes too); a
 //!   second replica waits for it and then reads the entry.
 //! - **Atomic**: a download lands in `tmp/` and is renamed into `models/`; a folder in `models/`
 //!   is always whole. Its files are flushed to the disk in the background once it serves (the
 //!   replica need not wait for the disk); an entry of an earlier boot that was never known
 //!   flushed is fetched again rather than trusted.
+//! - **Checked**: each time an entry is taken, its files' sizes, inodes and change times are
+//!   compared with those recorded when it was written (a `stat` per file, no read). A file
+//!   changed on the disk (truncated, rewritten, replaced, removed) changes its ctime, which no
+//!   caller can set back: the entry is fetched again, or refused while a replica still holds it.
+//!   Files added beside them (a runtime's caches) do not count. The bytes are not hashed again:
+//!   that would read the whole model at every start.
 //! - **Bounded**: after a download, least recently used entries are evicted until the cache is
 //!   within its limit; an entry with a lease held is never evicted.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -27,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fetcher::{Fetcher, Report};
 use crate::remote::Object;
+use crate::uri;
 
 /// The default bound on the cache: 50 GiB.
 pub const DEFAULT_LIMIT: u64 = 50 << 30;
@@ -53,6 +63,10 @@ pub struct Meta {
     /// Whether its files have reached the disk (flushed after it was first served).
     #[serde(default)]
     pub durable: bool,
+    /// Its files' sizes, inodes and change times by path ([`stamps`]), checked each time the
+    /// entry is taken; `None` for entries of earlier releases (trusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<BTreeMap<String, String>>,
 }
 
 impl Meta {
@@ -164,8 +178,10 @@ impl Cache {
         if known > self.limit {
             return Err(Error::TooLarge { uri: shown, what: "the model".into(), size: known, limit: self.limit });
         }
-        let key = hex(&digest::digest(&digest::SHA256, format!("{shown}\n{version}").as_bytes()).as_ref()[..16]);
+        let identity = uri::identity(uri);
+        let key = hex(&digest::digest(&digest::SHA256, format!("{identity}\n{version}").as_bytes()).as_ref()[..16]);
         self.drop_if_suspect(&key)?;
+        self.drop_if_changed(&key)?;
         loop {
             if let Some(lock) = self.lease(&key, deadline).await? {
                 let bytes = self.meta(&key).map_or(0, |m| m.bytes);
@@ -204,6 +220,7 @@ impl Cache {
                 fetched_at: unix_now(),
                 boot: boot_id(),
                 durable: false,
+                files: Some(stamps(&tmp).map_err(Error::disk(&tmp))?),
             };
             self.commit(&key, &tmp, &meta)?;
             let lease = self.lease(&key, deadline).await?;
@@ -262,6 +279,29 @@ impl Cache {
             self.remove(key)?;
             drop(held);
         }
+        Ok(())
+    }
+
+    /// Evicts `key`'s entry when its files are not those it was written with ([`stamps`]);
+    /// refuses it while a replica holds it (it cannot be replaced under that replica).
+    fn drop_if_changed(&self, key: &str) -> Result<()> {
+        let dir = self.model(key);
+        let Some(recorded) = self.meta(key).and_then(|meta| meta.files) else { return Ok(()) };
+        if !dir.is_dir() || unchanged(&dir, &recorded) {
+            return Ok(());
+        }
+        let Some(held) = try_lock(&self.file(key, "lease"), FlockArg::LockExclusiveNonblock) else {
+            return Err(Error::Disk {
+                path: dir,
+                source: std::io::Error::other(
+                    "the cached model changed on disk since it was written, and a replica still holds it; \
+                     it is fetched again once none does",
+                ),
+            });
+        };
+        tracing::warn!(key, dir = %dir.display(), "a cached model changed on disk since it was written; fetching it again");
+        self.remove(key)?;
+        drop(held);
         Ok(())
     }
 
@@ -359,6 +399,38 @@ fn version_of(objects: &[Object]) -> Option<String> {
     }
     lines.sort();
     Some(hex(&digest::digest(&digest::SHA256, lines.join("\n").as_bytes()).as_ref()[..16]))
+}
+
+/// Every file (and link) under `dir` by its path: its size, inode and change time. Any write to
+/// a file, a rename onto it or its replacement changes its stamp (the kernel sets the change
+/// time; no caller can set it back), and it costs one `stat` per file.
+fn stamps(dir: &Path) -> std::io::Result<BTreeMap<String, String>> {
+    let mut stamps = BTreeMap::new();
+    let mut folders = vec![dir.to_owned()];
+    while let Some(folder) = folders.pop() {
+        for item in fs::read_dir(&folder)? {
+            let path = item?.path();
+            let meta = fs::symlink_metadata(&path)?;
+            if meta.is_dir() {
+                folders.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+                stamps.insert(relative, stamp(&meta));
+            }
+        }
+    }
+    Ok(stamps)
+}
+
+fn stamp(meta: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("{} {} {}.{}", meta.len(), meta.ino(), meta.ctime(), meta.ctime_nsec())
+}
+
+/// Whether every file `recorded` under `dir` is still the one it was: files added since (a
+/// runtime's own caches) do not count.
+fn unchanged(dir: &Path, recorded: &BTreeMap<String, String>) -> bool {
+    recorded.iter().all(|(path, was)| fs::symlink_metadata(dir.join(path)).is_ok_and(|meta| stamp(&meta) == *was))
 }
 
 /// Flushes every file under `dir` to the disk.

@@ -33,6 +33,15 @@ pub enum Error {
         /// What the store said.
         cause: String,
     },
+    /// The node cache did not connect for a caller to one of the node's own or link-local
+    /// addresses: a redirect led there, or a name resolved there ([`crate::node::guard`]).
+    #[error("{uri}: the node cache does not reach {host} for a caller (the node's own or link-local addresses)")]
+    Unreachable {
+        /// The URI, redacted.
+        uri: String,
+        /// The host (and the address it resolved to).
+        host: String,
+    },
     /// The transfer failed: the connection was refused or cut, the store answered an error.
     #[error("{uri}: {cause}")]
     Transfer {
@@ -102,7 +111,7 @@ impl Error {
         match self {
             Error::Uri { .. } | Error::Config(_) => 2,
             Error::NotFound { .. } => 3,
-            Error::Denied { .. } => 4,
+            Error::Denied { .. } | Error::Unreachable { .. } => 4,
             Error::Transfer { .. } | Error::Timeout { .. } => 5,
             Error::TooLarge { .. } => 6,
             Error::Archive { .. } => 7,

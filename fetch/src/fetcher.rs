@@ -9,6 +9,7 @@ use crate::archive;
 use crate::download::{self, Plan};
 use crate::env::StoreEnv;
 use crate::error::{Error, Result};
+use crate::node::guard::Reach;
 use crate::remote::{self, Object, Remote};
 use crate::uri::redact;
 
@@ -42,17 +43,19 @@ pub struct Fetcher {
     pub plan: Plan,
     /// The bound on one fetch.
     pub timeout: Duration,
+    /// The addresses its connections may reach, at every hop.
+    pub reach: Reach,
 }
 
 impl Fetcher {
     /// A fetcher with `env`'s stores and the default plan and timeout.
     pub fn new(env: StoreEnv) -> Fetcher {
-        Fetcher { env, plan: Plan::default(), timeout: DEFAULT_TIMEOUT }
+        Fetcher { env, plan: Plan::default(), timeout: DEFAULT_TIMEOUT, reach: Reach::Anywhere }
     }
 
     /// The store of `uri` and the objects it names.
     pub async fn list(&self, uri: &str) -> Result<(Arc<dyn Remote>, Vec<Object>)> {
-        let remote = remote::open(uri, &self.env)?;
+        let remote = remote::open(uri, &self.env, self.reach)?;
         let objects = self.bounded("listing", remote.list()).await?;
         Ok((remote, objects))
     }

@@ -17,6 +17,7 @@ use futures::stream::BoxStream;
 
 use crate::env::StoreEnv;
 use crate::error::{Error, Result};
+use crate::node::guard::{self, Reach};
 use crate::uri::{self, Location};
 
 /// One object of a model.
@@ -54,14 +55,14 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest pause in a transfer: a store that sends nothing for this long is cut off.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The store `uri` names, with the settings of `env`.
-pub fn open(uri: &str, env: &StoreEnv) -> Result<Arc<dyn Remote>> {
+/// The store `uri` names, with the settings of `env`, its connections held to `reach`.
+pub fn open(uri: &str, env: &StoreEnv, reach: Reach) -> Result<Arc<dyn Remote>> {
     install_crypto();
     Ok(match uri::parse(uri)? {
-        Location::S3 { bucket, prefix } => Arc::new(store::ObjectRemote::s3(uri, &bucket, prefix, &env.s3)?),
-        Location::Gcs { bucket, prefix } => Arc::new(store::ObjectRemote::gcs(uri, &bucket, prefix, &env.gcs)?),
-        Location::Http { url } => Arc::new(http::HttpRemote::new(&url)?),
-        Location::Hf { repo, revision } => Arc::new(hf::HfRemote::new(uri, repo, revision, &env.hf)?),
+        Location::S3 { bucket, prefix } => Arc::new(store::ObjectRemote::s3(uri, &bucket, prefix, &env.s3, reach)?),
+        Location::Gcs { bucket, prefix } => Arc::new(store::ObjectRemote::gcs(uri, &bucket, prefix, &env.gcs, reach)?),
+        Location::Http { url } => Arc::new(http::HttpRemote::new(&url, reach)?),
+        Location::Hf { repo, revision } => Arc::new(hf::HfRemote::new(uri, repo, revision, &env.hf, reach)?),
     })
 }
 
@@ -71,14 +72,12 @@ fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// An HTTP client with Skiff's timeouts, checking certificates (rustls).
-pub(crate) fn http_client() -> Result<reqwest::Client> {
+/// An HTTP client with Skiff's timeouts, checking certificates (rustls), its connections held to
+/// `reach` (redirects are followed, up to 10, each hop checked).
+pub(crate) fn http_client(reach: Reach) -> Result<reqwest::Client> {
     install_crypto();
-    reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
-        .build()
-        .map_err(|e| Error::Config(format!("an HTTP client: {e}")))
+    let builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).read_timeout(READ_TIMEOUT);
+    guard::hold(builder, reach).build().map_err(|e| Error::Config(format!("an HTTP client: {e}")))
 }
 
 /// The error for an HTTP answer `status` to a request about `uri`.
@@ -93,6 +92,9 @@ pub(crate) fn status_error(uri: &str, status: reqwest::StatusCode, what: &str) -
 
 /// The error for a request about `uri` that got no answer or a broken one.
 pub(crate) fn transfer_error(uri: &str, error: &reqwest::Error) -> Error {
+    if let Some(refused) = guard::refused_in(error) {
+        return Error::Unreachable { uri: uri.to_owned(), host: refused.host.clone() };
+    }
     let mut cause = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(inner) = source {

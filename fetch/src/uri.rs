@@ -44,6 +44,12 @@ pub fn parse(uri: &str) -> Result<Location> {
         if bucket.is_empty() {
             return Err(refuse("no bucket"));
         }
+        if !bucket.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) {
+            return Err(refuse(
+                "a bucket's name holds only letters, digits, '.', '-' and '_' (a user or password has no place in \
+                 an s3:// or gs:// URI: give credentials in the environment)",
+            ));
+        }
         Ok((bucket.to_owned(), prefix.trim_matches('/').to_owned()))
     };
     match scheme {
@@ -72,24 +78,52 @@ pub fn parse(uri: &str) -> Result<Location> {
     }
 }
 
-/// The URI without what may be a credential: a URL's user, password and query.
+/// The URI without what may be a credential: its user and password, its query (a presigned
+/// URL's signature) and its fragment. Total: whatever `uri` holds, parsed or not, nothing before an
+/// `@` of its authority and nothing after a `?` or `#` is returned.
 pub fn redact(uri: &str) -> String {
-    match url::Url::parse(uri) {
-        Ok(mut url) if matches!(url.scheme(), "http" | "https") => {
-            let had_query = url.query().is_some();
-            url.set_query(None);
-            url.set_fragment(None);
-            // Both fail only for URLs that cannot hold a user, which then has none to drop.
+    let cut = uri.find(['?', '#']);
+    let suffix = if cut.is_some() { "?…" } else { "" };
+    let head = &uri[..cut.unwrap_or(uri.len())];
+    match url::Url::parse(head) {
+        Ok(url) if url.has_host() && url.username().is_empty() && url.password().is_none() => {
+            format!("{head}{suffix}")
+        }
+        Ok(mut url) if url.has_host() => {
             let _ = url.set_username("");
             let _ = url.set_password(None);
-            let mut shown = url.to_string();
-            if had_query {
-                shown.push_str("?…");
-            }
-            shown
+            format!("{url}{suffix}")
         }
-        _ => uri.to_owned(),
+        // Not a URL a parser agrees on: everything up to the last `@` may be a user and password.
+        _ => {
+            let after_at = |text: &str| text.rsplit_once('@').map_or(text, |(_, after)| after).to_owned();
+            match head.split_once("://") {
+                Some((scheme, rest)) => format!("{scheme}://{}{suffix}", after_at(rest)),
+                None => format!("{}{suffix}", after_at(head)),
+            }
+        }
     }
+}
+
+/// The URI as a cache tells models apart: whole, its query included (`?v=2` is not `?v=1`), less
+/// the parameters that sign a presigned URL (`X-Amz-*`, `X-Goog-*`, `Signature`, `Expires`, ...),
+/// which change with every signature and not with the object. It holds what [`redact`] hides:
+/// keep it only as a digest.
+pub fn identity(uri: &str) -> String {
+    let Ok(mut url) = url::Url::parse(uri) else { return uri.to_owned() };
+    if url.query().is_none() {
+        return uri.to_owned();
+    }
+    let signing = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        name.starts_with("x-amz-")
+            || name.starts_with("x-goog-")
+            || ["signature", "expires", "awsaccesskeyid", "googleaccessid"].contains(&name.as_str())
+    };
+    let kept: Vec<(String, String)> =
+        url.query_pairs().filter(|(name, _)| !signing(name)).map(|(n, v)| (n.into_owned(), v.into_owned())).collect();
+    url.query_pairs_mut().clear().extend_pairs(kept);
+    url.to_string()
 }
 
 #[cfg(test)]
@@ -123,6 +157,7 @@ mod tests {
         assert!(message("ftp://h/x").contains("ftp:// is not fetched"));
         assert!(message("https://h/").contains("names no file"));
         assert!(message("models/iris").contains("not a URI"));
+        assert!(message("s3://KEY:SECRET@models/iris").contains("a bucket's name holds only"));
     }
 
     #[test]
@@ -132,5 +167,49 @@ mod tests {
         let refusal = parse("https://user:SECRET@h.example/?sig=SECRET").unwrap_err().to_string();
         assert!(!refusal.contains("SECRET"), "{refusal}");
         assert_eq!(redact("s3://b/p"), "s3://b/p");
+    }
+
+    #[test]
+    fn redaction_is_total_whatever_the_uri() {
+        let cases = [
+            ("https://alice:SECRET@h.example:99999/m.onnx?X-Amz-Signature=SECRET", "https://h.example:99999/m.onnx?…"),
+            ("https://alice:SECRET@[::1/m.onnx?sig=SECRET", "https://[::1/m.onnx?…"),
+            ("https://alice:SE/CRET@h/m.onnx", "https://h/m.onnx"),
+            ("s3://KEY:SECRET@bucket/model", "s3://bucket/model"),
+            ("alice:SECRET@h/m.onnx#SECRET", "h/m.onnx?…"),
+            ("https://h/m.onnx#token=SECRET", "https://h/m.onnx?…"),
+            ("hf://org/model:v2", "hf://org/model:v2"),
+            ("gs://b/p/m.onnx", "gs://b/p/m.onnx"),
+        ];
+        for (uri, shown) in cases {
+            assert_eq!(redact(uri), shown, "{uri}");
+            let refusal = parse(uri).map_or_else(|e| e.to_string(), |_| String::new());
+            assert!(!refusal.contains("SECRET") && !refusal.contains("alice"), "{refusal}");
+        }
+    }
+
+    #[test]
+    fn a_cache_tells_queries_apart_but_not_signatures() {
+        assert_ne!(identity("https://h/m.onnx?v=1"), identity("https://h/m.onnx?v=2"));
+        assert_eq!(
+            identity("https://h/m.onnx?v=1&X-Amz-Signature=a&X-Amz-Date=1&Expires=5"),
+            identity("https://h/m.onnx?v=1&X-Amz-Signature=b&X-Amz-Date=2&Expires=6")
+        );
+        assert_eq!(identity("s3://b/p"), "s3://b/p");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_user_password_and_query_are_never_shown(
+            scheme in proptest::sample::select(vec!["https", "http", "s3", "gs", "hf", "x"]),
+            user in "[a-z0-9:.%-]{0,8}",
+            rest in "[a-z0-9:/.@\\[\\]-]{0,16}",
+            query in proptest::option::of("[a-z0-9=&/@:#?]{0,12}"),
+        ) {
+            let query = query.map_or(String::new(), |q| format!("?X-Amz-Signature=SECRET{q}"));
+            let uri = format!("{scheme}://{user}:SECRET@{rest}{query}");
+            let shown = redact(&uri);
+            proptest::prop_assert!(!shown.contains("SECRET"), "{} -> {}", uri, shown);
+        }
     }
 }

@@ -202,3 +202,74 @@ async fn an_entry_is_flushed_and_one_of_an_earlier_boot_never_flushed_is_fetched
     assert_eq!(std::fs::read(again.dir.join("model.onnx")).unwrap(), model);
     assert_eq!(cache.entries().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_cached_file_changed_on_disk_is_never_served() {
+    let model = content(200 << 10, 9);
+    let (_root, server) = server_with(&[("model.onnx", &model)]).await;
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(cache_dir.path(), 1 << 30).unwrap();
+    let uri = server.url("model.onnx");
+    let first = cache.get(&fetcher(), &uri).await.unwrap();
+    let cached = first.dir.join("model.onnx");
+    // The same size, other bytes: what a stray write or a bad disk leaves.
+    std::fs::write(&cached, content(200 << 10, 10)).unwrap();
+    let refused = cache.get(&fetcher(), &uri).await.unwrap_err().to_string();
+    assert!(refused.contains("changed on disk") && refused.contains("a replica still holds it"), "{refused}");
+    drop(first);
+
+    let again = cache.get(&fetcher(), &uri).await.unwrap();
+    assert_eq!(again.report.downloaded, model.len() as u64, "the changed entry is fetched again");
+    assert_eq!(std::fs::read(again.dir.join("model.onnx")).unwrap(), model);
+    drop(again);
+    assert_eq!(cache.get(&fetcher(), &uri).await.unwrap().report.downloaded, 0, "the new entry is trusted");
+    assert_eq!(server.gets_of("model.onnx"), 2);
+}
+
+#[tokio::test]
+async fn another_query_is_another_model_even_with_the_same_date() {
+    let (_root, server) = server_with(&[("model.onnx?v=1", b"version one"), ("model.onnx?v=2", b"version two")]).await;
+    server.faults.by_query.store(true, Ordering::SeqCst);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Cache::open(cache_dir.path(), 1 << 30).unwrap();
+    let one = cache.get(&fetcher(), &server.url("model.onnx?v=1")).await.unwrap();
+    let two = cache.get(&fetcher(), &server.url("model.onnx?v=2")).await.unwrap();
+    assert_eq!(std::fs::read(one.dir.join("model.onnx")).unwrap(), b"version one");
+    assert_eq!(std::fs::read(two.dir.join("model.onnx")).unwrap(), b"version two");
+    assert!(!two.report.cached);
+    let again = cache.get(&fetcher(), &server.url("model.onnx?v=2")).await.unwrap();
+    assert!(again.report.cached && again.dir == two.dir);
+    let meta = std::fs::read_dir(cache_dir.path().join("models")).unwrap().map(|e| e.unwrap().path());
+    for json in meta.filter(|p| p.extension().is_some_and(|x| x == "json")) {
+        let text = std::fs::read_to_string(json).unwrap();
+        assert!(!text.contains("v=1") && !text.contains("v=2"), "a query is kept only as a digest: {text}");
+    }
+}
+
+#[test]
+fn skiff_fetch_never_shows_the_credentials_of_a_uri_that_does_not_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    for uri in [
+        "https://alice:PASSWORD@h.example:99999/m.onnx?X-Amz-Signature=SIGNATURE",
+        "https://alice:PASSWORD@[::1/m.onnx?X-Amz-Signature=SIGNATURE",
+        "s3://KEY:PASSWORD@models/m.onnx?X-Amz-Signature=SIGNATURE",
+    ] {
+        let termination = dir.path().join("termination");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_skiff-fetch"))
+            .arg(uri)
+            .arg(dir.path().join("model"))
+            .arg("--termination-message")
+            .arg(&termination)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "a bad URI's exit code: {stderr}");
+        let message = std::fs::read_to_string(&termination).unwrap_or_default();
+        for text in [&*stderr, &message] {
+            assert!(text.contains("fetching the model failed"), "{text}");
+            for secret in ["PASSWORD", "SIGNATURE", "alice", "KEY"] {
+                assert!(!text.contains(secret), "{uri} shows {secret}: {text}");
+            }
+        }
+    }
+}

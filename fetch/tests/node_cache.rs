@@ -233,3 +233,126 @@ fn files_are_read_only_with_the_ticket_of_a_request_the_store_admitted() {
     let big = "x".repeat(100 << 10);
     assert_eq!(curl(&["-X", "POST", "-d", &big, &format!("{}/v1/models", node.url)]).0, "413");
 }
+
+/// A tiny HTTP server on `ip` answering every request with `answer(port of the request's path)`;
+/// the requests it got are counted.
+struct Canned {
+    addr: std::net::SocketAddr,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn canned(ip: std::net::IpAddr, answer: impl Fn(&str) -> String + Send + 'static) -> Canned {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let line = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_owned();
+            let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let _ = stream.write_all(answer(&path).as_bytes());
+        }
+    });
+    Canned { addr, hits }
+}
+
+/// This machine's address on its network (not loopback): the source of a route outward.
+fn outward_ip() -> std::net::IpAddr {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    probe.connect("203.0.113.1:9").expect("this test needs a route off the machine (any non-loopback address)");
+    let ip = probe.local_addr().unwrap().ip();
+    assert!(!ip.is_loopback(), "this test needs an address other than loopback, found {ip}");
+    ip
+}
+
+#[test]
+fn a_redirect_to_the_nodes_own_services_is_refused_at_every_hop() {
+    const CREDENTIAL: &str = "NODE-CREDENTIAL-aws-secret";
+    let credentials = canned("127.0.0.1".parse().unwrap(), |_| {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\netag: \"c\"\r\nconnection: close\r\n\r\n{CREDENTIAL}",
+            CREDENTIAL.len()
+        )
+    });
+    let port = credentials.addr.port();
+    let store = canned(outward_ip(), move |path| {
+        let target = if path.contains("by-name") { "localhost" } else { "127.0.0.1" };
+        format!(
+            "HTTP/1.1 302 Found\r\nlocation: http://{target}:{port}/latest/meta-data/iam\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n"
+        )
+    });
+    let node = node_cache(&[]);
+    let ask = |uri: &str, env: serde_json::Value| {
+        let request = serde_json::json!({"uri": uri, "env": env}).to_string();
+        let out = Command::new("curl")
+            .args(["-sS", "-w", "\n%{http_code}", "-H", "content-type: application/json", "-d", &request])
+            .arg(format!("{}/v1/models", node.url))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.to_owned(), body.to_owned())
+    };
+    let cases = [
+        (format!("http://{}/model.onnx", store.addr), serde_json::json!({}), format!("127.0.0.1:{port}")),
+        (format!("http://{}/by-name/model.onnx", store.addr), serde_json::json!({}), format!("localhost:{port}")),
+        (
+            "s3://models/model.onnx".to_owned(),
+            serde_json::json!({"AWS_ENDPOINT_URL": format!("http://{}", store.addr)}),
+            format!("127.0.0.1:{port}"),
+        ),
+    ];
+    for (uri, env, host) in cases {
+        let (code, body) = ask(&uri, env);
+        assert_eq!(code, "403", "{uri}: {body}");
+        assert!(body.contains(&format!("the node cache does not reach {host}")), "{uri}: {body}");
+        assert!(!body.contains(CREDENTIAL), "{uri}: {body}");
+    }
+    assert!(store.hits.load(std::sync::atomic::Ordering::SeqCst) >= 3, "the store was asked");
+    assert_eq!(
+        credentials.hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the node's own service was never reached"
+    );
+}
+
+#[test]
+fn the_init_step_gives_the_cache_to_its_user_and_never_follows_a_link() {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    assert_eq!(uid, 0, "changing owners needs root, as the DaemonSet's init step has");
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("model-cache");
+    std::fs::create_dir_all(cache.join("models/abc/sub")).unwrap();
+    std::fs::write(cache.join("models/abc/sub/model.onnx"), b"weights").unwrap();
+    let outside = root.path().join("node-file");
+    std::fs::write(&outside, b"the node's").unwrap();
+    std::os::unix::fs::symlink(&outside, cache.join("models/abc/link")).unwrap();
+    let own = |owner: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_skiff-model-cache"))
+            .args(["--own-root", owner, "--root"])
+            .arg(&cache)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, stderr) = own("65532:65533");
+    assert!(ok && stderr.contains("belongs to 65532:65533 (6 entries changed)"), "{stderr}");
+    for path in ["", "models", "models/abc", "models/abc/sub", "models/abc/sub/model.onnx", "models/abc/link"] {
+        let meta = std::fs::symlink_metadata(cache.join(path)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (65532, 65533), "{path}");
+    }
+    assert_eq!(std::fs::metadata(&outside).unwrap().uid(), 0, "a link's target keeps its owner");
+    assert!(own("65532:65533").1.contains("(0 entries changed)"), "a second start changes nothing");
+    let (ok, stderr) = own("nobody");
+    assert!(!ok && stderr.contains("UID:GID"), "{stderr}");
+}

@@ -9,7 +9,9 @@
 # examples/models/iris/model.onnx at iris/model.onnx. The node agent's image map sends
 # ghcr.io/skiff-serving/skiff-fetch and skiff-model-cache to this checkout's binaries; deploy/node-cache
 # is applied as it is except its hostPath, which is moved under the cluster's state folder.
-#   1. the DaemonSet skiff-model-cache is Ready in skiff-node (privileged namespace, host network)
+#   1. the DaemonSet skiff-model-cache is Ready in skiff-node (privileged namespace): its pod in the
+#      pod network (its own IP) answers on the node's IP through its hostPort (the agent forwards it
+#      as the CNI's portmap would), after its init step own-cache gave the cache folder to 65532
 #   2. iris (storageUri s3://models/iris, serviceAccountName reader, minReplicas 0) in a namespace
 #      that enforces the restricted Pod Security profile: Secret minio (KServe's annotations
 #      s3-endpoint, s3-usehttps, s3-verifyssl, s3-region; AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and
@@ -135,7 +137,13 @@ k kustomize "$root/deploy/node-cache" | sed "s#path: /var/lib/skiff/model-cache#
 k -n skiff-node rollout status daemonset/skiff-model-cache --timeout="${timeout}s" >/dev/null ||
   fail "1. the DaemonSet skiff-model-cache is not Ready"
 wait_until "the node cache on $node_ip:8095" curl -fsS -o /dev/null "http://$node_ip:8095/healthz"
-pass "1. DaemonSet skiff-model-cache Ready in skiff-node, answering on the node's IP $node_ip:8095 (cache in $dir/model-cache)"
+cache_pod="$(k -n skiff-node get pods -l app.kubernetes.io/name=skiff-model-cache \
+  -o jsonpath='{.items[0].spec.hostNetwork} {.items[0].status.podIP} {.items[0].status.initContainerStatuses[0].name}={.items[0].status.initContainerStatuses[0].state.terminated.exitCode}')"
+[[ "$cache_pod" == " "* && "$cache_pod" != *" $node_ip "* && "$cache_pod" == *" own-cache=0" ]] ||
+  fail "1. the node cache's pod (hostNetwork, pod IP, init step): '$cache_pod' (wanted no host network, its own IP, own-cache=0)"
+[[ "$(stat -c %u:%g "$dir/model-cache")" == 65532:65532 ]] ||
+  fail "1. the cache folder belongs to $(stat -c %u:%g "$dir/model-cache"), not 65532:65532"
+pass "1. DaemonSet skiff-model-cache Ready in skiff-node: pod IP ${cache_pod#* }, answering on the node's IP $node_ip:8095 through its hostPort; $dir/model-cache belongs to 65532:65532"
 
 # --- 2. the InferenceService, its credentials and its pod's profile ------------------------------------
 k -n skiff-system patch configmap inferenceservice-config --type merge \

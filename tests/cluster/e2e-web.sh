@@ -13,7 +13,8 @@
 # does not enforce them; the API server validated them), and deploy/model-namespace's is applied in
 # team-a. Without Secret skiff-web-proxy the app says at start-up that it acts on no user header, and
 # refuses `kubeflow-userid: alice` (401 naming APP_PROXY_SECRET); the script then creates the Secret
-# and restarts the app. Then `cargo test -p skiff --test web_cluster -- --ignored`
+# and restarts the app, which reads it from the file the Secret is mounted as (APP_PROXY_SECRET_FILE;
+# no secret in the Deployment's environment). Then `cargo test -p skiff --test web_cluster -- --ignored`
 # (cli/tests/web_cluster.rs) runs against the skiff-web pod's IP:5000 (no kube-proxy: the host
 # reaches pods through the bridge), through a proxy in the test that adds `kubeflow-userid: alice`
 # and the secret (skiff-proxy-secret):
@@ -224,7 +225,10 @@ wait_until "one Ready skiff-web pod after the restart" one_web_pod
 web="http://$(web_ip):5000"
 code="$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -H "kubeflow-userid: $user" -H "skiff-proxy-secret: $proxy_secret" "$web/models/?ns=$ns")"
 [[ "$code" == 200 ]] || fail "with the proxy's secret, kubeflow-userid: $user answered $code"
-pass "Secret skiff-web-proxy created, skiff-web restarted at $web: with the secret, $user gets 200"
+env_names=" $(k -n skiff-system get deployment skiff-web -o jsonpath='{.spec.template.spec.containers[0].env[*].name}') "
+[[ "$env_names" != *" APP_PROXY_SECRET "* && "$env_names" == *" APP_PROXY_SECRET_FILE "* ]] ||
+  fail "skiff-web's environment should name the secret's file, not hold it:$env_names"
+pass "Secret skiff-web-proxy created, skiff-web restarted at $web: with the secret (a mounted file, not an environment variable), $user gets 200"
 
 # --- an InferenceService in team-a ---------------------------------------------------------------
 k apply -f - >/dev/null <<EOF

@@ -1,7 +1,8 @@
 //! Settings from the environment, named and defaulted as KServe's models web app names them
 //! (`APP_PREFIX`, `APP_DISABLE_AUTH`, `APP_SECURE_COOKIES`, `CSRF_SAMESITE`, `USERID_HEADER`,
 //! `USERID_PREFIX`, `ALLOWED_NAMESPACES`) plus Skiff's own: `APP_ALLOWED_HOSTS` (the `Host` names
-//! the app answers to), `APP_PROXY_SECRET` and `APP_PROXY_SECRET_HEADER` (what the front proxy
+//! the app answers to), `APP_PROXY_SECRET` (or the file `APP_PROXY_SECRET_FILE` names: a mounted
+//! Secret, kept out of the environment) and `APP_PROXY_SECRET_HEADER` (what the front proxy
 //! proves itself with), `PROMETHEUS_URL`, `METRICS_SOURCE` and `APP_PORT`. Every bad value is reported at once.
 
 use std::fmt;
@@ -199,9 +200,24 @@ impl Settings {
         if let Some(prefix) = var("USERID_PREFIX") {
             settings.userid_prefix = prefix;
         }
-        if let Some(secret) = var("APP_PROXY_SECRET").filter(|s| !s.is_empty()) {
+        let secret = match (var("APP_PROXY_SECRET").filter(|s| !s.is_empty()), var("APP_PROXY_SECRET_FILE")) {
+            (Some(_), Some(_)) => {
+                errors.push("APP_PROXY_SECRET and APP_PROXY_SECRET_FILE: give one, not both".into());
+                None
+            }
+            (Some(secret), None) => Some(("APP_PROXY_SECRET".to_owned(), secret)),
+            (None, Some(path)) => match read_secret_file(&path) {
+                Ok(secret) => secret.map(|secret| (format!("APP_PROXY_SECRET_FILE ({path})"), secret)),
+                Err(e) => {
+                    errors.push(format!("APP_PROXY_SECRET_FILE: {e}"));
+                    None
+                }
+            },
+            (None, None) => None,
+        };
+        if let Some((from, secret)) = secret {
             if secret.len() < MIN_SECRET_LEN {
-                errors.push(format!("APP_PROXY_SECRET: {} bytes, at least {MIN_SECRET_LEN} needed", secret.len()));
+                errors.push(format!("{from}: {} bytes, at least {MIN_SECRET_LEN} needed", secret.len()));
             } else {
                 settings.proxy_secret = Some(Secret(secret));
             }
@@ -329,6 +345,16 @@ impl Settings {
 
 /// Shortest proxy secret accepted (16 bytes: guessing it is out of reach).
 pub const MIN_SECRET_LEN: usize = 16;
+
+/// The secret in the file at `path`, less a final line break; `None` when the file is not there
+/// or empty (an optional Secret that does not exist yet mounts an empty folder).
+fn read_secret_file(path: &str) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text.trim_end_matches(['\n', '\r']).to_owned()).filter(|s| !s.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
 
 /// A host name as the `Host` check compares it: lowercase, no trailing dot, an IPv6 address in
 /// brackets; no port, no path.
@@ -458,6 +484,22 @@ mod tests {
         assert_eq!(set.proxy_secret_header, "x-hop");
         assert!(!format!("{set:?}").contains(secret), "Debug hides the secret");
         assert!(!set.trust_notes().iter().any(|(warn, _)| *warn));
+
+        let mounted = tempfile::tempdir().unwrap();
+        let file = mounted.path().join("secret");
+        let from_file =
+            |path: &std::path::Path| Settings::from_env(env(&[("APP_PROXY_SECRET_FILE", path.to_str().unwrap())]));
+        let absent = from_file(&file).unwrap();
+        assert!(absent.proxy_secret.is_none(), "no Secret yet: an empty mount");
+        assert!(absent.trust_notes().pop().unwrap().1.contains("APP_PROXY_SECRET is not set"));
+        std::fs::write(&file, format!("{secret}\n")).unwrap();
+        assert_eq!(from_file(&file).unwrap().proxy_secret, Some(Secret(secret.into())));
+        std::fs::write(&file, "short").unwrap();
+        let short = from_file(&file).unwrap_err();
+        assert!(short.contains("APP_PROXY_SECRET_FILE") && short.contains("5 bytes, at least 16"), "{short}");
+        assert!(!short.contains("short\""), "{short}");
+        let both = Settings::from_env(env(&[("APP_PROXY_SECRET", secret), ("APP_PROXY_SECRET_FILE", "/x")]));
+        assert!(both.unwrap_err().contains("give one, not both"));
         let short = Settings::from_env(env(&[("APP_PROXY_SECRET", "short")])).unwrap_err();
         assert!(short.contains("at least 16"), "{short}");
     }

@@ -259,8 +259,9 @@ fn model_source(isvc: &InferenceService, base: &Path) -> Result<ModelSource, Str
     let Some(location) = uri.strip_prefix("file://") else {
         if uri.starts_with("pvc://") {
             return Err(format!(
-                "spec.predictor.model.storageUri: {uri}: skiff up has no PersistentVolumeClaims; use file:// or a store \
-                 (s3://, gs://, https://, hf://)"
+                "spec.predictor.model.storageUri: {}: skiff up has no PersistentVolumeClaims; use file:// or a store \
+                 (s3://, gs://, https://, hf://)",
+                skiff_fetch::uri::redact(uri)
             ));
         }
         skiff_fetch::uri::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;

@@ -103,8 +103,9 @@ pub fn runtime_model(
         }
         None if uri.starts_with("pvc://") => {
             return Err(format!(
-                "spec.predictor.model.storageUri: {uri}: skiff up has no PersistentVolumeClaims; use file:// or a store \
-                 (s3://, gs://, https://, hf://)"
+                "spec.predictor.model.storageUri: {}: skiff up has no PersistentVolumeClaims; use file:// or a store \
+                 (s3://, gs://, https://, hf://)",
+                skiff_fetch::uri::redact(uri)
             ));
         }
         None => {

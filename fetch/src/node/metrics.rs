@@ -55,6 +55,7 @@ impl Metrics {
         let outcome = match error {
             Error::Denied { .. } => "denied",
             Error::NotFound { .. } => "not_found",
+            Error::Unreachable { .. } => "refused",
             _ => "error",
         };
         self.requests.get_or_create(&OutcomeLabels { outcome }).inc();

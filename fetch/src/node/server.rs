@@ -19,7 +19,7 @@ use axum::routing::{delete, get, post};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::net::TcpListener;
 
-use super::guard;
+use super::guard::{self, Reach};
 use super::metrics::Metrics;
 use super::wire::{ErrorBody, FORWARDED, File, MAX_REQUEST_BYTES, ModelAnswer, ModelRequest, WireError};
 use crate::download::{self, Plan};
@@ -111,7 +111,7 @@ impl IntoResponse for Refusal {
                 let status = match &error {
                     Error::Uri { .. } | Error::Config(_) => StatusCode::BAD_REQUEST,
                     Error::NotFound { .. } => StatusCode::NOT_FOUND,
-                    Error::Denied { .. } => StatusCode::FORBIDDEN,
+                    Error::Denied { .. } | Error::Unreachable { .. } => StatusCode::FORBIDDEN,
                     Error::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                     Error::Archive { .. } => StatusCode::UNPROCESSABLE_ENTITY,
                     Error::Transfer { .. } => StatusCode::BAD_GATEWAY,
@@ -157,6 +157,9 @@ async fn answer(node: &Node, body: &[u8]) -> Result<ModelAnswer, Refusal> {
         ));
     }
     let mut fetcher = Fetcher::new(env);
+    if !node.settings.allow_loopback {
+        fetcher.reach = Reach::NotTheNode;
+    }
     fetcher.plan = node.settings.plan;
     fetcher.timeout = node.settings.timeout;
     let lease = node.cache.get(&fetcher, &request.uri).await?;

@@ -96,6 +96,8 @@ pub enum WireError {
     NotFound { uri: String, cause: String },
     /// [`Error::Denied`].
     Denied { uri: String, cause: String },
+    /// [`Error::Unreachable`].
+    Unreachable { uri: String, host: String },
     /// [`Error::Transfer`].
     Transfer { uri: String, cause: String },
     /// [`Error::TooLarge`].
@@ -115,6 +117,7 @@ impl From<&Error> for WireError {
             Error::Config(message) => WireError::Config { message: message.clone() },
             Error::NotFound { uri, cause } => WireError::NotFound { uri: uri.clone(), cause: cause.clone() },
             Error::Denied { uri, cause } => WireError::Denied { uri: uri.clone(), cause: cause.clone() },
+            Error::Unreachable { uri, host } => WireError::Unreachable { uri: uri.clone(), host: host.clone() },
             Error::Transfer { uri, cause } => WireError::Transfer { uri: uri.clone(), cause: cause.clone() },
             Error::TooLarge { uri, what, size, limit } => {
                 WireError::TooLarge { uri: uri.clone(), what: what.clone(), size: *size, limit: *limit }
@@ -135,6 +138,7 @@ impl From<WireError> for Error {
             WireError::Config { message } => Error::Config(message),
             WireError::NotFound { uri, cause } => Error::NotFound { uri, cause },
             WireError::Denied { uri, cause } => Error::Denied { uri, cause },
+            WireError::Unreachable { uri, host } => Error::Unreachable { uri, host },
             WireError::Transfer { uri, cause } => Error::Transfer { uri, cause },
             WireError::TooLarge { uri, what, size, limit } => Error::TooLarge { uri, what, size, limit },
             WireError::Archive { uri, archive, cause } => Error::Archive { uri, archive, cause },
@@ -157,9 +161,10 @@ pub struct ErrorBody {
 
 /// Whether a fetcher error is the store's answer about the model (missing, refused, too large, a
 /// bad archive, a bad URI or setting), which a direct fetch would get too; the others (a cut
-/// transfer, a time limit, the node's disk) make the init container fetch directly instead.
+/// transfer, a time limit, the node's disk, an address the node cache does not reach for a
+/// caller) make the init container fetch directly instead, from its own network.
 pub fn is_final(error: &Error) -> bool {
-    !matches!(error, Error::Transfer { .. } | Error::Timeout { .. } | Error::Disk { .. })
+    !matches!(error, Error::Transfer { .. } | Error::Timeout { .. } | Error::Disk { .. } | Error::Unreachable { .. })
 }
 
 #[cfg(test)]
@@ -173,6 +178,7 @@ mod tests {
             Error::NotFound { uri: "s3://b/m".into(), cause: "no such key".into() },
             Error::Denied { uri: "s3://b/m".into(), cause: "signature mismatch".into() },
             Error::Transfer { uri: "s3://b/m".into(), cause: "connection reset".into() },
+            Error::Unreachable { uri: "https://h/m.onnx".into(), host: "127.0.0.1:9".into() },
             Error::TooLarge { uri: "s3://b/m".into(), what: "the model".into(), size: 9, limit: 4 },
             Error::Archive { uri: "https://h/m.tgz".into(), archive: "m.tgz".into(), cause: "truncated".into() },
             Error::disk("/cache/tmp/x")(std::io::Error::from_raw_os_error(28)),

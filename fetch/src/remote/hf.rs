@@ -14,6 +14,7 @@ use super::http::{body, describe};
 use super::{Object, Remote, http_client, status_error, transfer_error};
 use crate::env::HfEnv;
 use crate::error::{Error, Result};
+use crate::node::guard::Reach;
 
 /// A repository at a revision.
 pub struct HfRemote {
@@ -39,8 +40,8 @@ struct Sibling {
 
 impl HfRemote {
     /// `repo` at `revision` on the Hub of `env`.
-    pub fn new(uri: &str, repo: String, revision: String, env: &HfEnv) -> Result<HfRemote> {
-        Ok(HfRemote { uri: uri.to_owned(), repo, revision, env: env.clone(), client: http_client()? })
+    pub fn new(uri: &str, repo: String, revision: String, env: &HfEnv, reach: Reach) -> Result<HfRemote> {
+        Ok(HfRemote { uri: crate::uri::redact(uri), repo, revision, env: env.clone(), client: http_client(reach)? })
     }
 
     fn get(&self, url: &str) -> reqwest::RequestBuilder {

@@ -11,6 +11,7 @@ use reqwest::header::{ACCEPT_RANGES, CONTENT_LENGTH, ETAG, HeaderMap, LAST_MODIF
 
 use super::{Object, Remote, base_name, http_client, status_error, transfer_error};
 use crate::error::Result;
+use crate::node::guard::Reach;
 use crate::uri::redact;
 
 /// A file at a URL.
@@ -22,8 +23,8 @@ pub struct HttpRemote {
 
 impl HttpRemote {
     /// The file at `url`.
-    pub fn new(url: &str) -> Result<HttpRemote> {
-        Ok(HttpRemote { shown: redact(url), url: url.to_owned(), client: http_client()? })
+    pub fn new(url: &str, reach: Reach) -> Result<HttpRemote> {
+        Ok(HttpRemote { shown: redact(url), url: url.to_owned(), client: http_client(reach)? })
     }
 }
 

@@ -14,6 +14,7 @@ use object_store::{ClientOptions, GetOptions, GetRange, ObjectMeta, ObjectStore,
 use super::{CONNECT_TIMEOUT, Object, READ_TIMEOUT, Remote};
 use crate::env::{GcsEnv, S3Env};
 use crate::error::{Error, Result};
+use crate::node::guard::{self, Reach};
 
 /// A bucket and a prefix in it.
 pub struct ObjectRemote {
@@ -37,7 +38,7 @@ fn retry() -> RetryConfig {
 
 impl ObjectRemote {
     /// `s3://bucket/prefix` with `env`'s endpoint and keys (anonymous without keys).
-    pub fn s3(uri: &str, bucket: &str, prefix: String, env: &S3Env) -> Result<ObjectRemote> {
+    pub fn s3(uri: &str, bucket: &str, prefix: String, env: &S3Env, reach: Reach) -> Result<ObjectRemote> {
         let mut builder = object_store::aws::AmazonS3Builder::new()
             .with_bucket_name(bucket)
             .with_region(&env.region)
@@ -53,12 +54,15 @@ impl ObjectRemote {
         if let Some(token) = &env.session_token {
             builder = builder.with_token(&token.0);
         }
+        if reach == Reach::NotTheNode {
+            builder = builder.with_http_connector(guard::Connector { insecure: env.insecure });
+        }
         let store = builder.build().map_err(|e| Error::Config(format!("{uri}: S3 settings: {e}")))?;
-        Ok(ObjectRemote { uri: uri.to_owned(), store: Arc::new(store), prefix })
+        Ok(ObjectRemote { uri: crate::uri::redact(uri), store: Arc::new(store), prefix })
     }
 
     /// `gs://bucket/prefix` with `env`'s key file or emulator (anonymous without a key file).
-    pub fn gcs(uri: &str, bucket: &str, prefix: String, env: &GcsEnv) -> Result<ObjectRemote> {
+    pub fn gcs(uri: &str, bucket: &str, prefix: String, env: &GcsEnv, reach: Reach) -> Result<ObjectRemote> {
         let mut builder = object_store::gcp::GoogleCloudStorageBuilder::new()
             .with_bucket_name(bucket)
             .with_client_options(client_options(false))
@@ -70,8 +74,11 @@ impl ObjectRemote {
             Some(file) => builder.with_service_account_path(file),
             None => builder.with_skip_signature(true),
         };
+        if reach == Reach::NotTheNode {
+            builder = builder.with_http_connector(guard::Connector { insecure: false });
+        }
         let store = builder.build().map_err(|e| Error::Config(format!("{uri}: GCS settings: {e}")))?;
-        Ok(ObjectRemote { uri: uri.to_owned(), store: Arc::new(store), prefix })
+        Ok(ObjectRemote { uri: crate::uri::redact(uri), store: Arc::new(store), prefix })
     }
 
     fn object(&self, meta: &ObjectMeta, relative: String) -> Object {
@@ -90,6 +97,9 @@ impl ObjectRemote {
 
     fn error(&self, error: object_store::Error) -> Error {
         let uri = self.uri.clone();
+        if let Some(refused) = guard::refused_in(&error) {
+            return Error::Unreachable { uri, host: refused.host.clone() };
+        }
         match error {
             object_store::Error::NotFound { source, .. } => Error::NotFound { uri, cause: chain(source.as_ref()) },
             object_store::Error::PermissionDenied { source, .. }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -31,6 +31,9 @@ pub struct Faults {
     pub cuts: AtomicUsize,
     /// A bearer token every request must carry.
     pub token: Mutex<Option<String>>,
+    /// Serve `path?query` from the file named so, with one `Last-Modified` for all and no `ETag`:
+    /// a store whose versions differ only in the query.
+    pub by_query: AtomicBool,
 }
 
 /// A running server.
@@ -101,7 +104,11 @@ fn answer(
             return full(StatusCode::UNAUTHORIZED, "a token is required");
         }
     }
-    let path = request.uri().path().to_owned();
+    let by_query = faults.by_query.load(Ordering::SeqCst);
+    let path = match request.uri().query() {
+        Some(query) if by_query => format!("{}?{query}", request.uri().path()),
+        _ => request.uri().path().to_owned(),
+    };
     let Ok(content) = std::fs::read(root.join(path.trim_start_matches('/'))) else {
         return full(StatusCode::NOT_FOUND, "no such file");
     };
@@ -124,11 +131,13 @@ fn answer(
         Some(_) => return full(StatusCode::RANGE_NOT_SATISFIABLE, "bad range"),
         None => (StatusCode::OK, content.clone()),
     };
-    let builder = Response::builder()
-        .status(status)
-        .header("etag", etag)
-        .header("accept-ranges", "bytes")
-        .header("content-length", body.len());
+    let builder = Response::builder().status(status);
+    let builder = if by_query {
+        builder.header("last-modified", "Sat, 28 Nov 2026 10:00:00 GMT")
+    } else {
+        builder.header("etag", etag)
+    };
+    let builder = builder.header("accept-ranges", "bytes").header("content-length", body.len());
     if request.method() == hyper::Method::HEAD {
         return builder.body(Full::new(Bytes::new()).map_err(|e| match e {}).boxed()).unwrap();
     }

@@ -13,7 +13,7 @@
 //!
 //! Layout: pure decisions in [`mod@env`], [`probe`], [`restart`], [`status`], [`ipam`],
 //! [`volumes`], [`logquery`], [`termination`]; the I/O shell in [`agent`], [`pod`], [`container`],
-//! [`probe_run`], [`process`], [`net`], [`node`], [`sandbox`], [`apiproxy`], [`kubelet_api`],
+//! [`probe_run`], [`process`], [`net`], [`hostport`], [`node`], [`sandbox`], [`apiproxy`], [`kubelet_api`],
 //! [`kubelet_tls`], [`logfiles`].
 
 pub mod agent;
@@ -22,6 +22,7 @@ pub mod config;
 pub mod container;
 pub mod env;
 pub mod error;
+pub mod hostport;
 pub mod ipam;
 pub mod kubelet_api;
 pub mod kubelet_tls;

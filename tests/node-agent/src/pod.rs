@@ -115,6 +115,8 @@ pub struct SandboxState {
     pub refs: RefData,
     /// Network and volumes are ready.
     pub ready: bool,
+    /// The forwarders of its `hostPort`s ([`crate::hostport`]), aborted at teardown.
+    pub host_ports: Vec<JoinHandle<()>>,
 }
 
 /// A running container supervisor.
@@ -517,6 +519,9 @@ async fn setup(shared: &Arc<PodShared>) -> Result<(), String> {
                 sb.veth = Some(veth.clone());
             }
             ctx.net.create_pod(&netns, &veth, ip, &ctx.pod_routes).await.map_err(|e| e.to_string())?;
+            let wanted = crate::hostport::wanted(&spec, ctx.node_ip.into());
+            let forwarders = crate::hostport::forward(&wanted, ip.into()).await?;
+            shared.sandbox.lock().expect("sandbox lock").host_ports = forwarders;
             ip
         }
     };
@@ -613,6 +618,7 @@ async fn fetch_tokens(shared: &PodShared, pod: &Pod) -> Result<Tokens, String> {
 async fn teardown_network(shared: &PodShared) {
     let (netns, veth, ip) = {
         let mut sb = shared.sandbox.lock().expect("sandbox lock");
+        sb.host_ports.drain(..).for_each(|task| task.abort());
         (sb.netns.take(), sb.veth.take(), sb.allocated.take())
     };
     if let (Some(netns), Some(veth)) = (netns, veth) {
