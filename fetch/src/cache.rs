@@ -13,8 +13,10 @@
 //!   is always whole. Its files are flushed to the disk in the background once it serves (the
 //!   replica need not wait for the disk); an entry of an earlier boot that was never known
 //!   flushed is fetched again rather than trusted.
-//! - **Bounded**: after a download, least recently used entries are evicted until the cache is
-//!   within its limit; an entry with a lease held is never evicted.
+//! - **Bounded**: a model larger than the limit is refused, and so is an archive whose content
+//!   unpacks past it (counted as it is unpacked, not from the archive's size); after a download,
+//!   least recently used entries are evicted until the cache is within its limit; an entry with a
+//!   lease held is never evicted.
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -153,6 +155,10 @@ impl Cache {
             seconds: started.elapsed().as_secs_f64(),
             cached,
         };
+        // Nothing the cache holds, an archive's unpacked content included, may pass its limit.
+        let mut bounded = fetcher.clone();
+        bounded.plan.max_bytes = bounded.plan.max_bytes.min(self.limit);
+        let fetcher = &bounded;
         let Some(version) = version_of(&objects) else {
             let dir = self.root.join("tmp").join(format!("unversioned-{}", unique()));
             fs::create_dir_all(&dir).map_err(Error::disk(&dir))?;
