@@ -5,8 +5,12 @@
 //! (a missing object or bucket, a refused token, a connection cut every time, a corrupt archive, a
 //! file that is not ONNX) ends in `ModelLoadFailed` naming the URI and the cause in the status,
 //! `skiff get` and the web app, retried with back-off, while the good services keep serving; so
-//! does a full disk (the model cache on a 1 MiB tmpfs, in a mount namespace of its own).
+//! does a full disk (the model cache on a 1 MiB tmpfs, in a mount namespace of its own). Hostile
+//! archives are refused the same way: a chain of links writes nothing outside the model cache,
+//! and a bomb is held to `--model-cache-limit`.
 
+#[path = "../../fetch/tests/common/archives.rs"]
+mod archives;
 mod common;
 #[path = "../../fetch/tests/common/stores.rs"]
 mod stores;
@@ -210,4 +214,50 @@ async fn a_full_disk_names_the_uri_and_the_cause_while_a_small_model_serves() {
     assert!(message.contains("No space left on device"), "{message}");
     let iris = up.infer("iris").await.unwrap();
     assert_eq!(iris.status, StatusCode::OK, "the small model fits and serves");
+}
+
+/// Under `skiff up --model-cache-limit 4M`, an archive whose links lead out of the model cache
+/// wrote a file beside it, and a 64 MiB bomb of a few KiB went Ready (issue 33, findings 1 and
+/// 5). Both end in `ModelLoadFailed` naming the model and the cause (the limit for the bomb),
+/// with nothing written outside the cache and nothing half-unpacked in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_archives_write_nothing_outside_the_cache_and_are_held_to_its_limit() {
+    // Unpacked in `cache/tmp/<key>`, `a/l3` is the folder holding the cache: the manifests'.
+    let (link, file) = (tar::EntryType::Symlink, tar::EntryType::Regular);
+    let escape = archives::ladder_tar(3, &[("f", link, b"", "a/l3/escaped"), ("f", file, b"pwned", "")]);
+    let minio = stores::minio(&["models"]);
+    minio.s3_put("models", "escape/model.tar", &escape);
+    minio.s3_put("models", "bomb/model.tar.gz", &archives::bomb("model.onnx", 64 << 20));
+    let dir = folder(&[]);
+    for name in ["escape", "bomb"] {
+        let text = at(name, &format!("s3://models/{name}"), "minReplicas: 1");
+        std::fs::write(dir.path().join(format!("{name}.yaml")), text).unwrap();
+    }
+    let cache = dir.path().join("cache");
+    let env = minio.s3_env(stores::S3_KEY);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let args = ["--model-cache", cache.to_str().unwrap(), "--model-cache-limit", "4M"];
+    let up = Up::start_with(dir.path(), CONFIG, &env, &args);
+
+    let status = up
+        .wait_for("both archives refused twice", Duration::from_secs(90), |s| {
+            ["escape", "bomb"].iter().all(|n| revision(s, n).is_some_and(|r| r["backOffMs"].as_u64() >= Some(1000)))
+        })
+        .await;
+    let causes = [
+        ("escape", "s3://models/escape: archive model.tar: entry \"f\" lies under or writes through a link"),
+        (
+            "bomb",
+            "s3://models/bomb: the content of model.tar.gz once unpacked is 4194305 bytes, over the limit of 4194304 bytes",
+        ),
+    ];
+    for (name, cause) in causes {
+        let r = revision(&status, name).unwrap();
+        assert_eq!(r["lastFailureInfo"]["reason"], "ModelLoadFailed", "{name}: {r:#}");
+        let message = r["lastFailureInfo"]["message"].as_str().unwrap();
+        assert_eq!(message, format!("fetching the model failed: {cause}"), "{name}");
+        assert_eq!((r["spawns"].as_u64(), r["ready"].as_u64()), (Some(0), Some(0)), "{name}: never started");
+    }
+    assert!(!dir.path().join("escaped").exists(), "nothing is written outside the model cache");
+    assert!(std::fs::read_dir(cache.join("tmp")).unwrap().next().is_none(), "nothing half-unpacked is left");
 }

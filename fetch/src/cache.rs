@@ -21,8 +21,10 @@
 //!   caller can set back: the entry is fetched again, or refused while a replica still holds it.
 //!   Files added beside them (a runtime's caches) do not count. The bytes are not hashed again:
 //!   that would read the whole model at every start.
-//! - **Bounded**: after a download, least recently used entries are evicted until the cache is
-//!   within its limit; an entry with a lease held is never evicted.
+//! - **Bounded**: a model larger than the limit is refused, and so is an archive whose content
+//!   unpacks past it (counted as it is unpacked, not from the archive's size); after a download,
+//!   least recently used entries are evicted until the cache is within its limit; an entry with a
+//!   lease held is never evicted.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -167,6 +169,10 @@ impl Cache {
             seconds: started.elapsed().as_secs_f64(),
             cached,
         };
+        // Nothing the cache holds, an archive's unpacked content included, may pass its limit.
+        let mut bounded = fetcher.clone();
+        bounded.plan.max_bytes = bounded.plan.max_bytes.min(self.limit);
+        let fetcher = &bounded;
         let Some(version) = version_of(&objects) else {
             let dir = self.root.join("tmp").join(format!("unversioned-{}", unique()));
             fs::create_dir_all(&dir).map_err(Error::disk(&dir))?;

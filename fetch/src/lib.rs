@@ -8,7 +8,8 @@
 //!   over `object_store` (S3, GCS), plain HTTP and the Hugging Face Hub's layout.
 //! - [`download`]: objects downloaded in parallel ranges straight to disk, retried, bounded.
 //! - [`archive`]: a single `.tar`, `.tar.gz`, `.tgz` or `.zip` unpacked as KServe does, never
-//!   writing outside its folder.
+//!   writing or reading outside its folder (every path resolved through [`beneath`]), bounded.
+//! - [`beneath`]: paths resolved beneath a folder opened once, never through a link (`openat2`).
 //! - [`cache`]: the node-local cache: entries keyed by URI and the store's version, one download
 //!   per model however many replicas start at once, atomic, bounded, least recently used evicted
 //!   unless in use.
@@ -17,6 +18,7 @@
 //!   init container's client with its fall back to a direct fetch.
 
 pub mod archive;
+pub mod beneath;
 pub mod cache;
 pub mod download;
 pub mod env;

@@ -2,7 +2,9 @@
 //! real processes against MinIO: a model downloaded once however many init containers ask
 //! (concurrent cold starts included), the caller's credentials checked against the store on
 //! every request even for a cached model, files read only with a ticket, endpoints on the node's
-//! own addresses refused, and a direct fetch when the node cache is not there.
+//! own addresses refused, and a direct fetch when the node cache is not there. Hostile archives
+//! (chains of links, a bomb) write, read and unpack nothing outside their folder or past the
+//! cache's limit, whether `skiff-fetch` unpacks them or the node cache does.
 
 mod common;
 
@@ -10,13 +12,14 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
+use common::archives::{self, RawEntry};
 use common::stores::{self, S3_KEY, Store};
 
 /// A running `skiff-model-cache`, killed when dropped.
 struct NodeCache {
     child: Child,
     url: String,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl Drop for NodeCache {
@@ -43,7 +46,7 @@ fn node_cache(args: &[&str]) -> NodeCache {
         }
     };
     std::thread::spawn(move || lines.for_each(drop));
-    NodeCache { child, url: format!("http://{addr}"), _root: root }
+    NodeCache { child, url: format!("http://{addr}"), root }
 }
 
 /// Runs `skiff-fetch URI DIR --node-cache NODE` with `env`; its output.
@@ -355,4 +358,129 @@ fn the_init_step_gives_the_cache_to_its_user_and_never_follows_a_link() {
     assert!(own("65532:65533").1.contains("(0 entries changed)"), "a second start changes nothing");
     let (ok, stderr) = own("nobody");
     assert!(!ok && stderr.contains("UID:GID"), "{stderr}");
+}
+
+/// Runs `skiff-fetch URI DIR` (no node cache) with `env`; its output.
+fn direct(uri: &str, dir: &Path, env: &[(String, String)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skiff-fetch"))
+        .args([uri])
+        .arg(dir)
+        .arg("--termination-message")
+        .arg(dir.with_extension("termination"))
+        .env_clear()
+        .envs(env.iter().cloned())
+        .output()
+        .unwrap()
+}
+
+/// `curl -sS ARGS`: the status code and the body.
+fn curl(args: &[&str]) -> (String, String) {
+    let out = Command::new("curl").args(["-sS", "-w", "\n%{http_code}"]).args(args).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.to_owned(), body.to_owned())
+}
+
+/// `POST /v1/models` for `uri` with MinIO's credentials: the status code and the answer.
+fn ask(node: &NodeCache, minio: &Store, uri: &str) -> (String, serde_json::Value) {
+    let env: serde_json::Map<String, serde_json::Value> =
+        minio.s3_env(S3_KEY).into_iter().map(|(k, v)| (k, v.into())).collect();
+    let request = serde_json::json!({"uri": uri, "env": env}).to_string();
+    let url = format!("{}/v1/models", node.url);
+    let (code, body) = curl(&["-X", "POST", "-H", "content-type: application/json", "-d", &request, &url]);
+    (code, serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")))
+}
+
+/// Through links that each stay inside the folder, an archive made `skiff-fetch` create a file
+/// beside it and overwrite one through a hard link (issue 33, finding 1): both are refused,
+/// exit 7, and leave nothing outside, nor anything unpacked inside.
+#[test]
+fn a_chain_of_links_in_an_archive_writes_nothing_outside_the_folder() {
+    let pods = tempfile::tempdir().unwrap();
+    let sentinel = pods.path().join("sentinel");
+    std::fs::write(&sentinel, "SENTINEL").unwrap();
+    let (link, hard, file) = (tar::EntryType::Symlink, tar::EntryType::Link, tar::EntryType::Regular);
+    // `a/l1` is the folder holding the pod's: `pods`.
+    let through_link: [RawEntry<'_>; 2] = [("f", link, b"", "a/l1/created"), ("f", file, b"pwned", "")];
+    let through_hard_link: [RawEntry<'_>; 2] = [("h", hard, b"", "a/l1/sentinel"), ("h", file, b"pwned", "")];
+    let minio = minio_with(&[
+        ("create/model.tar", &archives::ladder_tar(1, &through_link)),
+        ("overwrite/model.tar", &archives::ladder_tar(1, &through_hard_link)),
+    ]);
+    let env = minio.s3_env(S3_KEY);
+    for model in ["create", "overwrite"] {
+        let pod = pods.path().join(model);
+        let out = direct(&format!("s3://models/{model}"), &pod, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(7), "{model}: an archive's exit code: {stderr}");
+        assert!(stderr.contains(&format!("s3://models/{model}: archive model.tar: ")), "{stderr}");
+        let left: Vec<_> = std::fs::read_dir(&pod).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["model.tar"], "{model}: nothing unpacked is left");
+    }
+    assert!(!pods.path().join("created").exists(), "no file is created outside the folder");
+    assert_eq!(std::fs::read_to_string(&sentinel).unwrap(), "SENTINEL", "no file outside is overwritten");
+}
+
+/// With the ticket of its own crafted archive, a caller read a file of the node and another
+/// tenant's cached model through links (issue 33, finding 2). The archive is refused; and an
+/// entry that holds links (unpacked by an earlier version, or changed on the disk) serves only
+/// its regular files, never what a link points to.
+#[test]
+fn a_caller_reads_nothing_outside_its_entry_of_the_node_cache() {
+    let node_files = tempfile::tempdir().unwrap();
+    let secret = node_files.path().join("credentials");
+    std::fs::write(&secret, "NODE SECRET").unwrap();
+    // `a/l40` is the root of the file system, wherever the entry lies.
+    let peek = format!("a/l40{}", secret.display());
+    let crafted = archives::ladder_tar(40, &[("peek", tar::EntryType::Symlink, b"", &peek)]);
+    let minio = minio_with(&[
+        ("crafted/model.tar", &crafted),
+        ("mine/model.onnx", b"my weights"),
+        ("tenant/model.onnx", b"the other tenant's weights"),
+    ]);
+    let node = node_cache(&["--allow-loopback"]);
+
+    let (code, refused) = ask(&node, &minio, "s3://models/crafted");
+    assert_eq!(code, "422", "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.starts_with("s3://models/crafted: archive model.tar: link "), "{message}");
+    assert!(message.contains("leads outside the folder"), "{message}");
+
+    let (code, tenant) = ask(&node, &minio, "s3://models/tenant");
+    assert_eq!(code, "200", "{tenant}");
+    let (code, mine) = ask(&node, &minio, "s3://models/mine");
+    assert_eq!(code, "200", "{mine}");
+    let key = mine["key"].as_str().unwrap();
+    let entry = node.root.path().join("models").join(key);
+    let tenant_entry = node.root.path().join("models").join(tenant["key"].as_str().unwrap());
+    std::os::unix::fs::symlink(&secret, entry.join("peek")).unwrap();
+    std::os::unix::fs::symlink(tenant_entry.join("model.onnx"), entry.join("theirs.onnx")).unwrap();
+    std::os::unix::fs::symlink(&tenant_entry, entry.join("via")).unwrap();
+    let ticket = format!("authorization: Bearer {}", mine["ticket"].as_str().unwrap());
+    let get = |path: &str| curl(&["-H", &ticket, &format!("{}/v1/models/{key}/{path}", node.url)]);
+    assert_eq!(get("model.onnx"), ("200".to_owned(), "my weights".to_owned()));
+    for path in ["peek", "theirs.onnx", "via/model.onnx"] {
+        let (code, body) = get(path);
+        assert_eq!(code, "404", "{path}: {body}");
+        assert!(body.contains(&format!("model {key} has no file")), "{path}: {body}");
+    }
+}
+
+/// A 64 MiB archive bomb of a few KiB, in a node cache bounded at 4 MiB (issue 33, finding 5):
+/// refused once its unpacked content passes the limit, naming the model and the limit, with
+/// nothing left in the cache.
+#[test]
+fn an_archive_bomb_is_held_to_the_node_caches_limit() {
+    let bomb = archives::bomb("model.onnx", 64 << 20);
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let minio = minio_with(&[("bomb/model.tar.gz", &bomb)]);
+    let node = node_cache(&["--allow-loopback", "--limit-bytes", &(4u64 << 20).to_string()]);
+    let (code, refused) = ask(&node, &minio, "s3://models/bomb");
+    assert_eq!(code, "413", "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.starts_with("s3://models/bomb: the content of model.tar.gz once unpacked is "), "{message}");
+    assert!(message.ends_with("over the limit of 4194304 bytes"), "{message}");
+    assert!(std::fs::read_dir(node.root.path().join("tmp")).unwrap().next().is_none(), "nothing half-unpacked");
+    let models = std::fs::read_dir(node.root.path().join("models")).unwrap();
+    assert!(models.map(|e| e.unwrap().path()).all(|p| !p.is_dir()), "no entry");
 }

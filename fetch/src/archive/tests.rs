@@ -46,6 +46,8 @@ fn refusal(name: &str, bytes: &[u8]) -> String {
     let (root, result) = unpack_bytes(name, bytes, 1 << 20);
     let outside: Vec<_> = fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(outside, ["model"], "nothing is written beside the folder");
+    let left: Vec<_> = fs::read_dir(root.path().join("model")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, [name], "nothing is left half-unpacked");
     result.unwrap_err().to_string()
 }
 
@@ -97,7 +99,7 @@ fn entries_that_would_write_outside_are_refused() {
         (&[("/tmp/escape", file, b"x", "")], "leads outside the folder"),
         (&[("out", link, b"", "../..")], "link \"out\" -> \"../..\" leads outside the folder"),
         (&[("out", link, b"", "/etc")], "leads outside the folder"),
-        (&[("sub", link, b"", "."), ("sub/x", file, b"x", "")], "entry \"sub/x\" lies under a link"),
+        (&[("sub", link, b"", "."), ("sub/x", file, b"x", "")], "entry \"sub/x\" lies under or writes through a link"),
     ];
     for (entries, want) in cases {
         let message = refusal("m.tar", &tar_of(entries));
@@ -106,6 +108,49 @@ fn entries_that_would_write_outside_are_refused() {
     }
     let hard = refusal("m.tar", &tar_of(&[("h", tar::EntryType::Link, b"", "../../etc/passwd")]));
     assert!(hard.contains("leads outside the folder"), "{hard}");
+}
+
+#[test]
+fn entries_named_from_the_current_folder_unpack_and_a_second_unpack_replaces_the_first() {
+    let file = tar::EntryType::Regular;
+    let dir = tar::EntryType::Directory;
+    let bytes = tar_of(&[("./", dir, b"", ""), ("./onnx/", dir, b"", ""), ("./onnx/model.onnx", file, b"new", "")]);
+    let root = tempfile::tempdir().unwrap();
+    fs::create_dir_all(root.path().join("onnx")).unwrap();
+    fs::write(root.path().join("onnx/stale.onnx"), b"old").unwrap();
+    fs::write(root.path().join("m.tar"), &bytes).unwrap();
+    unpack("s3://b/m", &root.path().join("m.tar"), Format::Tar, root.path(), 1 << 20).unwrap();
+    assert_eq!(fs::read(root.path().join("onnx/model.onnx")).unwrap(), b"new");
+    assert!(!root.path().join("onnx/stale.onnx").exists(), "the archive's folder replaces the one there");
+    let names: Vec<_> = fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["onnx"], "the archive and the staging folder are gone");
+}
+
+#[test]
+fn a_hard_link_to_a_file_unpacked_before_is_made_and_to_anything_else_refused() {
+    let file = tar::EntryType::Regular;
+    let hard = tar::EntryType::Link;
+    let (root, result) =
+        unpack_bytes("m.tar", &tar_of(&[("model.onnx", file, b"weights", ""), ("copy", hard, b"", "model.onnx")]), 64);
+    result.unwrap();
+    assert_eq!(fs::read(root.path().join("model/copy")).unwrap(), b"weights");
+    let cases: [&[RawEntry<'_>]; 3] = [
+        &[("h", hard, b"", "missing")],
+        &[("d/", tar::EntryType::Directory, b"", ""), ("h", hard, b"", "d")],
+        &[("l", tar::EntryType::Symlink, b"", "."), ("h", hard, b"", "l")],
+    ];
+    for entries in cases {
+        let message = refusal("m.tar", &tar_of(entries));
+        assert!(message.contains("is not to a file unpacked before"), "{message}");
+    }
+}
+
+#[test]
+fn a_zip_link_is_refused() {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip.add_symlink("out", "../..", zip::write::SimpleFileOptions::default()).unwrap();
+    let bytes = zip.finish().unwrap().into_inner();
+    assert!(refusal("m.zip", &bytes).contains("entry \"out\" is a link (zip archives are unpacked without links)"));
 }
 
 #[test]
@@ -133,7 +178,8 @@ fn what_an_archive_unpacks_is_bounded() {
     let (_root, result) = unpack_bytes("m.tar.gz", &bomb, 1 << 10);
     let message = result.unwrap_err().to_string();
     assert!(
-        message.contains("the content of m.tar.gz is") && message.contains("over the limit of 1024 bytes"),
+        message.contains("the content of m.tar.gz once unpacked is")
+            && message.contains("over the limit of 1024 bytes"),
         "{message}"
     );
 }

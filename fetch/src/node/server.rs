@@ -2,8 +2,10 @@
 //! with the caller's own credentials before anything is served ([`crate::Cache::get`] does), so
 //! a model in the cache reaches only callers whose credentials read it now; the answer carries a
 //! ticket that holds the entry (never evicted while the ticket lives) and authorises reading its
-//! files. Errors become HTTP answers in one place ([`Refusal`]'s `IntoResponse`). `GET /metrics`
-//! counts the outcomes and bytes ([`super::metrics`]); `GET /healthz` answers `ok`.
+//! files: only regular files inside the entry, opened beneath it without following any link
+//! ([`crate::beneath`]). Errors become HTTP answers in one place ([`Refusal`]'s
+//! `IntoResponse`). `GET /metrics` counts the outcomes and bytes ([`super::metrics`]);
+//! `GET /healthz` answers `ok`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -22,6 +24,7 @@ use tokio::net::TcpListener;
 use super::guard::{self, Reach};
 use super::metrics::Metrics;
 use super::wire::{ErrorBody, FORWARDED, File, MAX_REQUEST_BYTES, ModelAnswer, ModelRequest, WireError};
+use crate::beneath::Beneath;
 use crate::download::{self, Plan};
 use crate::env::StoreEnv;
 use crate::error::Error;
@@ -215,12 +218,13 @@ async fn file(
     let dir = held(&node, &headers, &key)?;
     let missing = || Refusal::Node(StatusCode::NOT_FOUND, format!("model {key} has no file {path:?}"));
     let file = download::inside(&dir, &path).ok_or_else(missing)?;
-    let opened = tokio::fs::File::open(&file).await.map_err(|_| missing())?;
-    let metadata = opened.metadata().await.map_err(Error::disk(&file))?;
-    if !metadata.is_file() {
-        return Err(missing());
-    }
-    let size = metadata.len();
+    let relative = file.strip_prefix(&dir).unwrap_or(&file).to_owned();
+    let opened = tokio::task::spawn_blocking(move || Beneath::open(&dir)?.open_file(&relative))
+        .await
+        .map_err(|_| missing())?
+        .map_err(|_| missing())?;
+    let size = opened.metadata().map_err(Error::disk(&file))?.len();
+    let opened = tokio::fs::File::from_std(opened);
     node.metrics.sent(size);
     let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(opened, 256 << 10));
     Ok(([(header::CONTENT_LENGTH, size.to_string())], body).into_response())

@@ -18,6 +18,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
+pub mod archives;
 pub mod stores;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
