@@ -63,7 +63,7 @@ build() {
     --build-arg BASE="$base" --build-arg BINARIES=host --build-arg ONNXRUNTIME=host \
     -t "$ref" "$ctx" >/dev/null
   rm -f "$out/$image.tar"
-  buildah push --quiet "$ref" "oci-archive:$out/$image.tar:$ref" >/dev/null
+  buildah push --quiet --disable-compression "$ref" "oci-archive:$out/$image.tar:$ref" >/dev/null
   log "$ref <- deploy/docker/$file${target:+ --target $target}"
   echo "$ref"
 }
@@ -81,7 +81,7 @@ cp "$("$here/build.sh")/coredns" "$ctx/coredns"
 buildah build --quiet --layers=false -f "$here/images/coredns.Dockerfile" --build-arg BASE="$base" \
   -t "localhost/skiff-coredns:$tag" "$ctx" >/dev/null
 rm -f "$out/skiff-coredns.tar"
-buildah push --quiet "localhost/skiff-coredns:$tag" "oci-archive:$out/skiff-coredns.tar:localhost/skiff-coredns:$tag" >/dev/null
+buildah push --quiet --disable-compression "localhost/skiff-coredns:$tag" "oci-archive:$out/skiff-coredns.tar:localhost/skiff-coredns:$tag" >/dev/null
 log "localhost/skiff-coredns:$tag <- tests/cluster/coredns (build.sh)"
 echo "localhost/skiff-coredns:$tag"
 
@@ -90,6 +90,6 @@ rm -rf "${ctx:?}"/*
 gcc -static -Os -o "$ctx/pause" "$here/images/pause.c"
 buildah build --quiet --layers=false -f "$here/images/pause.Dockerfile" -t "localhost/skiff-pause:$tag" "$ctx" >/dev/null
 rm -f "$out/skiff-pause.tar"
-buildah push --quiet "localhost/skiff-pause:$tag" "oci-archive:$out/skiff-pause.tar:localhost/skiff-pause:$tag" >/dev/null
+buildah push --quiet --disable-compression "localhost/skiff-pause:$tag" "oci-archive:$out/skiff-pause.tar:localhost/skiff-pause:$tag" >/dev/null
 log "localhost/skiff-pause:$tag <- tests/cluster/images/pause.c"
 echo "localhost/skiff-pause:$tag"
