@@ -49,7 +49,13 @@ fi
 
 # --- one image per runtime stage ------------------------------------------------------------------
 ctx="$(mktemp -d)"
-trap 'rm -rf "$ctx"' EXIT
+# buildah 1.28 leaves a working container behind for a stage that is only FROM another one (the
+# `binaries` stage): remove those this run made.
+containers_before="$(buildah containers -q | sort)"
+drop_containers() {
+  comm -13 <(echo "$containers_before") <(buildah containers -q | sort) | xargs -r buildah rm >/dev/null 2>&1 || true
+}
+trap 'rm -rf "$ctx"; drop_containers' EXIT
 # build DOCKERFILE IMAGE [TARGET]: the runtime stage with the host's binaries as the context.
 build() {
   local file="$1" image="$2" target="${3:-}" ref="localhost/$2:$tag" b
@@ -93,3 +99,5 @@ rm -f "$out/skiff-pause.tar"
 buildah push --quiet --disable-compression "localhost/skiff-pause:$tag" "oci-archive:$out/skiff-pause.tar:localhost/skiff-pause:$tag" >/dev/null
 log "localhost/skiff-pause:$tag <- tests/cluster/images/pause.c"
 echo "localhost/skiff-pause:$tag"
+# Each run re-tags the images: drop the ones no tag names any more, so buildah's storage stays put.
+buildah rmi --prune >/dev/null 2>&1 || true
