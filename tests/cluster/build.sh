@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
 # kube-scheduler from k8s.io/kubernetes, plus our embedded etcd and pki helpers),
-# the node's kubelet and kube-proxy (same module, same version) and CoreDNS (from
-# its Go module, coredns/) into ${SKIFF_CLUSTER_CACHE:-$HOME/.cache/skiff-cluster}/bin/<key>,
-# where <key> hashes go.mod, go.sum, the cmd/ and coredns/ sources, this script
+# the node's kubelet and kube-proxy (same module, same version), CoreDNS (from
+# its Go module, coredns/) and kube-router (its Go module, kube-router/) into ${SKIFF_CLUSTER_CACHE:-$HOME/.cache/skiff-cluster}/bin/<key>,
+# where <key> hashes go.mod, go.sum, the cmd/, coredns/ and kube-router/ sources, this script
 # and the Go version.
 # A rerun with the same inputs builds nothing. Prints the bin dir on stdout.
 set -euo pipefail
@@ -18,7 +18,7 @@ key="$(
   cd "$here"
   {
     go version
-    sha256sum go.mod go.sum build.sh coredns/go.mod coredns/go.sum
+    sha256sum go.mod go.sum build.sh coredns/go.mod coredns/go.sum kube-router/go.mod kube-router/go.sum
     find cmd coredns -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
   } | sha256sum | cut -c1-16
 )"
@@ -56,8 +56,11 @@ start=$SECONDS
     k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kube-proxy \
     ./cmd/etcd ./cmd/pki
-  cd coredns
+  cd "$here/coredns"
   nice -n 10 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/coredns" .
+  cd "$here/kube-router"
+  nice -n 10 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/kube-router" \
+    github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 )
 touch "$tmp/.complete"
 rm -rf "$bin"

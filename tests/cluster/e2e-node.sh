@@ -2,7 +2,8 @@
 # End-to-end test of Skiff on a real node: the control plane of up.sh with the node of node.sh (the
 # kubelet and kube-proxy of Kubernetes v1.35.8, containerd and runc, the CNI bridge, CoreDNS as the
 # cluster DNS), running Skiff's own images built from deploy/docker/ (images.sh), as uid 65532 with
-# the securityContext the manifests declare. (The other e2e scripts still run on tests/node-agent.)
+# the securityContext the manifests declare, and kube-router enforcing the NetworkPolicies. (The
+# other e2e scripts still run on tests/node-agent.)
 #
 #   flock /tmp/skiff-cluster.lock tests/cluster/e2e-node.sh
 #
@@ -12,10 +13,15 @@
 #   c. Skiff: `kubectl apply -k` of an overlay of deploy/base whose only changes are kustomize
 #      `images:` (the local tags), the model pods' images in inferenceservice-config, and short
 #      autoscaler windows; every pod in skiff-system is Ready, and every Skiff process runs as 65532
-#   d. scale from zero: examples/iris.yaml (minReplicas 0; storageUri made absolute) is Ready with no
+#   d. scale from zero: examples/iris.yaml (minReplicas 0; storageUri made absolute), in a namespace
+#      with deploy/model-namespace's NetworkPolicy, is Ready with no
 #      pod; the first V2 infer through the skiff-router Service's ClusterIP (kube-proxy) answers
 #      label 1; its model pod's skiff-server runs as 65532 from the image's /usr/local/bin
 #   e. scale to zero: idle, its Deployment goes back to 0 replicas and 0 pods
+#   f. NetworkPolicies, enforced by kube-router's firewall: from a pod in another namespace
+#      (tcpcheck, image skiff-probe) the activator, the controller and the web app are closed and
+#      the router is open; once the activator's policy is deleted it is open. (d ran with
+#      deploy/model-namespace's policy in the model namespace: the router and activator paths work.)
 # Exit status 0 only if every check passed. On every exit the cluster stops (down.sh) and the node
 # is cleaned (node.sh clean: containers, mounts, cgroups, bridge, iptables chains); state and logs
 # are kept on failure.
@@ -180,6 +186,8 @@ pass "c. Skiff from deploy/base with local images: every pod Ready; controller, 
 
 # d. scale from zero through the router's Service
 k create namespace "$ns" >/dev/null
+# The model namespace's policy, unchanged: only the router, activator and controller reach model pods.
+k -n "$ns" apply -f "$root/deploy/model-namespace/networkpolicy.yaml" >/dev/null
 sed "s|storageUri: file://./models/iris|storageUri: file://$root/examples/models/iris|" "$root/examples/iris.yaml" |
   k -n "$ns" apply -f - >/dev/null
 isvc_ready() { [[ "$(k -n "$ns" get isvc iris -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
@@ -205,6 +213,36 @@ pass "d. scale from zero through the skiff-router Service ($router_ip, kube-prox
 gone() { [[ "$(k -n "$ns" get deploy -l serving.kserve.io/inferenceservice=iris -o jsonpath='{.items[0].spec.replicas}')" == 0 && "$(pods)" == 0 ]]; }
 wait_until "iris back to zero" gone
 pass "e. idle: iris back to 0 replicas and 0 pods"
+
+# f. NetworkPolicies (deploy/base's, enforced by kube-router) from a pod in another namespace
+k create namespace outsider >/dev/null
+pod_ip() { k -n skiff-system get pods -l "app.kubernetes.io/name=$1" -o jsonpath='{.items[0].status.podIP}'; }
+probe_n=0
+# reach IP PORT: sets `reached` to open or closed, as tcpcheck saw it from a pod in namespace outsider.
+reach() {
+  local name="probe-$((probe_n += 1))" phase
+  k -n outsider run "$name" --image="localhost/skiff-probe:$tag" --image-pull-policy=IfNotPresent \
+    --restart=Never -- "$1" "$2" >/dev/null
+  probe_done() {
+    phase="$(k -n outsider get pod "$name" -o jsonpath='{.status.phase}')"
+    [[ "$phase" == Succeeded || "$phase" == Failed ]]
+  }
+  wait_until "probe pod $name" probe_done
+  reached=closed
+  [[ "$phase" == Succeeded ]] && reached=open
+  return 0
+}
+for target in skiff-activator:8012 skiff-controller:8081 skiff-web:5000 skiff-router:8080; do
+  app="${target%:*}" port="${target#*:}"
+  reach "$(pod_ip "$app")" "$port"
+  want=closed
+  [[ "$app" == skiff-router ]] && want=open
+  [[ "$reached" == "$want" ]] || fail "from namespace outsider, $app:$port is $reached (want $want)"
+done
+k -n skiff-system delete networkpolicy skiff-activator >/dev/null
+opened() { reach "$(pod_ip skiff-activator)" 8012 && [[ "$reached" == open ]]; }
+wait_until "the activator open once its policy is gone" opened
+pass "f. from another namespace: activator, controller, web closed and the router open; the activator opens when its NetworkPolicy is deleted"
 
 passed=1
 log "all checks passed"

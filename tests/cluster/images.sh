@@ -99,5 +99,14 @@ rm -f "$out/skiff-pause.tar"
 buildah push --quiet --disable-compression "localhost/skiff-pause:$tag" "oci-archive:$out/skiff-pause.tar:localhost/skiff-pause:$tag" >/dev/null
 log "localhost/skiff-pause:$tag <- tests/cluster/images/pause.c"
 echo "localhost/skiff-pause:$tag"
+
+# --- the NetworkPolicy checks' client ------------------------------------------------------------
+rm -rf "${ctx:?}"/*
+gcc -static -Os -o "$ctx/tcpcheck" "$here/images/tcpcheck.c"
+buildah build --quiet --layers=false -f "$here/images/probe.Dockerfile" -t "localhost/skiff-probe:$tag" "$ctx" >/dev/null
+rm -f "$out/skiff-probe.tar"
+buildah push --quiet --disable-compression "localhost/skiff-probe:$tag" "oci-archive:$out/skiff-probe.tar:localhost/skiff-probe:$tag" >/dev/null
+log "localhost/skiff-probe:$tag <- tests/cluster/images/tcpcheck.c"
+echo "localhost/skiff-probe:$tag"
 # Each run re-tags the images: drop the ones no tag names any more, so buildah's storage stays put.
 buildah rmi --prune >/dev/null 2>&1 || true

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # A real Kubernetes node for the local test cluster: containerd (Debian's, with runc), the CNI
-# bridge, host-local, loopback and portmap plugins (Debian's containernetworking-plugins), and the
+# bridge, host-local, loopback and portmap plugins (Debian's containernetworking-plugins), the
 # kubelet and kube-proxy (iptables mode) built from k8s.io/kubernetes by build.sh, at the control
-# plane's version. All state lives in $SKIFF_CLUSTER_DIR/node; pods' cgroups under /skiff-node.
+# plane's version, and kube-router's firewall controller (from its Go module) enforcing
+# NetworkPolicies. All state lives in $SKIFF_CLUSTER_DIR/node; pods' cgroups under /skiff-node.
 #
 #   node.sh run      the node, in the foreground: up.sh starts it as its SKIFF_NODE_AGENT (so
 #                    down.sh stops it); imports every OCI archive in $SKIFF_NODE_IMAGES into
 #                    containerd's k8s.io namespace before the kubelet starts
 #   node.sh clean    after down.sh: kills what containerd left running (containers, shims), unmounts
 #                    and removes the node's state, its cgroups, the CNI bridge and the iptables
-#                    chains the kubelet, kube-proxy and the CNI plugins made (KUBE-*, CNI-*), and
+#                    chains and ipsets the kubelet, kube-proxy, kube-router and the CNI plugins
+#                    made (KUBE-*, CNI-*, kube-router-*), and
 #                    puts back the sysctls run changed. Safe to run twice, or with nothing to clean.
 #
 # Environment: SKIFF_CLUSTER_DIR (/tmp/skiff-cluster); SKIFF_NODE_NAME (skiff-node); SKIFF_NODE_IP
@@ -164,7 +166,19 @@ YAML
   pids+=($!)
   "$bin/kube-proxy" --config="$node/kube-proxy.yaml" >"$dir/logs/kube-proxy.log" 2>&1 &
   pids+=($!)
-  echo "node.sh: containerd, kubelet and kube-proxy started (node $node_name at $node_ip, pods $pod_cidr)"
+  # NetworkPolicies: kube-router's firewall controller only (no routing, no service proxy). It
+  # needs the Node object, which the kubelet registers.
+  deadline=$((SECONDS + 60))
+  until kubectl --kubeconfig "$dir/admin.kubeconfig" --request-timeout=5s get node "$node_name" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { echo "node.sh: the kubelet did not register $node_name (see $dir/logs/kubelet.log)" >&2; exit 1; }
+    sleep 0.5
+  done
+  # NetworkPolicies: kube-router's firewall controller only (no routing, no service proxy).
+  "$bin/kube-router" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --kubeconfig="$dir/admin.kubeconfig" --hostname-override="$node_name" \
+    --metrics-port=0 --health-port=20244 >"$dir/logs/kube-router.log" 2>&1 &
+  pids+=($!)
+  echo "node.sh: containerd, kubelet, kube-proxy and kube-router started (node $node_name at $node_ip, pods $pod_cidr)"
   wait -n "${pids[@]}"
   echo "node.sh: a node process exited; stopping the others" >&2
   exit 1
@@ -219,6 +233,10 @@ cmd_clean() {
   ip link del "$bridge" 2>/dev/null || true
   drop_chains KUBE-
   drop_chains CNI-
+  # kube-router's ipsets (KUBE-SRC-*, KUBE-DST-*, kube-router-*), once no rule uses them.
+  ipset list -n 2>/dev/null | { grep -E '^(KUBE-|kube-router-)' || true; } | while read -r m; do
+    ipset destroy "$m" 2>/dev/null || true
+  done
   if [[ -f "$node/sysctl.orig" ]]; then
     while IFS= read -r f; do sysctl -qw "$f" || true; done <"$node/sysctl.orig"
   fi
