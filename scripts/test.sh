@@ -12,7 +12,8 @@
 # (headless Chromium as a non-admin user: listing, 403s, CSRF, create, logs), and last Skiff on a
 # real node (e2e-node: the kubelet, containerd and runc, kube-proxy and CoreDNS, Skiff's images
 # built from deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in
-# ~/.cache/skiff-images; scale from and to zero through the router's Service).
+# ~/.cache/skiff-images; scale from and to zero through the router's Service; NetworkPolicies
+# enforced by kube-router).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
 set -euo pipefail
