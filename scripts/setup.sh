@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages
 # (cmake, procps, curl, iproute2 for the node agent's network namespaces, chromium, chromium-driver
-# and prometheus for the web app's tests),
+# and prometheus for the web app's tests, and the real node's: mmdebstrap, buildah, containerd,
+# runc, containernetworking-plugins, iptables, conntrack, ipset),
 # ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/; pip checks the
 # wheel against the SHA-256 hashes in scripts/onnxruntime-requirements.txt), and the release
 # binaries. Idempotent. The binaries find the library in .ort/ themselves; `source .ort/env` sets
@@ -22,6 +23,17 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 command -v prometheus >/dev/null || missing+=(prometheus)
+# The real node of tests/cluster/e2e-node.sh: its images (mmdebstrap for the base, buildah for the
+# Dockerfiles), containerd with runc, the CNI plugins, what kube-proxy runs (iptables, conntrack)
+# and what kube-router's firewall runs (ipset).
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
+command -v ipset >/dev/null || missing+=(ipset)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

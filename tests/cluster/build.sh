@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler from k8s.io/kubernetes, plus our embedded etcd and pki helpers)
-# into ${SKIFF_CLUSTER_CACHE:-$HOME/.cache/skiff-cluster}/bin/<key>, where <key>
-# hashes go.mod, go.sum, the cmd/ sources, this script and the Go version.
+# kube-scheduler from k8s.io/kubernetes, plus our embedded etcd and pki helpers),
+# the node's kubelet and kube-proxy (same module, same version), CoreDNS (from
+# its Go module, coredns/) and kube-router (its Go module, kube-router/) into ${SKIFF_CLUSTER_CACHE:-$HOME/.cache/skiff-cluster}/bin/<key>,
+# where <key> hashes go.mod, go.sum, the cmd/, coredns/ and kube-router/ sources, this script
+# and the Go version.
 # A rerun with the same inputs builds nothing. Prints the bin dir on stdout.
 set -euo pipefail
 
@@ -16,8 +18,8 @@ key="$(
   cd "$here"
   {
     go version
-    sha256sum go.mod go.sum build.sh
-    find cmd -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
+    sha256sum go.mod go.sum build.sh coredns/go.mod coredns/go.sum kube-router/go.mod kube-router/go.sum
+    find cmd coredns -type f -name '*.go' | LC_ALL=C sort | xargs sha256sum
   } | sha256sum | cut -c1-16
 )"
 bin="$cache/bin/$key"
@@ -42,7 +44,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   [[ -n "$commit" ]] && ldflags+=" -X $pkg.gitCommit=$commit"
 done
 
-echo "build.sh: building Kubernetes $k8s_version control plane into $bin (with a cold Go cache this takes ~15 min on 2 cores)" >&2
+echo "build.sh: building Kubernetes $k8s_version (control plane, kubelet, kube-proxy) and CoreDNS into $bin (with a cold Go cache this takes ~20 min on 2 cores)" >&2
 start=$SECONDS
 (
   cd "$here"
@@ -51,7 +53,14 @@ start=$SECONDS
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy \
     ./cmd/etcd ./cmd/pki
+  cd "$here/coredns"
+  nice -n 10 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/coredns" .
+  cd "$here/kube-router"
+  nice -n 10 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tmp/kube-router" \
+    github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 )
 touch "$tmp/.complete"
 rm -rf "$bin"

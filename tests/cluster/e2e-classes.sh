@@ -24,7 +24,9 @@
 # ports 7343/3279/11157/11159, bridge skcls0, pods 10.244.32.0/22).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+e2e_name=e2e-classes
+# shellcheck source=tests/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-classes}"
 export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7343}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-3279}"
@@ -34,31 +36,11 @@ export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skcls0}"
 export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.32.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
-timeout="${SKIFF_E2E_TIMEOUT:-120}"
 ns=e2e
 stable_window_s=6
-t0=$SECONDS
 
-log() { printf '[e2e-classes %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
-pass() { log "ok   $*"; }
-fail() {
-  log "FAIL $*"
-  exit 1
-}
-wait_until() { # description command...
-  local what="$1" deadline=$((SECONDS + timeout))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "timed out waiting for $what (${timeout}s)"
-    sleep 0.25
-  done
-}
-
-if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
-  log "building the workspace (debug)"
-  (cd "$root" && cargo build --workspace --quiet)
-fi
-[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+e2e_build
+e2e_need_root "the node agent needs root"
 
 cluster_started=0
 passed=0
@@ -87,7 +69,6 @@ log "scripts/local-cluster.sh up"
 cluster_started=1
 "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
-k() { kubectl --request-timeout=20s "$@"; }
 
 router=""
 ready_router() {

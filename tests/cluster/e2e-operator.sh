@@ -42,7 +42,9 @@
 # /tmp/skiff-e2e-operator, ports to 6643/2579/10457/10459).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+e2e_name=e2e-operator
+# shellcheck source=tests/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-operator}"
 export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6643}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2579}"
@@ -51,7 +53,6 @@ export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10459}"
 # The node agent stops hundreds of pods at down.sh.
 export SKIFF_STOP_GRACE="${SKIFF_STOP_GRACE:-60}"
 dir="$SKIFF_CLUSTER_DIR"
-timeout="${SKIFF_E2E_TIMEOUT:-120}"
 bulk="${SKIFF_E2E_BULK:-200}"
 bulk_pods="${SKIFF_E2E_BULK_PODS:-1}"
 use_agent="${SKIFF_E2E_NODE_AGENT:-1}"
@@ -59,34 +60,12 @@ corpus="${SKIFF_E2E_CORPUS:-1}"
 admin_port_a=18181
 admin_port_b=18182
 ns=e2e
-t0=$SECONDS
 
-log() { printf '[e2e-operator %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
-pass() { log "ok   $*"; }
 skip() { log "SKIP $*"; skipped+=("$*"); }
-fail() {
-  log "FAIL $*"
-  exit 1
-}
 skipped=()
 
-# Polls "$@" every 0.25 s until it succeeds or $timeout seconds pass.
-wait_until() { # description command...
-  local what="$1" deadline=$((SECONDS + timeout))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "timed out after ${timeout}s waiting for $what"
-    sleep 0.25
-  done
-}
-now_ms() { local t="${EPOCHREALTIME/./}"; echo "${t:0:-3}"; }
-secs() { printf '%d.%03d' "$(($1 / 1000))" "$(($1 % 1000))"; }
-
 # --- build -------------------------------------------------------------------------------------
-if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
-  log "building the workspace (debug)"
-  (cd "$root" && cargo build --workspace --quiet)
-fi
+e2e_build
 for bin in skiff-controller skiff-server; do
   [[ -x "$root/target/debug/$bin" ]] || fail "no $root/target/debug/$bin (build the workspace)"
 done
@@ -149,7 +128,6 @@ log "starting the cluster ($([[ $pods == 1 ]] && echo "with the node agent" || e
 cluster_started=1
 "$root/tests/cluster/up.sh" | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
-k() { kubectl --request-timeout=20s "$@"; }
 
 # --- KServe's sample manifests through admission: KServe's CRD, then Skiff's (before any object) ---
 if [[ "$corpus" == 1 ]]; then

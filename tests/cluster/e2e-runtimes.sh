@@ -60,7 +60,9 @@
 # ports to 6943/2879/10757/10759, bridge skrt0, pods 10.244.16.0/22).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+e2e_name=e2e-runtimes
+# shellcheck source=tests/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-runtimes}"
 export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
@@ -70,30 +72,10 @@ export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skrt0}"
 export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.16.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
-timeout="${SKIFF_E2E_TIMEOUT:-120}"
 ns=e2e-runtimes
-t0=$SECONDS
 
-log() { printf '[e2e-runtimes %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
-pass() { log "ok   $*"; }
-fail() {
-  log "FAIL $*"
-  exit 1
-}
-wait_until() { # description command...
-  local what="$1" deadline=$((SECONDS + timeout))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "timed out waiting for $what (${timeout}s)"
-    sleep 0.25
-  done
-}
-
-if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
-  log "building the workspace (debug)"
-  (cd "$root" && cargo build --workspace --quiet)
-fi
-[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+e2e_build
+e2e_need_root "the node agent needs root"
 runtimes_python="$root/.bench/kserve-runtimes-venv/bin/python3"
 [[ -x "$runtimes_python" ]] || fail "$runtimes_python is missing: run PEERS=kserve-runtimes bench/peers/setup.sh"
 llm_venv="$root/.bench/llm-venv"
@@ -130,7 +112,6 @@ cluster_started=1
 # llama-cpp-python added, so the other containers' python3 works as before.
 PATH="$llm_venv/bin:$PATH" "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
-k() { kubectl --request-timeout=20s "$@"; }
 router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
   awk '$2 == "True" && $1 != "" {print $1 ":8080"; exit}')"
 [[ -n "$router" ]] || fail "no Ready router pod"

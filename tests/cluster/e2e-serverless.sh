@@ -64,7 +64,9 @@
 # skser0, pods 10.244.12.0/22).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+e2e_name=e2e-serverless
+# shellcheck source=tests/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-serverless}"
 export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6843}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2779}"
@@ -75,45 +77,16 @@ export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.12.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
 bridge="$SKIFF_LOCAL_BRIDGE"
-timeout="${SKIFF_E2E_TIMEOUT:-120}"
 ns=e2e
 stable_window_s=6
 grace_s=2
 max_replicas=6
 cc=4
-t0=$SECONDS
-
-log() { printf '[e2e-serverless %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
-pass() { log "ok   $*"; }
-fail() {
-  log "FAIL $*"
-  exit 1
-}
-now_ms() { local t="${EPOCHREALTIME/./}"; echo "${t:0:-3}"; }
-secs() { printf '%d.%03d' "$(($1 / 1000))" "$(($1 % 1000))"; }
-
-# Polls "$@" every 0.25 s until it succeeds or $2 seconds pass.
-wait_for() { # description seconds command...
-  local what="$1" deadline=$((SECONDS + $2))
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "timed out waiting for $what"
-    sleep 0.25
-  done
-}
-wait_until() { # description command...
-  local what="$1"
-  shift
-  wait_for "$what (${timeout}s)" "$timeout" "$@"
-}
 
 # --- build ---------------------------------------------------------------------------------------
-if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
-  log "building the workspace (debug)"
-  (cd "$root" && cargo build --workspace --quiet)
-fi
+e2e_build
 command -v python3 >/dev/null || fail "python3 is needed (the load client, tests/cluster/load.py)"
-[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+e2e_need_root "the node agent needs root"
 
 work="$(mktemp -d /tmp/skiff-e2e-serverless.XXXXXX)"
 cluster_started=0
@@ -149,7 +122,6 @@ log "scripts/local-cluster.sh up"
 cluster_started=1
 "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
-k() { kubectl --request-timeout=20s "$@"; }
 
 routers=()
 ready_routers() {

@@ -38,7 +38,9 @@
 # 7043/2979/10857/10859, bridge skweb0, pods 10.244.20.0/22). Needs chromium and chromedriver.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+e2e_name=e2e-web
+# shellcheck source=tests/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-web}"
 export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7043}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2979}"
@@ -48,35 +50,13 @@ export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skweb0}"
 export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.20.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
-timeout="${SKIFF_E2E_TIMEOUT:-120}"
 ns=team-a
 other_ns=team-b
 user=alice
-t0=$SECONDS
-
-log() { printf '[e2e-web %4ss] %s\n' "$((SECONDS - t0))" "$*"; }
-pass() { log "ok   $*"; }
-fail() {
-  log "FAIL $*"
-  exit 1
-}
-
-# Polls "$@" every 0.25 s until it succeeds or $timeout seconds pass.
-wait_until() { # description command...
-  local what="$1" deadline=$((SECONDS + timeout))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "timed out waiting for $what (${timeout}s)"
-    sleep 0.25
-  done
-}
 
 # --- build ---------------------------------------------------------------------------------------
-if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
-  log "building the workspace (debug)"
-  (cd "$root" && cargo build --workspace --quiet)
-fi
-[[ "$(id -u)" == 0 ]] || fail "the node agent needs root"
+e2e_build
+e2e_need_root "the node agent needs root"
 for tool in chromium chromedriver; do
   command -v "$tool" >/dev/null || fail "$tool is needed (apt-get install chromium chromium-driver)"
 done
@@ -111,7 +91,6 @@ log "scripts/local-cluster.sh up"
 cluster_started=1
 "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
 export KUBECONFIG="$dir/admin.kubeconfig"
-k() { kubectl --request-timeout=20s "$@"; }
 
 # --- namespaces and alice's rights ---------------------------------------------------------------
 k create namespace "$ns" >/dev/null

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# End-to-end test of Skiff on a real node: the control plane of up.sh with the node of node.sh (the
+# kubelet and kube-proxy of Kubernetes v1.35.8, containerd and runc, the CNI bridge, CoreDNS as the
+# cluster DNS), running Skiff's own images built from deploy/docker/ (images.sh), as uid 65532 with
+# the securityContext the manifests declare, and kube-router enforcing the NetworkPolicies. (The
+# other e2e scripts still run on tests/node-agent.)
+#
+#   flock /tmp/skiff-cluster.lock tests/cluster/e2e-node.sh
+#
+#   a. the node: `kubectl get node -o wide` shows kubelet v1.35.8 and a containerd:// runtime
+#   b. DNS: CoreDNS (manifests/coredns.yaml) is Ready behind kube-dns 10.96.0.10, and answers
+#      kubernetes.default.svc.cluster.local with the kubernetes Service's ClusterIP
+#   c. Skiff: `kubectl apply -k` of an overlay of deploy/base whose only changes are kustomize
+#      `images:` (the local tags), the model pods' images in inferenceservice-config, and short
+#      autoscaler windows; every pod in skiff-system is Ready, and every Skiff process runs as 65532
+#   d. scale from zero: examples/iris.yaml (minReplicas 0; storageUri made absolute), in a namespace
+#      with deploy/model-namespace's NetworkPolicy, is Ready with no
+#      pod; the first V2 infer through the skiff-router Service's ClusterIP (kube-proxy) answers
+#      label 1; its model pod's skiff-server runs as 65532 from the image's /usr/local/bin
+#   e. scale to zero: idle, its Deployment goes back to 0 replicas and 0 pods
+#   f. NetworkPolicies, enforced by kube-router's firewall: from a pod in another namespace
+#      (tcpcheck, image skiff-probe) the activator, the controller and the web app are closed and
+#      the router is open; once the activator's policy is deleted it is open. (d ran with
+#      deploy/model-namespace's policy in the model namespace: the router and activator paths work.)
+# Exit status 0 only if every check passed. On every exit the cluster stops (down.sh) and the node
+# is cleaned (node.sh clean: containers, mounts, cgroups, bridge, iptables chains); state and logs
+# are kept on failure.
+#
+# Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
+# wait, 120); SKIFF_CLUSTER_DIR (/tmp/skiff-e2e-node); ports 6943/2879/10757/10759.
+set -euo pipefail
+
+e2e_name=e2e-node
+# shellcheck source=tests/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+here="$root/tests/cluster"
+export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-node}"
+export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
+export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
+export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
+export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
+dir="$SKIFF_CLUSTER_DIR"
+ns=e2e
+tag=e2e
+stable_window_s=6
+grace_s=2
+
+e2e_build
+e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
+for tool in buildah containerd runc ctr mmdebstrap kubectl; do
+  command -v "$tool" >/dev/null || fail "$tool not found (scripts/setup.sh installs the node's packages)"
+done
+
+work="$(mktemp -d /tmp/skiff-e2e-node.XXXXXX)"
+cluster_started=0
+passed=0
+cleanup() {
+  local rc=$?
+  set +e
+  if ((cluster_started)); then
+    if ((!passed)); then
+      for f in "$dir"/logs/kubelet.log "$dir"/logs/containerd.log; do
+        echo "---- $f (tail) ----"
+        tail -n 15 "$f"
+      done
+      for f in "$dir"/node/pod-logs/skiff-system_*/*/*.log "$dir"/node/pod-logs/"$ns"_*/*/*.log; do
+        [[ -f "$f" ]] || continue
+        echo "---- $f (tail) ----"
+        tail -n 10 "$f"
+      done
+    fi
+    KEEP_STATE=1 "$here/down.sh" >/dev/null || rc=1
+    "$here/node.sh" clean >/dev/null || rc=1
+    if ((passed)); then rm -rf "$dir"; else echo "state and logs kept in $dir"; fi
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build: the Go binaries (cached) and the images ----------------------------------------------
+start=$SECONDS
+bin="$("$here/build.sh")"
+log "build.sh: ${bin##*/} ($((SECONDS - start)) s)"
+start=$SECONDS
+"$here/images.sh" "$work/images" >/dev/null
+log "images.sh: $(ls "$work/images" | tr '\n' ' ')($((SECONDS - start)) s)"
+
+# --- cluster + node --------------------------------------------------------------------------------
+# Pods reach the API server through the kubernetes Service, which kube-proxy sends to the advertised
+# address: the apiserver listens on every address, and advertises the node's.
+node_ip="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
+export SKIFF_NODE_IP="$node_ip" SKIFF_ADVERTISE_ADDRESS="$node_ip" SKIFF_APISERVER_ARGS="--bind-address=0.0.0.0"
+export SKIFF_CLUSTER_BIN="$bin" SKIFF_NODE_IMAGES="$work/images"
+export SKIFF_NODE_AGENT="$here/node.sh run" SKIFF_NODE_TIMEOUT=180
+# What a failed run left behind (state kept for its logs) goes first.
+if [[ -d "$dir" ]]; then
+  KEEP_STATE=1 "$here/down.sh" >/dev/null
+  "$here/node.sh" clean >/dev/null
+  rm -rf "$dir"
+fi
+cluster_started=1
+start=$SECONDS
+"$here/up.sh" 2>&1 | sed 's/^/    /'
+[[ "${PIPESTATUS[0]}" == 0 ]] || fail "up.sh failed"
+export KUBECONFIG="$dir/admin.kubeconfig"
+log "cluster and node up ($((SECONDS - start)) s)"
+
+# a. the node
+wide="$(k get node -o wide --no-headers)"
+echo "$wide" | sed 's/^/    /'
+read -r status version runtime <<<"$(k get node -o jsonpath='{.items[0].status.conditions[?(@.type=="Ready")].status} {.items[0].status.nodeInfo.kubeletVersion} {.items[0].status.nodeInfo.containerRuntimeVersion}')"
+[[ "$wide" == *" $version "*"$runtime"* ]] || fail "kubectl get node -o wide does not show $version and $runtime"
+[[ "$status" == True && "$version" == v1.35.8 && "$runtime" == containerd://* ]] ||
+  fail "node: status $status, kubelet $version, runtime $runtime (want Ready, v1.35.8, containerd://)"
+pass "a. node Ready: kubelet $version, runtime $runtime"
+
+# b. DNS
+k apply -f "$here/manifests/coredns.yaml" >/dev/null
+dns_ready() { [[ "$(k -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}')" == 1 ]]; }
+wait_until "CoreDNS Ready" dns_ready
+kube_ip="$(k get svc kubernetes -o jsonpath='{.spec.clusterIP}')"
+resolves() { python3 - "$@" <<'PY'
+import socket, struct, sys
+name, server, want = sys.argv[1], sys.argv[2], sys.argv[3]
+q = struct.pack(">HHHHHH", 0x5151, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2); s.sendto(q, (server, 53))
+r = s.recv(512)
+sys.exit(0 if socket.inet_aton(want) in r[len(q):] else 1)
+PY
+}
+wait_until "kube-dns (10.96.0.10) to answer kubernetes.default.svc.cluster.local" \
+  resolves kubernetes.default.svc.cluster.local 10.96.0.10 "$kube_ip"
+pass "b. CoreDNS answers kubernetes.default.svc.cluster.local = $kube_ip through the kube-dns ClusterIP"
+
+# c. Skiff from deploy/base
+overlay="$work/skiff"
+mkdir -p "$overlay"
+skiff_config="$(python3 - "$root/deploy/base/config.yaml" "$tag" "$stable_window_s" "$grace_s" <<'PY'
+import json, re, sys
+text, tag = open(sys.argv[1]).read(), sys.argv[2]
+block = re.search(r"^  skiff: \|-\n((?:    .*\n)+)", text, re.M).group(1)
+skiff = json.loads(block)
+for key in ("serverImage", "queueProxyImage", "fetchImage"):
+    name = skiff[key].rsplit("/", 1)[1].split(":")[0]
+    skiff[key] = f"localhost/{name}:{tag}"
+auto = {"stable-window": f"{sys.argv[3]}s", "scale-to-zero-grace-period": f"{sys.argv[4]}s",
+        "allow-zero-initial-scale": "true", "initial-scale": "0"}
+print(json.dumps({"skiff": json.dumps(skiff), "autoscaler": json.dumps(auto)}))
+PY
+)"
+{
+  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+  echo "kind: Kustomization"
+  echo "resources: [$(realpath --relative-to="$overlay" "$root/deploy/base")]"
+  echo "images:"
+  for name in skiff-controller skiff-router skiff-activator skiff-web; do
+    echo "  - {name: ghcr.io/skiff-serving/$name, newName: localhost/$name, newTag: $tag}"
+  done
+  echo "patches:"
+  echo "  - target: {kind: ConfigMap, name: inferenceservice-config}"
+  echo "    patch: '$(python3 -c 'import json,sys; print(json.dumps({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"inferenceservice-config"},"data":json.loads(sys.argv[1])}))' "$skiff_config")'"
+} >"$overlay/kustomization.yaml"
+k apply -k "$overlay" >/dev/null || fail "kubectl apply -k (deploy/base with local images) failed"
+k wait --for=condition=Established crd/inferenceservices.serving.kserve.io --timeout=60s >/dev/null
+system_ready() {
+  local want have
+  want="$(k -n skiff-system get deployments -o jsonpath='{range .items[*]}{.spec.replicas}{"\n"}{end}' | awk '{s += $1} END {print s + 0}')"
+  have="$(k -n skiff-system get pods -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)"
+  ((want > 0 && have == want))
+}
+timeout=$((timeout + 60)) wait_until "every skiff-system pod Ready" system_ready
+k -n skiff-system get pods -o wide | sed 's/^/    /'
+# uid_of BINARY: the uids of the processes running it (from the host's /proc).
+uid_of() {
+  local p
+  for p in $(pgrep -f "^/usr/local/bin/$1( |$)"); do stat -c %u "/proc/$p"; done | sort -u | tr '\n' ' '
+}
+for b in skiff-controller skiff-router skiff-activator skiff-web; do
+  uids="$(uid_of "$b")"
+  [[ "$uids" == "65532 " ]] || fail "$b runs as uid(s) '$uids', want 65532"
+done
+pass "c. Skiff from deploy/base with local images: every pod Ready; controller, router, activator, web run as 65532"
+
+# d. scale from zero through the router's Service
+k create namespace "$ns" >/dev/null
+# The model namespace's policy, unchanged: only the router, activator and controller reach model pods.
+k -n "$ns" apply -f "$root/deploy/model-namespace/networkpolicy.yaml" >/dev/null
+sed "s|storageUri: file://./models/iris|storageUri: file://$root/examples/models/iris|" "$root/examples/iris.yaml" |
+  k -n "$ns" apply -f - >/dev/null
+isvc_ready() { [[ "$(k -n "$ns" get isvc iris -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+wait_until "iris Ready" isvc_ready
+pods() { k -n "$ns" get pods -l serving.kserve.io/inferenceservice=iris --no-headers 2>/dev/null | wc -l; }
+[[ "$(pods)" == 0 ]] || fail "iris has $(pods) pods before any request (minReplicas 0, initial scale 0)"
+router_ip="$(k -n skiff-system get svc skiff-router -o jsonpath='{.spec.clusterIP}')"
+host="$(k -n "$ns" get isvc iris -o jsonpath='{.status.url}')"
+host="${host#*://}"
+body='{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[6.8,2.8,4.8,1.4]}]}'
+t_req="$(now_ms)"
+answer="$(curl -sS --max-time 120 -H "Host: $host" -H 'content-type: application/json' \
+  "http://$router_ip/v2/models/iris/infer" -d "$body")" || fail "the first request failed: $answer"
+cold="$(secs $(($(now_ms) - t_req)))"
+label="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["outputs"][0]["data"][0])' "$answer" 2>/dev/null)" ||
+  fail "the first request answered $answer"
+[[ "$label" == 1 ]] || fail "iris answered label $label, want 1 ($answer)"
+uids="$(uid_of skiff-server)"
+[[ "$uids" == "65532 " ]] || fail "skiff-server runs as uid(s) '$uids', want 65532"
+pass "d. scale from zero through the skiff-router Service ($router_ip, kube-proxy): label 1 in ${cold}s; skiff-server runs as 65532"
+
+# e. scale to zero
+gone() { [[ "$(k -n "$ns" get deploy -l serving.kserve.io/inferenceservice=iris -o jsonpath='{.items[0].spec.replicas}')" == 0 && "$(pods)" == 0 ]]; }
+wait_until "iris back to zero" gone
+pass "e. idle: iris back to 0 replicas and 0 pods"
+
+# f. NetworkPolicies (deploy/base's, enforced by kube-router) from a pod in another namespace
+k create namespace outsider >/dev/null
+pod_ip() { k -n skiff-system get pods -l "app.kubernetes.io/name=$1" -o jsonpath='{.items[0].status.podIP}'; }
+probe_n=0
+# reach IP PORT: sets `reached` to open or closed, as tcpcheck saw it from a pod in namespace outsider.
+reach() {
+  local name="probe-$((probe_n += 1))" phase
+  k -n outsider run "$name" --image="localhost/skiff-probe:$tag" --image-pull-policy=IfNotPresent \
+    --restart=Never -- "$1" "$2" >/dev/null
+  probe_done() {
+    phase="$(k -n outsider get pod "$name" -o jsonpath='{.status.phase}')"
+    [[ "$phase" == Succeeded || "$phase" == Failed ]]
+  }
+  wait_until "probe pod $name" probe_done
+  reached=closed
+  [[ "$phase" == Succeeded ]] && reached=open
+  return 0
+}
+for target in skiff-activator:8012 skiff-controller:8081 skiff-web:5000 skiff-router:8080; do
+  app="${target%:*}" port="${target#*:}"
+  reach "$(pod_ip "$app")" "$port"
+  want=closed
+  [[ "$app" == skiff-router ]] && want=open
+  [[ "$reached" == "$want" ]] || fail "from namespace outsider, $app:$port is $reached (want $want)"
+done
+k -n skiff-system delete networkpolicy skiff-activator >/dev/null
+opened() { reach "$(pod_ip skiff-activator)" 8012 && [[ "$reached" == open ]]; }
+wait_until "the activator open once its policy is gone" opened
+pass "f. from another namespace: activator, controller, web closed and the router open; the activator opens when its NetworkPolicy is deleted"
+
+passed=1
+log "all checks passed"

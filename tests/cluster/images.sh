@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds Skiff's container images from deploy/docker/ with buildah, on a base made from Debian's
+# packages (images/base.sh: the stand-in for distroless cc, imported as localhost/skiff-base:<key>),
+# plus the node's CoreDNS (images/coredns.Dockerfile) and pod sandbox (images/pause.c), and exports each as an OCI archive that
+# `ctr -n k8s.io images import` takes. The Rust build stage needs the rust image, which cannot be
+# pulled here, so the binaries come from this checkout's target/<profile>/ (BINARIES=host; see
+# deploy/docker/README.md); what is built and run is each Dockerfile's runtime stage as shipped:
+# its base, user, paths, entrypoint, and for skiff-server ONNX Runtime's library beside the binary.
+#
+#   tests/cluster/images.sh OUT_DIR     # writes OUT_DIR/<image>.tar; prints one image reference a line
+#
+# Environment: SKIFF_IMAGES_PROFILE (debug: target/debug, or release); SKIFF_IMAGES_TAG (e2e);
+# ORT_DYLIB_PATH (ONNX Runtime's library; from .ort/env when unset). Needs root (buildah's storage).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="${1:?usage: images.sh OUT_DIR}"
+profile="${SKIFF_IMAGES_PROFILE:-debug}"
+tag="${SKIFF_IMAGES_TAG:-e2e}"
+bins="$root/target/$profile"
+t0=$SECONDS
+log() { printf '[images %4ss] %s\n' "$((SECONDS - t0))" "$*" >&2; }
+die() { echo "images.sh: error: $*" >&2; exit 1; }
+
+command -v buildah >/dev/null || die "buildah not found (scripts/setup.sh installs it)"
+if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
+  # shellcheck source=/dev/null
+  source "$root/.ort/env"
+fi
+[[ -f "${ORT_DYLIB_PATH:-}" ]] || die "ORT_DYLIB_PATH is not set to ONNX Runtime's library (run scripts/setup.sh)"
+mkdir -p "$out"
+
+# --- the base: a Debian root file system, imported once per key ---------------------------------
+base_tar="$("$here/images/base.sh")"
+key="${base_tar##*/base-}"
+key="${key%.tar}"
+base="localhost/skiff-base:$key"
+if ! buildah inspect --type image "$base" >/dev/null 2>&1; then
+  ctr="$(buildah from scratch)"
+  buildah add --quiet "$ctr" "$base_tar" / >/dev/null
+  # distroless's image config: user nonroot, its home as the working directory, the CA bundle.
+  buildah config --user 65532:65532 --workingdir /home/nonroot \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$ctr"
+  buildah commit --quiet --rm "$ctr" "$base" >/dev/null
+  log "imported $base"
+fi
+
+# --- one image per runtime stage ------------------------------------------------------------------
+ctx="$(mktemp -d)"
+# buildah 1.28 leaves a working container behind for a stage that is only FROM another one (the
+# `binaries` stage): remove those this run made.
+containers_before="$(buildah containers -q | sort)"
+drop_containers() {
+  comm -13 <(echo "$containers_before") <(buildah containers -q | sort) | xargs -r buildah rm >/dev/null 2>&1 || true
+}
+trap 'rm -rf "$ctx"; drop_containers' EXIT
+# build DOCKERFILE IMAGE [TARGET]: the runtime stage with the host's binaries as the context.
+build() {
+  local file="$1" image="$2" target="${3:-}" ref="localhost/$2:$tag" b
+  rm -rf "${ctx:?}"/*
+  for b in $(sed -n 's/^COPY \(skiff-[a-z-]*\) \/.*/\1/p' "$root/deploy/docker/$file"); do
+    [[ -x "$bins/$b" ]] || die "missing target/$profile/$b: run \`cargo build --workspace\` first"
+    cp "$bins/$b" "$ctx/"
+  done
+  cp "$ORT_DYLIB_PATH" "$ctx/libonnxruntime.so"
+  buildah build --quiet --layers=false -f "$root/deploy/docker/$file" ${target:+--target "$target"} \
+    --build-arg BASE="$base" --build-arg BINARIES=host --build-arg ONNXRUNTIME=host \
+    -t "$ref" "$ctx" >/dev/null
+  rm -f "$out/$image.tar"
+  buildah push --quiet --disable-compression "$ref" "oci-archive:$out/$image.tar:$ref" >/dev/null
+  log "$ref <- deploy/docker/$file${target:+ --target $target}"
+  echo "$ref"
+}
+build server.Dockerfile skiff-server
+build controller.Dockerfile skiff-controller
+build router.Dockerfile skiff-router
+build activator.Dockerfile skiff-activator
+build web.Dockerfile skiff-web
+build fetch.Dockerfile skiff-fetch fetch
+build fetch.Dockerfile skiff-model-cache model-cache
+
+# --- the node's own: CoreDNS (build.sh's binary) and the pod sandbox -------------------------------
+rm -rf "${ctx:?}"/*
+cp "$("$here/build.sh")/coredns" "$ctx/coredns"
+buildah build --quiet --layers=false -f "$here/images/coredns.Dockerfile" --build-arg BASE="$base" \
+  -t "localhost/skiff-coredns:$tag" "$ctx" >/dev/null
+rm -f "$out/skiff-coredns.tar"
+buildah push --quiet --disable-compression "localhost/skiff-coredns:$tag" "oci-archive:$out/skiff-coredns.tar:localhost/skiff-coredns:$tag" >/dev/null
+log "localhost/skiff-coredns:$tag <- tests/cluster/coredns (build.sh)"
+echo "localhost/skiff-coredns:$tag"
+
+# --- the pod sandbox ------------------------------------------------------------------------------
+rm -rf "${ctx:?}"/*
+gcc -static -Os -o "$ctx/pause" "$here/images/pause.c"
+buildah build --quiet --layers=false -f "$here/images/pause.Dockerfile" -t "localhost/skiff-pause:$tag" "$ctx" >/dev/null
+rm -f "$out/skiff-pause.tar"
+buildah push --quiet --disable-compression "localhost/skiff-pause:$tag" "oci-archive:$out/skiff-pause.tar:localhost/skiff-pause:$tag" >/dev/null
+log "localhost/skiff-pause:$tag <- tests/cluster/images/pause.c"
+echo "localhost/skiff-pause:$tag"
+
+# --- the NetworkPolicy checks' client ------------------------------------------------------------
+rm -rf "${ctx:?}"/*
+gcc -static -Os -o "$ctx/tcpcheck" "$here/images/tcpcheck.c"
+buildah build --quiet --layers=false -f "$here/images/probe.Dockerfile" -t "localhost/skiff-probe:$tag" "$ctx" >/dev/null
+rm -f "$out/skiff-probe.tar"
+buildah push --quiet --disable-compression "localhost/skiff-probe:$tag" "oci-archive:$out/skiff-probe.tar:localhost/skiff-probe:$tag" >/dev/null
+log "localhost/skiff-probe:$tag <- tests/cluster/images/tcpcheck.c"
+echo "localhost/skiff-probe:$tag"
+# Each run re-tags the images: drop the ones no tag names any more, so buildah's storage stays put.
+buildah rmi --prune >/dev/null 2>&1 || true

@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# The preamble the cluster end-to-end scripts share. Source it after setting `e2e_name` (the tag of
+# each log line); it sets `root` (the checkout), `timeout` (SKIFF_E2E_TIMEOUT, 120 s unless the
+# script set one) and `t0`, and defines:
+#   log MSG / pass MSG / fail MSG      a timestamped line; fail also exits 1
+#   now_ms / secs MS                   wall clock in ms; ms as seconds.mmm
+#   wait_for WHAT SECONDS CMD...       poll CMD every 0.25 s until it succeeds, else fail
+#   wait_until WHAT CMD...             wait_for with $timeout
+#   k ARGS...                          kubectl with a 20 s request timeout
+#   e2e_build                          cargo build --workspace, unless SKIFF_E2E_NO_BUILD=1
+#   e2e_need_root WHY                  fail with WHY unless running as root
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+timeout="${timeout:-${SKIFF_E2E_TIMEOUT:-120}}"
+t0=$SECONDS
+
+log() { printf '[%s %4ss] %s\n' "${e2e_name:-e2e}" "$((SECONDS - t0))" "$*"; }
+pass() { log "ok   $*"; }
+fail() {
+  log "FAIL $*"
+  exit 1
+}
+now_ms() { local t="${EPOCHREALTIME/./}"; echo "${t:0:-3}"; }
+secs() { printf '%d.%03d' "$(($1 / 1000))" "$(($1 % 1000))"; }
+
+wait_for() { # description seconds command...
+  local what="$1" deadline=$((SECONDS + $2))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "timed out waiting for $what"
+    sleep 0.25
+  done
+}
+wait_until() { # description command...
+  local what="$1"
+  shift
+  wait_for "$what (${timeout}s)" "$timeout" "$@"
+}
+
+k() { kubectl --request-timeout=20s "$@"; }
+
+e2e_build() {
+  if [[ "${SKIFF_E2E_NO_BUILD:-0}" != 1 ]]; then
+    log "building the workspace (debug)"
+    (cd "$root" && cargo build --workspace --quiet)
+  fi
+}
+
+e2e_need_root() { # why
+  [[ "$(id -u)" == 0 ]] || fail "$1"
+}
