@@ -3,12 +3,18 @@
 //! keeps a moving average of its run time per input element (every run, inline or on a thread,
 //! updates it); a request runs inline only when that average times its elements fits
 //! [`INLINE_BUDGET`], so long inference never holds an async worker.
+//!
+//! The average is wall time, so it grows with the machine's load: the iris classifier runs in
+//! 6–7 µs on a quiet 2-core machine and in 10–16 µs on the same machine busy compiling. The budget
+//! leaves room for that: at 10 µs, a busy machine sent 28 % (1 connection) to 89 % (8 connections)
+//! of iris requests to the threads, each through two wake-ups, when the wake-ups cost the most.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The longest run expected to be done on an async worker.
-pub const INLINE_BUDGET: Duration = Duration::from_micros(10);
+/// The longest run expected to be done on an async worker: within tokio's advice of 10 to 100 µs
+/// between two `.await`s, and several times the small models' runs on a loaded machine.
+pub const INLINE_BUDGET: Duration = Duration::from_micros(50);
 
 /// No run seen yet: nothing fits until the threads have measured one.
 const UNKNOWN: u64 = u64::MAX;
@@ -63,9 +69,20 @@ mod tests {
         let cost = RunCost::default();
         cost.observe(4 * US, 4);
         assert!(cost.fits(4, INLINE_BUDGET));
-        assert!(cost.fits(10, INLINE_BUDGET));
-        assert!(!cost.fits(11, INLINE_BUDGET));
+        assert!(cost.fits(50, INLINE_BUDGET));
+        assert!(!cost.fits(51, INLINE_BUDGET));
         assert!(!cost.fits(40_000, INLINE_BUDGET));
+    }
+
+    /// Iris's runs as measured on a 2-core machine busy compiling (Triton's statistics: input,
+    /// run and output 10.7 µs on average at 1 connection, 15.5 µs at 64): still inline.
+    #[test]
+    fn a_small_model_stays_inline_on_a_loaded_machine() {
+        let cost = RunCost::default();
+        for took in [11, 16, 13, 24, 15, 12] {
+            cost.observe(took * US, 4);
+        }
+        assert!(cost.fits(4, INLINE_BUDGET));
     }
 
     #[test]
