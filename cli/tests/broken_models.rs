@@ -102,8 +102,8 @@ async fn broken_models_say_why_and_back_off_while_a_good_one_serves() {
     }
     let up = Up::start(dir.path(), CONFIG);
 
-    // Each refused model: ModelLoadFailed with its reason, refused again after each back-off
-    // (500 ms, then 1 s), and never started.
+    // Each refused model: ModelLoadFailed with its reason, refused again at once, then after each
+    // back-off (500 ms, then 1 s), and never started.
     let status = up
         .wait_for("every broken model refused twice", Duration::from_secs(60), |s| {
             cases.iter().all(|(name, _)| revision(s, name).is_some_and(|r| r["backOffMs"].as_u64() >= Some(1000)))

@@ -200,3 +200,56 @@ async fn ctrl_c_stops_replicas_without_replacing_them() {
     let left = std::process::Command::new("pgrep").args(["-f", &dir.path().display().to_string()]).output().unwrap();
     assert!(left.stdout.is_empty(), "replicas left behind: {}", String::from_utf8_lossy(&left.stdout));
 }
+
+/// The pid of the replica serving the model folder `models/<model>` of the folder `dir`.
+fn replica_pid(dir: &std::path::Path, model: &str) -> String {
+    let pattern = format!("{}/./models/{model}", dir.display());
+    let pids = std::process::Command::new("pgrep").args(["-f", &pattern]).output().unwrap();
+    String::from_utf8(pids.stdout).unwrap().lines().next().expect("a replica").to_owned()
+}
+
+/// `kill -9` of a service's only replica: as the kubelet does, the first crash is restarted at
+/// once, so the next request is answered by a new replica without waiting a back-off step
+/// (printed: how long it waited); the second crash in a row backs off (`restartBackoff`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_comes_back_at_once_and_a_second_crash_backs_off() {
+    let backoff = Duration::from_secs(20);
+    let config = format!("{CONFIG}replicas:\n  restartBackoff: 20s\n  maxRestartBackoff: 40s\n");
+    let dir = folder(&["killed"]);
+    std::fs::write(dir.path().join("iris.yaml"), manifest("iris", "killed", "minReplicas: 1")).unwrap();
+    let up = Up::start(dir.path(), &config);
+    up.wait_for("iris ready", Duration::from_secs(60), |s| ready_replicas(s, "iris") >= 1).await;
+    assert_eq!(up.infer("iris").await.unwrap().status, StatusCode::OK);
+
+    let first = replica_pid(dir.path(), "killed");
+    std::process::Command::new("kill").args(["-KILL", &first]).status().unwrap();
+    let killed = Instant::now();
+    let reply = up.infer("iris").await.unwrap();
+    let stall = killed.elapsed();
+    eprintln!(
+        "kill -9 of the only replica: the next request got {} after {stall:?} (restartBackoff {backoff:?})",
+        reply.status
+    );
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    assert!(stall < backoff, "the first restart waited a back-off step: {stall:?}, restartBackoff {backoff:?}");
+    let status = up.status().await;
+    let revision = &service(&status, "iris").unwrap()["revisions"][0];
+    assert_eq!(
+        (revision["restarts"].as_u64(), &revision["backOffMs"]),
+        (Some(1), &serde_json::Value::Null),
+        "{revision:#}"
+    );
+
+    let second = replica_pid(dir.path(), "killed");
+    assert_ne!(first, second, "a new replica");
+    std::process::Command::new("kill").args(["-KILL", &second]).status().unwrap();
+    let status = up
+        .wait_for("the second crash backing off", Duration::from_secs(30), |s| {
+            service(s, "iris").is_some_and(|svc| svc["revisions"][0]["restarts"] == 2)
+        })
+        .await;
+    let revision = &service(&status, "iris").unwrap()["revisions"][0];
+    assert_eq!((revision["backOffMs"].as_u64(), revision["ready"].as_u64()), (Some(20_000), Some(0)), "{revision:#}");
+    let events: Vec<(String, String)> = up.events("iris").await.iter().map(reason_and_message).collect();
+    assert!(events.contains(&("BackOff".into(), "back-off 20000ms restarting failed replica".into())), "{events:?}");
+}

@@ -286,3 +286,34 @@ async fn a_storage_uri_that_does_not_parse_shows_no_credential() {
     }
     assert!(up.stop().success());
 }
+
+/// A request logger aimed at skiff up's own router or admin endpoint is refused, naming the field
+/// and the listener; a logger aimed at another loopback port is accepted (standalone mode allows
+/// loopback sinks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_logger_may_not_post_to_skiffs_own_ports() {
+    let dir = folder(&["iris"]);
+    let up = Up::start(dir.path(), CONFIG);
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let sinks = [
+        ("to-admin", format!("http://127.0.0.1:{}/status", up.admin.port())),
+        ("to-router", format!("http://localhost:{}/v2/models/iris/infer", up.addr.port())),
+        ("to-sink", format!("http://{other}/events")),
+    ];
+    for (name, url) in &sinks {
+        let text = manifest(name, "iris", &format!("minReplicas: 0\nlogger: {{url: \"{url}\"}}"));
+        std::fs::write(dir.path().join(format!("{name}.yaml")), text).unwrap();
+    }
+    let status = up
+        .wait_for("two loggers refused, one accepted", Duration::from_secs(30), |s| {
+            names(s) == ["default/to-sink"] && s["errors"].as_array().is_some_and(|e| e.len() == 2)
+        })
+        .await;
+    let errors: Vec<&str> = status["errors"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    let refusal = |file: &str, url: &str, what: &str| {
+        format!("{}: spec.predictor.logger.url: {url} is skiff up's own {what} (", dir.path().join(file).display())
+    };
+    assert!(errors[0].starts_with(&refusal("to-admin.yaml", &sinks[0].1, "admin endpoint")), "{errors:?}");
+    assert!(errors[1].starts_with(&refusal("to-router.yaml", &sinks[1].1, "router")), "{errors:?}");
+    assert!(errors.iter().all(|e| e.contains("a request logger may not post to Skiff's own ports")), "{errors:?}");
+}

@@ -261,3 +261,70 @@ async fn hostile_archives_write_nothing_outside_the_cache_and_are_held_to_its_li
     assert!(!dir.path().join("escaped").exists(), "nothing is written outside the model cache");
     assert!(std::fs::read_dir(cache.join("tmp")).unwrap().next().is_none(), "nothing half-unpacked is left");
 }
+
+/// A store that says it holds a 64 MiB file (`HEAD`) and sends its `GET` one byte every 100 ms,
+/// on 127.0.0.1; it reports `"download"` when a download starts and `"closed"` when the client
+/// closes the connection of one.
+async fn trickling_store() -> (std::net::SocketAddr, tokio::sync::mpsc::UnboundedReceiver<&'static str>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+                    let request = String::from_utf8_lossy(&head[..end]).into_owned();
+                    head.drain(..end + 4);
+                    let answer = "HTTP/1.1 200 OK\r\nContent-Length: 67108864\r\nLast-Modified: Wed, 21 Oct 2026 07:28:00 GMT\r\n\r\n";
+                    if stream.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    if request.starts_with("GET ") {
+                        break;
+                    }
+                }
+                let _ = tx.send("download");
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                loop {
+                    tokio::select! {
+                        read = stream.read(&mut buf) => if !matches!(read, Ok(n) if n > 0) { break },
+                        _ = tick.tick() => if stream.write_all(b"x").await.is_err() { break },
+                    }
+                }
+                let _ = tx.send("closed");
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// The manifest of a service whose model downloads from a store that trickles is deleted: the
+/// download's connection is closed (the fetch is aborted), not held until the fetch's bound (30 min).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_service_stops_its_download() {
+    let (store, mut seen) = trickling_store().await;
+    let dir = folder(&[]);
+    let cache = dir.path().join("cache");
+    let path = dir.path().join("slow.yaml");
+    std::fs::write(&path, at("slow", &format!("http://{store}/model.onnx"), "minReplicas: 1")).unwrap();
+    let up = Up::start_with(dir.path(), CONFIG, &[], &["--model-cache", cache.to_str().unwrap()]);
+    let started = tokio::time::timeout(Duration::from_secs(60), seen.recv()).await;
+    assert_eq!(started, Ok(Some("download")), "the download started");
+
+    std::fs::remove_file(&path).unwrap();
+    let deleted = std::time::Instant::now();
+    up.wait_for("slow gone", Duration::from_secs(30), |s| revision(s, "slow").is_none()).await;
+    let closed = tokio::time::timeout(Duration::from_secs(30), seen.recv()).await;
+    eprintln!("the deleted service's download: {closed:?} {:?} after the manifest was deleted", deleted.elapsed());
+    assert_eq!(closed, Ok(Some("closed")), "the store still sends the download of the deleted service");
+}

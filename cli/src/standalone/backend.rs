@@ -10,7 +10,9 @@
 //!
 //! A model at a store is fetched into the model cache before the first replica starts
 //! ([`super::models`]; every later start reads the same folder), and held while any replica runs,
-//! so it is never evicted under one; a failed fetch is a failure as below.
+//! so it is never evicted under one; a failed fetch is a failure as below. Removing the revision
+//! (its manifest deleted, or replaced and the old revision gone) aborts a fetch in flight, which
+//! closes its download.
 //!
 //! A model server's models are checked before each start ([`ReplicaSpec::preflight`]); a refused
 //! model, or a replica that exits on its own, is a failure: its reason ([`super::failure`]:
@@ -260,9 +262,10 @@ impl Supervisor {
         let mut removed = false;
         let mut crash_loop = CrashLoop::default();
         let mut hold_until: Option<tokio::time::Instant> = None;
-        // The fetched model's folder, held while a replica may use it; a fetch in flight.
+        // The fetched model's folder, held while a replica may use it; a fetch in flight,
+        // aborted (its download closed) once the revision is removed.
         let mut model: Option<Lease> = None;
-        let mut fetching = false;
+        let mut fetching: Option<tokio::task::AbortHandle> = None;
         loop {
             let desired = if removed { 0 } else { *wanted.borrow_and_update() as usize };
             let live = children.iter().filter(|c| !c.stopping).count();
@@ -271,12 +274,12 @@ impl Supervisor {
                 hold_until = None;
                 match (self.spec.fetches(), &model) {
                     (Some(uri), None) => {
-                        if !fetching {
-                            fetching = true;
+                        if fetching.is_none() {
                             let (models, uri, events) = (self.models.clone(), uri.to_owned(), events.clone());
-                            tokio::spawn(async move {
+                            let fetch = tokio::spawn(async move {
                                 let _ = events.send(Event::Fetched(models.get(&uri).await));
                             });
+                            fetching = Some(fetch.abort_handle());
                         }
                     }
                     (_, lease) => {
@@ -311,15 +314,22 @@ impl Supervisor {
                 // Nothing runs on the model: the cache may evict it (the next start looks again).
                 model = None;
             }
-            if removed && children.is_empty() && !fetching {
-                return;
+            if removed {
+                // Nothing will use the model: the download stops now, not at the fetch's bound.
+                if let Some(fetch) = fetching.take() {
+                    fetch.abort();
+                    tracing::info!(revision = %self.revision, "model fetch stopped: the revision was removed");
+                }
+                if children.is_empty() {
+                    return;
+                }
             }
             let hold = hold_until.unwrap_or_else(tokio::time::Instant::now);
             tokio::select! {
                 changed = wanted.changed(), if !removed => removed = changed.is_err(),
                 Some(event) = inbox.recv() => match event {
                     Event::Fetched(fetched) => {
-                        fetching = false;
+                        fetching = None;
                         match fetched {
                             Ok(lease) => {
                                 tracing::info!(revision = %self.revision, uri = %lease.report.uri,
@@ -387,8 +397,8 @@ impl Supervisor {
         }
     }
 
-    /// Records why a replica failed (or was refused) and the wait before the next start; says it
-    /// at warn.
+    /// Records why a replica failed (or was refused) and the wait before the next start (none
+    /// after the first failure in a row, which starts again at once); says it at warn.
     fn failed(&self, failure: FailureInfo, wait: Duration) {
         tracing::warn!(
             revision = %self.revision,
@@ -397,7 +407,7 @@ impl Supervisor {
             exit_code = ?failure.exit_code,
             "replica failed"
         );
-        self.counts.set_failing(Some(failure), Some(wait));
+        self.counts.set_failing(Some(failure), (!wait.is_zero()).then_some(wait));
     }
 
     fn publish(&self, children: &[Child]) {

@@ -1,6 +1,7 @@
 //! `skiff up --config FILE`: the standalone settings, one YAML file.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,7 +35,8 @@ struct File {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReplicasFile {
-    /// Wait before starting a replica again after the first failure (`10s`, the kubelet's).
+    /// Wait before starting a replica again after the second failure in a row (`10s`, the
+    /// kubelet's); the first is started again at once.
     restart_backoff: Option<String>,
     /// The longest wait (`5m`).
     max_restart_backoff: Option<String>,
@@ -65,6 +67,9 @@ pub struct UpConfig {
     pub restart_backoff: BackOff,
     /// Refuse a manifest with a field KServe does not have, instead of warning (`skiff up --strict`).
     pub strict: bool,
+    /// Skiff's own listeners in this `skiff up` (what each is, its address): a request logger may
+    /// not post to them.
+    pub own_listeners: Vec<(&'static str, SocketAddr)>,
 }
 
 impl Default for UpConfig {
@@ -77,6 +82,7 @@ impl Default for UpConfig {
             runtimes: kserve_runtimes().expect("the built-in runtimes parse (skiff-api's tests read them)"),
             restart_backoff: BackOff::default(),
             strict: false,
+            own_listeners: Vec::new(),
         }
     }
 }
@@ -113,6 +119,7 @@ impl UpConfig {
             restart_backoff: restart_backoff(&file.replicas)
                 .map_err(|e| format!("{}: replicas.{e}", path.display()))?,
             strict: defaults.strict,
+            own_listeners: defaults.own_listeners,
         })
     }
 

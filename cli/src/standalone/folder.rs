@@ -11,7 +11,9 @@
 //! unknown fields of an accepted manifest (a misspelt `minReplica`, also in [`Folder::warnings`])
 //! and the fields it has that skiff up does not act on ([`super::manifests::notices`]). Two files
 //! that define one name: the older keeps it ([`owners`]). The controller refreshes the folder; the
-//! web app reads the same parsed state ([`ManifestFolder::current`]).
+//! web app reads the same parsed state ([`ManifestFolder::current`]), and checks what it writes
+//! with the same rules ([`ManifestFolder::check`]) and resolves links the same way
+//! ([`ManifestFolder::target`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, Metadata, OpenOptions};
@@ -118,6 +120,28 @@ impl ManifestFolder {
         self.current.load_full()
     }
 
+    /// Checks `text`, about to be written to the folder's file `path`, against every rule a pass
+    /// applies to a file: its size, YAML, the InferenceService's validation as `skiff up` runs
+    /// it, and that no other file keeps its name. The refusal is the one the pass would give
+    /// (`field: message`, without the file).
+    pub fn check(&self, path: &Path, text: &str) -> Result<Manifest, String> {
+        let parsed = parse_text(text.to_owned(), None)?;
+        let manifest = check(path, parsed.isvc, parsed.unknown, parsed.text, parsed.created, &self.config)?;
+        let key = format!("{}/{}", manifest.isvc.namespace(), manifest.isvc.name());
+        match self.current().manifests.get(&key) {
+            Some(owner) if owner.path.as_path() != path => Err(taken_by(&key, &owner.path)),
+            _ => Ok(manifest),
+        }
+    }
+
+    /// The file that holds the folder's entry `path`, as a pass reads it: the entry itself, or the
+    /// target of a symbolic link inside the folder; a link out of the folder is refused, naming why.
+    pub fn target(&self, path: &Path) -> Result<PathBuf, String> {
+        let root = self.dir.canonicalize().map_err(|e| format!("the folder cannot be read ({})", e.kind()))?;
+        let link = std::fs::symlink_metadata(path).map_err(|e| format!("cannot be read ({})", e.kind()))?;
+        target_of(&root, path, &link)
+    }
+
     /// One pass over the folder (reading only the files that changed); publishes and returns the
     /// new state. If the folder itself cannot be read, the last state stays.
     pub fn refresh(&self) -> Arc<Folder> {
@@ -170,11 +194,7 @@ impl Scan {
         for (path, key, manifest) in checked {
             let taken = key.as_ref().and_then(|key| owners.get(key).filter(|owner| **owner != path).map(|o| (key, o)));
             let outcome = match (manifest, taken) {
-                (Ok(_), Some((key, owner))) => Err(format!(
-                    "metadata.name: {key} is already defined in {}, which keeps it (the older file keeps a name; \
-                     rename this one)",
-                    owner.display()
-                )),
+                (Ok(_), Some((key, owner))) => Err(taken_by(key, owner)),
                 (Ok(manifest), None) => Ok(accepted(key.unwrap_or_default(), manifest, &mut folder)),
                 (Err(message), _) => Err(message),
             };
@@ -204,14 +224,9 @@ impl Scan {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => return Some(Err(format!("cannot be read ({})", e.kind()))),
         };
-        let target = if link.file_type().is_symlink() {
-            match path.canonicalize() {
-                Ok(target) if target.starts_with(root) => target,
-                Ok(_) => return Some(Err("a symbolic link that leads out of the folder; refused".to_owned())),
-                Err(_) => return Some(Err("a symbolic link to nothing that can be read".to_owned())),
-            }
-        } else {
-            path.to_owned()
+        let target = match target_of(root, path, &link) {
+            Ok(target) => target,
+            Err(refusal) => return Some(Err(refusal)),
         };
         let meta = match std::fs::metadata(&target) {
             Ok(meta) if meta.is_dir() => return None,
@@ -259,8 +274,8 @@ fn read_file(target: &Path, meta: &Metadata) -> (Stamp, Result<Parsed, String>) 
     if !meta.is_file() {
         return (stamp, Err("not a regular file".to_owned()));
     }
-    if meta.len() > MAX_MANIFEST_BYTES {
-        return (stamp, Err(too_large(meta.len())));
+    if let Err(refusal) = within_limit(meta.len()) {
+        return (stamp, Err(refusal));
     }
     // O_NOFOLLOW: the last component was resolved above and must not have become a link since;
     // O_NONBLOCK: a FIFO put in its place must not hang the pass.
@@ -281,8 +296,8 @@ fn read_file(target: &Path, meta: &Metadata) -> (Stamp, Result<Parsed, String>) 
     if let Err(e) = file.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes) {
         return (stamp, Err(format!("cannot be read ({})", e.kind())));
     }
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return (stamp, Err(too_large(bytes.len() as u64)));
+    if let Err(refusal) = within_limit(bytes.len() as u64) {
+        return (stamp, Err(refusal));
     }
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
@@ -291,13 +306,42 @@ fn read_file(target: &Path, meta: &Metadata) -> (Stamp, Result<Parsed, String>) 
             return (stamp, Err(format!("line {line}, column {column}: not UTF-8 text")));
         }
     };
-    let parsed = read(&text).map(|isvc| Parsed {
-        unknown: unknown(&text, &isvc),
-        isvc,
-        text: Arc::from(text),
-        created: meta.created().or_else(|_| meta.modified()).ok(),
-    });
-    (stamp, parsed)
+    (stamp, parse_text(text, meta.created().or_else(|_| meta.modified()).ok()))
+}
+
+/// The rules on a file's text that do not depend on the rest of the folder: within
+/// [`MAX_MANIFEST_BYTES`], YAML, an InferenceService.
+fn parse_text(text: String, created: Option<SystemTime>) -> Result<Parsed, String> {
+    within_limit(text.len() as u64)?;
+    read(&text).map(|isvc| Parsed { unknown: unknown(&text, &isvc), isvc, text: Arc::from(text), created })
+}
+
+/// Refuses a file of `size` bytes past [`MAX_MANIFEST_BYTES`].
+fn within_limit(size: u64) -> Result<(), String> {
+    if size > MAX_MANIFEST_BYTES { Err(too_large(size)) } else { Ok(()) }
+}
+
+/// The refusal of a file that defines `key`, which `owner` keeps.
+fn taken_by(key: &str, owner: &Path) -> String {
+    format!(
+        "metadata.name: {key} is already defined in {}, which keeps it (the older file keeps a name; rename this \
+         one)",
+        owner.display()
+    )
+}
+
+/// The file the folder's entry `path` (whose own metadata is `link`) stands for: itself, or the
+/// target of a symbolic link that resolves inside `root` (the folder, resolved); a link out of
+/// the folder, or to nothing, is refused.
+fn target_of(root: &Path, path: &Path, link: &Metadata) -> Result<PathBuf, String> {
+    if !link.file_type().is_symlink() {
+        return Ok(path.to_owned());
+    }
+    match path.canonicalize() {
+        Ok(target) if target.starts_with(root) => Ok(target),
+        Ok(_) => Err("a symbolic link that leads out of the folder; refused".to_owned()),
+        Err(_) => Err("a symbolic link to nothing that can be read".to_owned()),
+    }
 }
 
 /// The file the web app writes `namespace/name` to: `<name>.yaml` in `default` (as before),

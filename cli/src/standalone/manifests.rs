@@ -100,13 +100,6 @@ pub struct Folder {
     pub warnings: Vec<String>,
 }
 
-/// Parses and checks one manifest; the error names the field, or the line and column.
-pub fn parse(path: &Path, text: &str, config: &UpConfig) -> Result<Manifest, String> {
-    let isvc = read(text)?;
-    let unknown = unknown(text, &isvc);
-    check(path, isvc, unknown, Arc::from(text), None, config)
-}
-
 /// The fields of the manifest `text` (read as `isvc`) that KServe does not have, by path.
 pub fn unknown(text: &str, isvc: &InferenceService) -> Vec<String> {
     // The text as it is: the typed value drops what no type keeps (an unknown top-level field).
@@ -194,6 +187,8 @@ pub fn check(
     // skiff up runs the kpa class only: another class (or Standard mode's hpa) is refused naming
     // the annotation that asks for it.
     runs_locally(&isvc.metadata.annotations).map_err(|e| e.to_string())?;
+    // Loopback sinks are allowed here, but not Skiff's own ports.
+    sinks::refuse_own(&isvc, &config.own_listeners)?;
     // After validation, whose refusal of a field KServe no longer has says more (`explainer.alibi`).
     if config.strict
         && let Some((first, rest)) = unknown.split_first()
@@ -275,6 +270,7 @@ fn model_source(isvc: &InferenceService, base: &Path) -> Result<ModelSource, Str
 }
 
 pub mod notices;
+mod sinks;
 
 #[cfg(test)]
 mod corpus;

@@ -8,6 +8,7 @@ mod backend;
 mod config;
 mod container;
 mod controller;
+mod edit;
 mod events;
 mod failure;
 mod folder;
@@ -273,6 +274,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("--admin {}: cannot listen there (another skiff up?)", args.admin))?;
     let admin_addr = admin_listener.local_addr()?;
     let events = Arc::new(EventLog::default());
+    config.own_listeners = vec![("router", listen), ("admin endpoint", admin_addr), ("activator", activator_addr)];
     let manifests = Arc::new(ManifestFolder::new(args.dir.clone(), config.clone()));
     // The whole admin port answers only these names: a page cannot read /status by DNS rebinding.
     let hosts = AllowedHosts::loopback_and(&args.web_hosts).map_err(|e| anyhow::anyhow!("--web-host: {e}"))?;

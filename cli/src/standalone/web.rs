@@ -5,7 +5,10 @@
 //! change edits the one field in the file in place ([`merge_patch`]: the user's comments, key order
 //! and quoting stay), a rollback after a full rollout edits the fields that differ from the
 //! previous rolled-out revision's spec the same way ([`restore_patch`]), delete removes it, and
-//! each refreshes the state at once; logs are the replicas' output; events are the changes `skiff up` saw;
+//! each refreshes the state at once. What is written is first checked against every rule the
+//! folder applies ([`ManifestFolder::check`]: size, YAML, validation, the name kept by another
+//! file), so an edit never makes the folder drop a service; an edit follows a symbolic link to its
+//! target and never overwrites a save it did not read ([`Edit`]); logs are the replicas' output; events are the changes `skiff up` saw;
 //! metrics come from the router's own counters.
 
 use std::collections::BTreeSet;
@@ -28,10 +31,11 @@ use skiff_web::yaml_edit::merge_patch;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::admin::Admin;
+use super::edit::Edit;
 use super::events::EventLog;
 use super::folder::{ManifestFolder, manifest_file};
 use super::logs::ReplicaLogs;
-use super::manifests::{Folder, Manifest, parse};
+use super::manifests::{Folder, Manifest};
 use super::runtimes::{can_run, on_this_machine};
 use super::status::ServiceStatus;
 
@@ -162,9 +166,11 @@ impl FolderBackend {
         self.admin.status.load().services.iter().find(|s| s.namespace == namespace && s.name == name).cloned()
     }
 
-    /// Checks `text` as `skiff up` will when it reads it from `path`: `file: field: message` if not.
+    /// Checks `text` as `skiff up` will when it reads it from `path`, by every rule of the folder:
+    /// `file: field: message` if not.
     fn check(&self, path: &Path, text: &str) -> Result<Manifest> {
-        parse(path, text, self.manifests.config())
+        self.manifests
+            .check(path, text)
             .map_err(|message| Error::Refused { status: 422, message: format!("{}: {message}", path.display()) })
     }
 }
@@ -232,10 +238,11 @@ impl Backend for FolderBackend {
         // pass is patched, not overwritten.
         self.manifests.refresh();
         let manifest = self.manifest(namespace, name)?;
+        let edit = Edit::begin(&self.manifests, &manifest).await?;
         // The field is edited where it stands: the user's comments, order and quoting stay.
-        let text = merge_patch(&manifest.text, 0, &patch).map_err(|error| in_file(&manifest.path, error))?;
+        let text = merge_patch(edit.base(), 0, &patch).map_err(|error| in_file(&manifest.path, error))?;
         self.check(&manifest.path, &text)?;
-        write_atomically(&manifest.path, &text)?;
+        edit.write(&text)?;
         self.manifests.refresh();
         Ok(())
     }
@@ -268,7 +275,8 @@ impl Backend for FolderBackend {
                 },
             )
         };
-        let text = merge_patch(&manifest.text, 0, &patch).map_err(restoring)?;
+        let edit = Edit::begin(&self.manifests, &manifest).await?;
+        let text = merge_patch(edit.base(), 0, &patch).map_err(restoring)?;
         let checked = self.check(&manifest.path, &text)?;
         if RevisionTemplate::of(&checked.isvc) != kept {
             return Err(restoring(Error::Refused {
@@ -276,7 +284,7 @@ impl Backend for FolderBackend {
                 message: "the file edited in place does not give that spec; restore it by hand".into(),
             }));
         }
-        write_atomically(&manifest.path, &text)?;
+        edit.write(&text)?;
         self.manifests.refresh();
         Ok(())
     }

@@ -401,3 +401,36 @@ pub fn kserve_python() -> String {
     assert!(python.is_file(), "{} is missing: run `PEERS=kserve bench/peers/setup.sh`", python.display());
     python.display().to_string()
 }
+
+/// A client of the models web app of a `skiff up`, as its own page is one: the session and CSRF
+/// cookies from a first `GET`, then the token in `X-XSRF-TOKEN` on every change.
+pub struct WebApp {
+    admin: SocketAddr,
+    cookie: String,
+    token: String,
+}
+
+impl WebApp {
+    /// Opens the app of the `skiff up` whose admin endpoint is `admin`.
+    pub async fn open(admin: SocketAddr) -> WebApp {
+        let request = Request::get(format!("http://{admin}/models/")).body(Full::new(Bytes::new())).unwrap();
+        let response = client().request(request).await.unwrap();
+        let cookies: Vec<String> = response
+            .headers()
+            .get_all(http::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()?.split(';').next().map(str::to_owned))
+            .collect();
+        let token =
+            cookies.iter().find_map(|c| c.strip_prefix("XSRF-TOKEN=")).expect("an XSRF-TOKEN cookie").to_owned();
+        WebApp { admin, cookie: cookies.join("; "), token }
+    }
+
+    /// `method` with the JSON `body` on the InferenceService API's `path` in `default`
+    /// (`iris`, `iris/rollback`).
+    pub async fn call(&self, method: http::Method, path: &str, body: &Value) -> Reply {
+        let url = format!("http://{}/models/api/namespaces/default/inferenceservices/{path}", self.admin);
+        let body = Bytes::from(serde_json::to_vec(body).unwrap());
+        send(method, &url, body, &[("cookie", &self.cookie), ("x-xsrf-token", &self.token)]).await.unwrap()
+    }
+}

@@ -1,6 +1,6 @@
 //! KServe's own sample manifests (tests/fixtures/kserve-corpus, 259 InferenceServices of
 //! kserve/kserve and kserve/website) through what `skiff up` does with a manifest file
-//! ([`super::parse`], default settings). Each is accepted, with a warning for every field KServe
+//! ([`ManifestFolder::check`], default settings). Each is accepted, with a warning for every field KServe
 //! does not have ([`skiff_api::fields`]) and a notice for every field skiff up does not act on
 //! ([`super::notices`]: none is ignored silently), or refused with a message that starts with the
 //! field's path. The outcomes are compared with `expected.tsv`, so that a change
@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use super::super::config::UpConfig;
-use super::parse;
+use super::super::folder::ManifestFolder;
 
 fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kserve-corpus")
@@ -23,7 +23,7 @@ fn corpus() -> PathBuf {
 /// there is one) or `refused: <message>`, one line.
 fn outcome(file: &Path) -> String {
     let text = std::fs::read_to_string(file).unwrap();
-    let line = match parse(file, &text, &UpConfig::default()) {
+    let line = match ManifestFolder::new(corpus(), UpConfig::default()).check(file, &text) {
         Ok(manifest) => {
             let mut line = "accepted".to_owned();
             if !manifest.unknown.is_empty() {
