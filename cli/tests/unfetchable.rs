@@ -55,8 +55,11 @@ async fn a_model_that_cannot_be_fetched_is_refused_at_once_while_a_cut_transfer_
     let error = reply.json()["error"].as_str().unwrap().to_owned();
     assert!(error.contains("nope-predictor-00001") && error.contains("ModelLoadFailed"), "{error}");
     assert!(error.contains(&format!("{nope}: not found")), "{error}");
-    let status = up.status().await;
-    assert_eq!(failure(&status, "nope")["reason"], "ModelLoadFailed", "as the status says");
+    // The status says the same (`skiff get`'s view).
+    let said = |s: &Value| failure(s, "nope")["reason"] == "ModelLoadFailed";
+    let status = up.wait_for("the status's failure", BOUND, said).await;
+    let message = failure(&status, "nope")["message"].as_str().unwrap().to_owned();
+    assert!(error.contains(&message), "{message} in {error}");
 
     // The cut transfer has failed, more than once, and its request is still held: a retry may pass.
     up.wait_for("the cut transfer failed twice", BOUND, |s| {

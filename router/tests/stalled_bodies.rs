@@ -63,7 +63,8 @@ async fn stalled_bodies_past_the_budget_get_503_and_memory_stays_bounded() {
     let (replica, activator) = (upstream("llama-replica").await, upstream("activator").await);
     let endpoints = Arc::new(Endpoints::default());
     revision(&endpoints, "default/llama-predictor-00001", 0, &[replica.addr]);
-    let limits = DownstreamLimits { header_timeout: Duration::from_secs(120), peek_budget: BUDGET, ..Default::default() };
+    let limits =
+        DownstreamLimits { header_timeout: Duration::from_secs(120), peek_budget: BUDGET, ..Default::default() };
     let (router, handle) = router_with(endpoints, activator.addr, limits);
     router.publish(vec![service("default", "llama", vec![target("llama-predictor-00001", 100, None)])]);
     let addr = handle.listen_addr();

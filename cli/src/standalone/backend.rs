@@ -401,9 +401,10 @@ impl Supervisor {
             exit_code = ?failure.exit_code,
             "replica failed"
         );
+        // The status says it first: a request answered with the failure finds it there too.
         let failing = Failing { reason: failure.reason.clone(), message: failure.message.clone() };
-        self.endpoints.set_failing((!cause.retry_helps()).then_some(failing));
         self.counts.set_failing(Some(failure), Some(wait));
+        self.endpoints.set_failing((!cause.retry_helps()).then_some(failing));
     }
 
     fn publish(&self, children: &[Child]) {

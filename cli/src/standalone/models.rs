@@ -58,9 +58,10 @@ impl ModelStore {
     /// The model `uri` names, held for a replica; the error is the message a status shows and
     /// its cause (whether fetching again can succeed).
     pub async fn get(&self, uri: &str) -> Result<Lease, (String, Cause)> {
-        self.cache.get(&self.fetcher, uri).await.map_err(|e| {
-            (skiff_fetch::failure_message(uri, &e), Cause::Fetch { exit_code: e.exit_code() })
-        })
+        self.cache
+            .get(&self.fetcher, uri)
+            .await
+            .map_err(|e| (skiff_fetch::failure_message(uri, &e), Cause::Fetch { exit_code: e.exit_code() }))
     }
 }
 

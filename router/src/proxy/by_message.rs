@@ -96,8 +96,10 @@ impl ByBody {
         match self {
             ByBody::Grpc { method, field } => {
                 let no_name = |why: String| Failure::NoModelName { method: method.clone(), why };
-                read_name(session, (limit, budget), no_name, "its first message", |read, ended| peek::peek(read, *field, ended))
-                    .await
+                read_name(session, (limit, budget), no_name, "its first message", |read, ended| {
+                    peek::peek(read, *field, ended)
+                })
+                .await
             }
             ByBody::OpenAi => {
                 if expects_continue(session.req_header()) {
@@ -106,7 +108,8 @@ impl ByBody {
                 let path = session.req_header().uri.path().to_owned();
                 let no_name = |why: String| Failure::NoJsonModel { path: path.clone(), why };
                 let mut field = ModelField::default();
-                read_name(session, (limit, budget), no_name, "its JSON object", |read, ended| field.peek(read, ended)).await
+                read_name(session, (limit, budget), no_name, "its JSON object", |read, ended| field.peek(read, ended))
+                    .await
             }
         }
     }
