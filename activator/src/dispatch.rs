@@ -15,8 +15,9 @@ use http::{HeaderMap, HeaderValue, Request};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use prometheus_client::metrics::histogram::Histogram;
-use skiff_api::serving::COLD_START_HEADER;
+use skiff_api::serving::{COLD_START_HEADER, is_own_header};
 use skiff_dataplane::endpoints::{RevisionEndpoints, Slot};
+use skiff_dataplane::failing::Failing;
 use skiff_dataplane::{Poker, RevisionKey};
 use tokio::time::{Instant, sleep_until, timeout_at};
 
@@ -209,6 +210,7 @@ pub async fn forward(
             .map_err(|_| Error::UpstreamTimeout { target: target.label.to_owned(), timeout: target.timeout })?;
         match sent {
             Ok(mut response) => {
+                drop_own_headers(response.headers_mut());
                 if let Some(held) = held {
                     response.headers_mut().insert(COLD_START_HEADER, HeaderValue::from(held.as_millis() as u64));
                 }
@@ -238,10 +240,28 @@ pub async fn forward(
     }
 }
 
-/// A free slot now, or a place in the queue until one frees or the hold ends.
+/// Drops the data plane's own headers (`x-skiff-*`) from a replica's answer: only the activator
+/// and the router write them, so a replica cannot forge a cold start or a revision.
+fn drop_own_headers(headers: &mut HeaderMap) {
+    let own: Vec<http::HeaderName> = headers.keys().filter(|name| is_own_header(name.as_str())).cloned().collect();
+    for name in own {
+        headers.remove(name);
+    }
+}
+
+/// A free slot now, or a place in the queue until one frees or the hold ends; at once an error
+/// while the revision fails for a cause a retry will not fix, or as soon as it does.
 async fn take_slot(target: &Target<'_>, hold: Hold) -> Result<Slot> {
     if let Some(slot) = target.endpoints.try_acquire() {
         return Ok(slot);
+    }
+    let failing = |failing: &Failing| Error::Failing {
+        revision: target.name.to_owned(),
+        reason: failing.reason.clone(),
+        message: failing.message.clone(),
+    };
+    if let Some(failed) = target.endpoints.failing() {
+        return Err(failing(&failed));
     }
     let _queued = target.load.enqueue(target.max_queued).ok_or_else(|| {
         Error::Overloaded(format!(
@@ -250,7 +270,13 @@ async fn take_slot(target: &Target<'_>, hold: Hold) -> Result<Slot> {
             target.max_queued.unwrap_or_default()
         ))
     })?;
-    timeout_at(hold.until, target.endpoints.acquire()).await.map_err(|_| {
+    let slot_or_failure = async {
+        tokio::select! {
+            slot = target.endpoints.acquire() => Ok(slot),
+            failed = target.endpoints.failed() => Err(failing(&failed)),
+        }
+    };
+    timeout_at(hold.until, slot_or_failure).await.map_err(|_| {
         if target.endpoints.ready().is_empty() {
             Error::NoReadyReplica {
                 revision: target.name.to_owned(),
@@ -260,7 +286,7 @@ async fn take_slot(target: &Target<'_>, hold: Hold) -> Result<Slot> {
         } else {
             Error::NoCapacity { target: target.label.to_owned(), timeout: hold.wait }
         }
-    })
+    })?
 }
 
 /// After `failed`'s replica refused the connection: another replica's slot if one has room now

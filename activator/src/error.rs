@@ -39,6 +39,17 @@ pub enum Error {
         /// Whether that was the revision's progress deadline (else its timeout).
         progress_deadline: bool,
     },
+    /// The revision fails for a cause a retry will not fix ([`skiff_dataplane::failing`]): its
+    /// requests are answered at once rather than held (503).
+    #[error("revision {revision} cannot start a replica: {reason}: {message}; fix the InferenceService or its model")]
+    Failing {
+        /// The revision.
+        revision: String,
+        /// Its status's reason (`ModelLoadFailed`).
+        reason: String,
+        /// Its status's message.
+        message: String,
+    },
     /// Replicas were ready but none had a free slot before the deadline (504).
     #[error("{target} had no free slot within {}", secs(*timeout))]
     NoCapacity {
@@ -98,7 +109,7 @@ impl skiff_http::HttpError for Error {
             Error::MissingRevision | Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::UnknownRevision(_) => StatusCode::NOT_FOUND,
             Error::Body(e) => e.status(),
-            Error::Overloaded(_) | Error::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Overloaded(_) | Error::NotReady(_) | Error::Failing { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::NoReadyReplica { .. }
             | Error::NoCapacity { .. }
             | Error::Unreachable { .. }
@@ -132,6 +143,7 @@ impl Error {
             }
             Error::UpstreamTimeout { .. } | Error::Body(BodyError::Timeout { .. }) => Code::DeadlineExceeded,
             Error::NotReady(_)
+            | Error::Failing { .. }
             | Error::NoReadyReplica { .. }
             | Error::NoCapacity { .. }
             | Error::Unreachable { .. }

@@ -22,6 +22,17 @@ pub const REVISION_HEADER: &str = "x-skiff-revision";
 /// that holds requests at zero), passed on by the router; `skiff load` attributes cold starts by it.
 pub const COLD_START_HEADER: &str = "x-skiff-cold-start";
 
+/// Prefix of the headers the data plane writes on answers itself ([`REVISION_HEADER`],
+/// [`COLD_START_HEADER`]): an upstream's own are dropped before they reach a client, so a replica
+/// cannot forge them.
+pub const OWN_HEADER_PREFIX: &str = "x-skiff-";
+
+/// Whether the header `name` (lower case, as `http` spells names) is one the data plane writes
+/// itself, never passed on from a replica.
+pub fn is_own_header(name: &str) -> bool {
+    name.starts_with(OWN_HEADER_PREFIX)
+}
+
 /// `skiff-server`'s arguments for `predictor`, serving the model in `model_dir` as `model_name`
 /// on `http_port` (0: a free port, as standalone replicas use): [`ServerArgs::new`] with the
 /// predictor's [`admission`] and [`batching`]. Unset fields keep the server's defaults, which are

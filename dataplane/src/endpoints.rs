@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use arc_swap::ArcSwap;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
+use crate::failing::Failing;
 use crate::key::RevisionKey;
 
 /// One replica of a revision.
@@ -139,6 +140,8 @@ pub struct RevisionEndpoints {
     key: RevisionKey,
     slots: Arc<Slots>,
     arrivals: AtomicU64,
+    /// Set while the revision fails for a cause a retry will not fix ([`crate::failing`]).
+    failing: watch::Sender<Option<Arc<Failing>>>,
 }
 
 impl RevisionEndpoints {
@@ -150,7 +153,12 @@ impl RevisionEndpoints {
             waiters: Mutex::new(VecDeque::new()),
             waiting: AtomicUsize::new(0),
         };
-        Arc::new(RevisionEndpoints { key, slots: Arc::new(slots), arrivals: AtomicU64::new(0) })
+        Arc::new(RevisionEndpoints {
+            key,
+            slots: Arc::new(slots),
+            arrivals: AtomicU64::new(0),
+            failing: watch::Sender::new(None),
+        })
     }
 
     /// The revision's namespace and name.
@@ -248,6 +256,31 @@ impl RevisionEndpoints {
     /// Requests routed to this revision so far.
     pub fn arrivals(&self) -> u64 {
         self.arrivals.load(Ordering::Relaxed)
+    }
+
+    /// Marks the revision as failing for a cause a retry will not fix (its replica backend decides,
+    /// by [`crate::failing::Cause::retry_helps`]), or clears it (`None`: a replica is ready, or a
+    /// retry can help again); requests waiting for a slot hear of it at once.
+    pub fn set_failing(&self, failing: Option<Failing>) {
+        self.failing.send_if_modified(|now| {
+            let changed = now.as_deref() != failing.as_ref();
+            if changed {
+                *now = failing.map(Arc::new);
+            }
+            changed
+        });
+    }
+
+    /// Why the revision fails for a cause a retry will not fix, if it does.
+    pub fn failing(&self) -> Option<Arc<Failing>> {
+        self.failing.borrow().clone()
+    }
+
+    /// Waits until the revision fails for a cause a retry will not fix; the failure.
+    pub async fn failed(&self) -> Arc<Failing> {
+        let mut failing = self.failing.subscribe();
+        let failed = failing.wait_for(Option::is_some).await.expect("the sender lives in self");
+        failed.clone().expect("waited for one")
     }
 
     /// True when some ready replica has room now.

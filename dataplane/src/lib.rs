@@ -4,6 +4,7 @@
 //! - [`RevisionKey`]: every registry is keyed by namespace and revision name;
 //! - [`cold_start`]: when a revision's cold start begins and ends, one rule for the router and
 //!   the activator;
+//! - [`failing`]: a revision failing for a cause a retry will not fix, and which causes those are;
 //! - [`endpoints`]: each revision's ready replicas and their in-flight slots, published by a
 //!   replica backend or an EndpointSlice watch, read by the router and the activator;
 //! - [`runner`]: one KPA decider per revision, fed a metric and the activator's held requests,
@@ -19,6 +20,7 @@
 pub mod cold_start;
 pub mod discovery;
 pub mod endpoints;
+pub mod failing;
 mod key;
 pub mod plane;
 pub mod probe;

@@ -8,6 +8,8 @@ use crate::{Error, Result};
 
 /// Longest grace period accepted.
 const MAX_GRACE_PERIOD: Duration = Duration::from_secs(3600);
+/// Largest budget accepted for bodies read to find their model (a semaphore takes 32-bit counts).
+const MAX_PEEK_BUDGET: usize = u32::MAX as usize;
 /// Most worker threads accepted.
 const MAX_THREADS: usize = 256;
 
@@ -64,8 +66,22 @@ impl RouterConfig {
                 skiff_http::MAX_SECS
             )));
         }
+        let idle = self.downstream.stream_idle_timeout;
+        if idle < Duration::from_secs(1) || idle.as_secs() > skiff_http::MAX_SECS {
+            return Err(Error::Config(format!(
+                "downstream.stream_idle_timeout must be between 1 s and {} s, got {idle:?}",
+                skiff_http::MAX_SECS
+            )));
+        }
         if self.downstream.max_connections == 0 {
             return Err(Error::Config("downstream.max_connections must be at least 1".into()));
+        }
+        let budget = self.downstream.peek_budget;
+        if !(crate::openai::PEEK_LIMIT..=MAX_PEEK_BUDGET).contains(&budget) {
+            return Err(Error::Config(format!(
+                "downstream.peek_budget must be between {} and {MAX_PEEK_BUDGET} bytes (1 MiB to 4 GiB), got {budget}",
+                crate::openai::PEEK_LIMIT
+            )));
         }
         if let Some(activator) = self.activator
             && (activator.port() == 0 || activator.ip().is_unspecified())
@@ -112,6 +128,13 @@ mod tests {
             (RouterConfig { activator: Some("127.0.0.1:0".parse().unwrap()), ..RouterConfig::default() }, "activator"),
             (RouterConfig { activator: Some("0.0.0.0:80".parse().unwrap()), ..RouterConfig::default() }, "activator"),
             (RouterConfig { domain: ".example.com".to_owned(), ..RouterConfig::default() }, "domain"),
+            (
+                RouterConfig {
+                    downstream: DownstreamLimits { peek_budget: 1000, ..DownstreamLimits::default() },
+                    ..RouterConfig::default()
+                },
+                "peek_budget must be between 1048576",
+            ),
             (RouterConfig { domain: "ex ample.com".to_owned(), ..RouterConfig::default() }, "domain"),
         ];
         for (config, expected) in bad {

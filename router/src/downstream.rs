@@ -30,6 +30,15 @@ pub struct DownstreamLimits {
     pub header_timeout: Duration,
     /// Connections held at once.
     pub max_connections: usize,
+    /// Bytes held at once, across every connection, by request bodies read to find the model they
+    /// name (OpenAI requests and gRPC calls to the router itself): past it such a request gets 503
+    /// and its connection closes. Each body is bounded on its own as well (1 MiB, 8 KiB), and in
+    /// time by `header_timeout`.
+    pub peek_budget: usize,
+    /// How long an exchange whose answer has begun may go with no bytes flowing either way before
+    /// the router ends it (Envoy's stream idle timeout): an idle gRPC stream or a stalled answer
+    /// holds a slot on its replica. A gRPC call hears `DEADLINE_EXCEEDED` naming it.
+    pub stream_idle_timeout: Duration,
     /// After SIGTERM, how long to keep accepting and serving, readiness off
     /// ([`crate::RouterHandle::draining`]), before Pingora closes the listener and drains: time for
     /// load balancers and endpoint lists to stop sending (Knative's drain sleep).
@@ -41,6 +50,8 @@ impl Default for DownstreamLimits {
         DownstreamLimits {
             header_timeout: Duration::from_secs(20),
             max_connections: 10_000,
+            peek_budget: 64 * 1024 * 1024,
+            stream_idle_timeout: Duration::from_secs(60),
             drain_delay: Duration::ZERO,
         }
     }

@@ -44,12 +44,18 @@ pub(crate) enum Failure {
     NoRevision { service: String },
     /// No replica has room and no activator is ready (503).
     NoActivator { revision: String },
+    /// The bodies read to find their model already hold the router's whole budget for them
+    /// (503; the connection closes).
+    PeekBudget { budget: usize },
     /// The client's request body could not be read (400).
     BadRequest(String),
     /// The upstream could not be reached or failed (502).
     Upstream(String),
     /// The upstream did not answer within the timeout (504).
     Timeout(String),
+    /// An answer under way had nothing flowing either way for this long (the stream idle timeout;
+    /// logged as 408, Envoy's status for it; gRPC DEADLINE_EXCEEDED).
+    StreamIdle(std::time::Duration),
     /// The client is gone: nothing can be written (logged as 499).
     ClientGone,
 }
@@ -70,10 +76,11 @@ impl Failure {
             Failure::MethodNotAllowed(_) => 405,
             Failure::UnknownService { .. } | Failure::UnknownModel { .. } | Failure::NotRoutable { .. } => 404,
             Failure::NoModelName { .. } | Failure::NoJsonModel { .. } => 400,
-            Failure::NoRevision { .. } | Failure::NoActivator { .. } => 503,
+            Failure::NoRevision { .. } | Failure::NoActivator { .. } | Failure::PeekBudget { .. } => 503,
             Failure::BadRequest(_) => 400,
             Failure::Upstream(_) => 502,
             Failure::Timeout(_) => 504,
+            Failure::StreamIdle(_) => 408,
             Failure::ClientGone => 499,
         }
     }
@@ -87,9 +94,12 @@ impl Failure {
             }
             Failure::UnknownModel { .. } => Code::NotFound,
             Failure::NoModelName { .. } | Failure::NoJsonModel { .. } => Code::InvalidArgument,
-            Failure::NoRevision { .. } | Failure::NoActivator { .. } | Failure::Upstream(_) => Code::Unavailable,
+            Failure::NoRevision { .. }
+            | Failure::NoActivator { .. }
+            | Failure::PeekBudget { .. }
+            | Failure::Upstream(_) => Code::Unavailable,
             Failure::BadRequest(_) => Code::Internal,
-            Failure::Timeout(_) => Code::DeadlineExceeded,
+            Failure::Timeout(_) | Failure::StreamIdle(_) => Code::DeadlineExceeded,
             Failure::ClientGone => Code::Cancelled,
         }
     }
@@ -124,9 +134,17 @@ impl Failure {
             Failure::NoActivator { revision } => {
                 format!("revision {revision} has no ready replica with room and no activator is ready")
             }
+            Failure::PeekBudget { budget } => format!(
+                "the router is reading too many request bodies to find the model they name ({} MiB at once); \
+                 retry later, or address the InferenceService by its Host",
+                budget / (1024 * 1024)
+            ),
             Failure::BadRequest(why) => format!("bad request: {why}"),
             Failure::Upstream(why) => format!("the upstream failed: {why}"),
             Failure::Timeout(why) => format!("the upstream did not answer in time: {why}"),
+            Failure::StreamIdle(idle) => {
+                format!("nothing flowed either way for {idle:?} (the router's stream idle timeout): the stream ends")
+            }
             Failure::ClientGone => "the client went away".to_owned(),
         }
     }
@@ -148,6 +166,12 @@ pub(crate) async fn answer(session: &mut ServerSession, failure: &Failure) -> bo
         return answer_grpc(session, failure).await;
     }
     let body = Bytes::from(serde_json::json!({ "error": failure.message() }).to_string());
+    if let Failure::PeekBudget { .. } = failure {
+        // The rest of the body is not read: the connection ends after the answer, as nginx does with a 413.
+        session.set_keepalive(None);
+        respond_with(session, 503, "application/json", &[(header::RETRY_AFTER, "1")], body).await;
+        return false;
+    }
     if let Failure::MethodNotAllowed(method) = failure {
         // A CONNECT client may already be sending its tunnel's bytes: they are not a next request.
         if *method == Method::CONNECT {

@@ -146,6 +146,8 @@ impl Router {
             pool: Default::default(),
             draining: Arc::new(AtomicBool::new(false)),
             peek_timeout: self.inner.config.downstream.header_timeout,
+            peek_budget: proxy::PeekBudget::new(self.inner.config.downstream.peek_budget),
+            stream_idle: self.inner.config.downstream.stream_idle_timeout,
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |since| since.as_secs()),

@@ -48,6 +48,10 @@ struct Args {
     /// the Service's endpoints to drop this pod.
     #[arg(long, default_value_t = 3)]
     drain_delay_secs: u64,
+    /// Seconds an answer under way (a gRPC stream, a server-sent event stream) may go with nothing
+    /// flowing either way before the router ends it.
+    #[arg(long, default_value_t = 60)]
+    stream_idle_timeout_secs: u64,
     /// Log line format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -69,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
         grace_period: Duration::from_secs(args.grace_period_secs),
         downstream: DownstreamLimits {
             drain_delay: Duration::from_secs(args.drain_delay_secs),
+            stream_idle_timeout: Duration::from_secs(args.stream_idle_timeout_secs),
             ..DownstreamLimits::default()
         },
     };

@@ -25,6 +25,7 @@ use hyper::body::{Body as _, Incoming};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::protocols::http::{HttpTask, ServerSession};
 use prometheus_client::metrics::gauge::Gauge;
+use skiff_api::serving::{COLD_START_HEADER, is_own_header};
 use skiff_dataplane::RevisionKey;
 use skiff_dataplane::endpoints::{Endpoints, RevisionEndpoints, Slot};
 use tokio::time::Instant as Deadline;
@@ -35,6 +36,7 @@ use crate::split;
 use crate::table::RouteTable;
 use crate::upstream::{Pool, Upstream, UpstreamError};
 use crate::{DEFAULT_TIMEOUT, HEALTHZ_PATH, REVISION_HEADER};
+pub(crate) use by_message::PeekBudget;
 use pump::Pump;
 
 /// Time allowed to open a connection to a replica or the activator.
@@ -65,6 +67,10 @@ pub(crate) struct Proxy {
     pub(crate) draining: Arc<AtomicBool>,
     /// How long a request routed by its body may take to send the bytes that name the model.
     pub(crate) peek_timeout: Duration,
+    /// The bytes such bodies may hold at once, across connections.
+    pub(crate) peek_budget: by_message::PeekBudget,
+    /// How long an answer whose head is out may go with nothing flowing either way.
+    pub(crate) stream_idle: Duration,
     /// When the router started, in Unix seconds: the `created` of its OpenAI model list.
     pub(crate) started: u64,
 }
@@ -171,7 +177,7 @@ impl Proxy {
             Some(resolved) => resolved,
             None => match by_message::by_body(session, &table, &host)? {
                 Some(by_body) => {
-                    let (model, peeked) = by_body.model_name(session, self.peek_timeout).await?;
+                    let (model, peeked) = by_body.model_name(session, self.peek_timeout, &self.peek_budget).await?;
                     ctx.peeked = Some(peeked);
                     let named_in = by_body.named_in();
                     table.resolve_model(&model, &path).ok_or(Failure::UnknownModel { model, named_in })?
@@ -255,8 +261,9 @@ impl Proxy {
         let status = parts.status.as_u16();
         let mut header = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))
             .map_err(|e| Failure::Upstream(e.to_string()))?;
+        let via_activator = matches!(ctx.target, Some(Target::Activator(_)));
         for (name, value) in &parts.headers {
-            if name != header::CONNECTION && name != "keep-alive" && name != REVISION_HEADER {
+            if passes_back(name, via_activator) {
                 header.append_header(name.clone(), value.clone()).map_err(|e| Failure::Upstream(e.to_string()))?;
             }
         }
@@ -275,17 +282,31 @@ impl Proxy {
         }
         session.write_response_header(Box::new(header)).await.map_err(|_| Failure::ClientGone)?;
         ctx.responded = true;
+        // Once the head is out, an exchange with nothing flowing either way for the idle bound ends
+        // (an open stream holds a slot on its replica), as Envoy's stream idle timeout does.
+        let mut quiet_until = Deadline::now() + self.stream_idle;
         loop {
             // The client's body keeps flowing upstream while the answer comes back (a bidirectional stream).
+            let idle_first = quiet_until < deadline;
             let next = tokio::select! {
                 biased;
-                next = tokio::time::timeout_at(deadline, upstream.drive(body.frame())) => next,
+                next = tokio::time::timeout_at(deadline.min(quiet_until), upstream.drive(body.frame())) => next,
                 pumped = pump.step(session), if pump.active() => {
                     pumped?;
+                    quiet_until = Deadline::now() + self.stream_idle;
                     continue;
                 }
             };
             let frame = match next {
+                Err(_) if idle_first => {
+                    let idle = Failure::StreamIdle(self.stream_idle);
+                    if http2 && skiff_http::grpc::is_grpc(&session.req_header().headers) {
+                        // A gRPC client hears why its stream ended in its status, not as a reset.
+                        let trailers = skiff_http::grpc::trailers(idle.grpc_code(), &idle.message());
+                        let _ = session.write_response_trailers(trailers).await;
+                    }
+                    return Err(idle);
+                }
                 Err(_) => return Err(timed_out(limit)),
                 Ok(Err(error)) => return Err(Failure::upstream(error, addr)),
                 Ok(Ok(None)) => break,
@@ -301,6 +322,8 @@ impl Proxy {
                     }
                 }
             }
+            // Counted from when the client took the frame: a slow reader is not an idle stream.
+            quiet_until = Deadline::now() + self.stream_idle;
         }
         upstream.release(&self.pool).await;
         Ok(status)
@@ -476,6 +499,16 @@ impl Proxy {
             "request"
         );
     }
+}
+
+/// Whether an answer's header `name` reaches the client: not one about the hop, and none of the
+/// data plane's own (`x-skiff-*`) unless the activator wrote it (it drops its replicas' own and
+/// adds the cold start's); the router writes the revision itself.
+fn passes_back(name: &http::HeaderName, via_activator: bool) -> bool {
+    if is_own_header(name.as_str()) {
+        return via_activator && name == COLD_START_HEADER;
+    }
+    name != header::CONNECTION && name != "keep-alive"
 }
 
 fn timed_out(limit: Duration) -> Failure {

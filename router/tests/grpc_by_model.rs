@@ -21,7 +21,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use skiff_dataplane::endpoints::Endpoints;
-use skiff_router::{Router, RouterHandle};
+use skiff_router::{DownstreamLimits, Router, RouterHandle};
 use support::*;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -298,4 +298,60 @@ async fn calls_whose_model_cannot_be_read_are_refused_with_the_reason() {
     let answer = call(addr, "RepositoryIndex", Bytes::from_static(&[0, 0, 0, 0, 0])).await;
     assert_eq!(answer.status, "12", "UNIMPLEMENTED");
     assert!(answer.message.contains("RepositoryIndex names no model"), "{}", answer.message);
+}
+
+/// An idle stream holds its replica's slot (here the only one: containerConcurrency 1) until the
+/// router's stream idle timeout ends it, with DEADLINE_EXCEEDED naming the bound; the slot is then
+/// free, and the next call reaches the replica rather than the activator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_ends_at_the_idle_bound_and_frees_its_slot() {
+    let iris = echo_replica("iris-replica").await;
+    let activator = upstream("activator").await;
+    let endpoints = Arc::new(Endpoints::default());
+    let revision = revision(&endpoints, "default/iris-predictor-00001", 1, &[iris]);
+    let limits = DownstreamLimits { stream_idle_timeout: Duration::from_secs(1), ..DownstreamLimits::default() };
+    let (router, handle) = router_with(endpoints, activator.addr, limits);
+    router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, None)])]);
+    let addr = handle.listen_addr();
+
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let (mut body_sender, body) = Channel::<Bytes, Infallible>::new(1);
+    let request = Request::post(format!("http://{addr}/inference.GRPCInferenceService/ModelStreamInfer"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(body)
+        .unwrap();
+    body_sender.send_data(frame(&infer("iris", "0", 16))).await.unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    // The stream stays open, idle, after its first answer; the router ends it.
+    let bound = Duration::from_secs(30);
+    let collected = tokio::time::timeout(bound, response.into_body().collect())
+        .await
+        .expect("the idle stream was still open")
+        .unwrap();
+    let trailers = collected.trailers().cloned().expect("status trailers");
+    let mut buffer = BytesMut::from(&collected.to_bytes()[..]);
+    assert_eq!(messages(&mut buffer).len(), 1, "the first answer came before the end");
+    assert_eq!(trailers["grpc-status"], "4", "DEADLINE_EXCEEDED");
+    let message = trailers["grpc-message"].to_str().unwrap();
+    assert!(message.contains("stream idle timeout") && message.contains("1s"), "{message}");
+    drop(body_sender);
+
+    // Its slot is freed once the router has logged the stream: the next call goes straight to the replica.
+    let replica = revision.ready()[0].clone();
+    for _ in 0..300 {
+        if replica.in_flight() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(replica.in_flight(), 0, "the ended stream still holds its slot");
+    let request = frame(&infer("iris", "after", 16));
+    let answer = call(addr, "ModelInfer", request.clone()).await;
+    assert_eq!(answer.status, "0", "{}", answer.message);
+    assert_eq!(answer.messages, [echo("iris-replica", &request)]);
 }

@@ -2,7 +2,8 @@
 //! over real HTTP/2 sockets): model configuration, statistics, the repository index and its
 //! refused load and unload, `ModelReady` false for an unknown model, `ModelStreamInfer` (answers
 //! in order, one per request, errors in band, nothing buffered, each message under the body limit)
-//! and an unknown method refused from its headers while its body is still open.
+//! an open stream counted in flight for its whole life, and an unknown method refused from its
+//! headers while its body is still open.
 
 mod common;
 
@@ -272,6 +273,39 @@ async fn a_stream_answers_each_request_in_order_with_errors_in_band() {
     assert!(got.iter().filter(|a| a.infer_response.is_some()).all(|a| a.error_message.is_empty()));
     drop(requests);
     assert!(answers.message().await.unwrap().is_none(), "the stream ends when the client's does");
+}
+
+/// The server's in-flight gauge, which the autoscaler reads.
+async fn in_flight(server: &Server) -> String {
+    let text = String::from_utf8(send(Method::GET, &server.url("/metrics"), "").await.body.to_vec()).unwrap();
+    text.lines().find(|l| l.starts_with("skiff_inflight_requests ")).unwrap_or("no gauge").to_owned()
+}
+
+/// An open stream holds a slot of the replica's concurrency for its whole life, idle or not (as
+/// Knative's queue-proxy counts it): it counts as one request in flight, which the autoscaler
+/// reads, until it ends, and not once more while one of its messages is served.
+#[tokio::test]
+async fn an_open_stream_counts_as_one_in_flight_until_it_ends() {
+    let server = Server::start_ready(&["--model-dir", &models()]).await;
+    let mut client = grpc(&server);
+    let (requests, outgoing) = mpsc::channel(1);
+    let mut answers = client.model_stream_infer(ReceiverStream::new(outgoing)).await.unwrap().into_inner();
+    requests.send(iris_request(0, "a")).await.unwrap();
+    assert_eq!(answers.message().await.unwrap().unwrap().infer_response.unwrap().id, "a");
+    // Idle now, between messages: still in flight.
+    assert_eq!(in_flight(&server).await, "skiff_inflight_requests 1");
+    drop(requests);
+    assert!(answers.message().await.unwrap().is_none());
+    drop(answers);
+    let mut gauge = in_flight(&server).await;
+    for _ in 0..300 {
+        if gauge == "skiff_inflight_requests 0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gauge = in_flight(&server).await;
+    }
+    assert_eq!(gauge, "skiff_inflight_requests 0", "an ended stream is no longer in flight");
 }
 
 /// Each message of a stream is bounded by the body limit: one past it ends the stream with its

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use skiff_dataplane::endpoints::{Replica, RevisionEndpoints};
+use skiff_dataplane::failing::{Cause, Failing};
 use skiff_dataplane::readiness::{self, ReadinessProbe};
 use skiff_dataplane::{ReplicaBackend, RevisionKey};
 use skiff_fetch::Lease;
@@ -217,7 +218,7 @@ impl ReplicaBackend for LocalProcesses {
 }
 
 enum Event {
-    Fetched(Result<Lease, String>),
+    Fetched(Result<Lease, (String, Cause)>),
     Ready { id: u64, addr: SocketAddr, started: Instant, listening: Instant, path: &'static str },
     Exited { id: u64, exit: Exit },
 }
@@ -293,6 +294,7 @@ impl Supervisor {
                         match checked {
                             Ok(()) => {
                                 self.counts.set_back_off(None);
+                                self.endpoints.set_failing(None);
                                 for _ in live..desired {
                                     next_id += 1;
                                     children.push(self.spawn(&spec, next_id, events.clone()));
@@ -300,7 +302,7 @@ impl Supervisor {
                             }
                             Err(message) => {
                                 let wait = crash_loop.failed(&self.backoff, Duration::ZERO);
-                                self.failed(failure::refused(message), wait);
+                                self.failed(failure::refused(message), wait, Cause::Refused);
                                 hold_until = Some(tokio::time::Instant::now() + wait);
                             }
                         }
@@ -338,9 +340,9 @@ impl Supervisor {
                                 *self.counts.fetched.lock().expect("replica counts lock") = Some(FetchStatus::from(&lease.report));
                                 model = Some(lease);
                             }
-                            Err(message) => {
+                            Err((message, cause)) => {
                                 let wait = crash_loop.failed(&self.backoff, Duration::ZERO);
-                                self.failed(failure::refused(message), wait);
+                                self.failed(failure::refused(message), wait, cause);
                                 hold_until = Some(tokio::time::Instant::now() + wait);
                             }
                         }
@@ -348,7 +350,7 @@ impl Supervisor {
                     event => match self.handle(event, &mut children) {
                         Outcome::Crashed(ran, failure) => {
                             let wait = crash_loop.failed(&self.backoff, ran);
-                            self.failed(failure, wait);
+                            self.failed(failure, wait, Cause::Exited);
                             self.counts.restarts.fetch_add(1, Ordering::AcqRel);
                             hold_until = Some(tokio::time::Instant::now() + wait);
                         }
@@ -371,6 +373,7 @@ impl Supervisor {
                 child.replica = Some(replica);
                 child.ready = true;
                 self.counts.set_failing(None, None);
+                self.endpoints.set_failing(None);
                 let ms = elapsed_ms(started.elapsed());
                 self.counts.last_start_ms.store(ms, Ordering::Release);
                 let spawn_ms = elapsed_ms(listening.duration_since(started));
@@ -398,8 +401,10 @@ impl Supervisor {
     }
 
     /// Records why a replica failed (or was refused) and the wait before the next start (none
-    /// after the first failure in a row, which starts again at once); says it at warn.
-    fn failed(&self, failure: FailureInfo, wait: Duration) {
+    /// after the first failure in a row, which starts again at once); says it at warn. While its
+    /// `cause` is one a retry will not fix, the activator answers the revision's requests at once
+    /// with the failure rather than holding them.
+    fn failed(&self, failure: FailureInfo, wait: Duration, cause: Cause) {
         tracing::warn!(
             revision = %self.revision,
             reason = %failure.reason,
@@ -407,7 +412,10 @@ impl Supervisor {
             exit_code = ?failure.exit_code,
             "replica failed"
         );
+        // The status says it first: a request answered with the failure finds it there too.
+        let failing = Failing { reason: failure.reason.clone(), message: failure.message.clone() };
         self.counts.set_failing(Some(failure), (!wait.is_zero()).then_some(wait));
+        self.endpoints.set_failing((!cause.retry_helps()).then_some(failing));
     }
 
     fn publish(&self, children: &[Child]) {

@@ -39,6 +39,7 @@ impl Service {
     async fn infer(&self, request: Request<ModelInferRequest>) -> Result<ModelInferResponse> {
         let slot = request.extensions().get::<HeldSlot>().cloned().unwrap_or_default();
         let mut held = slot.take();
+        let _in_flight = self.app.metrics.in_flight();
         let response = infer_message(&self.app, request.into_inner(), &mut held).await;
         // The reservation goes back to travel with the answer, which holds the memory until sent.
         slot.put(held);
@@ -46,11 +47,11 @@ impl Service {
     }
 }
 
-/// One inference message answered (unary or on a stream), counted in the metrics; `held` holds
-/// what the message's memory budget reserved, and the answer's size once it is made.
+/// One inference message answered (unary or on a stream), counted in the request metrics; `held`
+/// holds what the message's memory budget reserved, and the answer's size once it is made. The
+/// caller counts it in flight: a unary call while it is served, a stream for its whole life.
 async fn infer_message(app: &App, message: ModelInferRequest, held: &mut Reservation) -> Result<ModelInferResponse> {
     let started = Instant::now();
-    let _in_flight = app.metrics.in_flight();
     let name = message.model_name.clone();
     let answer = run_message(app, message, held).await;
     let status = answer.as_ref().map_or_else(|e| e.status(), |_| http::StatusCode::OK);
@@ -151,12 +152,18 @@ impl GrpcInferenceService for Service {
     /// the stream is never buffered. A message that cannot be decoded ends the stream with its
     /// status; one over the body limit, which tonic reports as OUT_OF_RANGE, with
     /// RESOURCE_EXHAUSTED, as a unary call over it is answered (and gRPC's own servers answer).
+    /// The stream counts as one request in flight for its whole life, idle or not, as Knative's
+    /// queue-proxy counts it: it holds a slot of the replica's concurrency all along, so the
+    /// autoscaler must see it.
     async fn model_stream_infer(
         &self,
         request: Request<Streaming<ModelInferRequest>>,
     ) -> Result<Response<InferStream>, Status> {
         let app = self.app.clone();
+        let in_flight = app.metrics.in_flight();
         let answers = request.into_inner().then(move |message| {
+            // The closure owns the count, so it lasts as long as the stream.
+            let _stream = &in_flight;
             let app = app.clone();
             async move {
                 match message {

@@ -1,0 +1,59 @@
+//! A revision that cannot start a replica for a cause that a retry will not fix, and the one rule
+//! that says which causes those are, for `skiff up` and the cluster alike. While a revision fails
+//! so, the activator answers its requests at once with 503 and the reason, as the revision's
+//! status gives it, rather than holding them until their timeout; while a retry can still succeed
+//! (a transfer cut, a full disk, a replica that crashed), it keeps holding them. The replica
+//! backend keeps retrying with back-off either way: once a replica is ready the failure is gone.
+
+/// Why a revision cannot start a replica, as its status says it (KServe's `lastFailureInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failing {
+    /// `ModelLoadFailed`, ...
+    pub reason: String,
+    /// What went wrong, naming the model's URI and the store's or the server's words.
+    pub message: String,
+}
+
+/// What made a replica fail to start, as far as a retry is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// Fetching the model failed with `skiff-fetch`'s exit code (the storage initializer's in a
+    /// cluster; the fetch error's `exit_code()` in `skiff up`): 2 a bad URI or
+    /// store setting, 3 not found, 4 access denied, 5 a transfer, 6 too large, 7 a bad archive,
+    /// 8 the local disk.
+    Fetch {
+        /// `skiff-fetch`'s exit code.
+        exit_code: i32,
+    },
+    /// The model was refused before a replica started: its files are not a model the server loads.
+    Refused,
+    /// A replica exited (before or after it was ready).
+    Exited,
+}
+
+impl Cause {
+    /// Whether trying again, with nothing changed, can succeed: a transfer that was cut, a disk that
+    /// was full, a replica that crashed can; a URI, a store's answer that the model is missing or
+    /// forbidden, a model too large, a corrupt archive or a refused model stay as they are until the
+    /// InferenceService or the store changes.
+    pub fn retry_helps(self) -> bool {
+        match self {
+            Cause::Fetch { exit_code } => !matches!(exit_code, 2 | 3 | 4 | 6 | 7),
+            Cause::Refused => false,
+            Cause::Exited => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transfers_disks_and_crashes_are_worth_waiting_for() {
+        let waits: Vec<bool> = (2..=8).map(|exit_code| Cause::Fetch { exit_code }.retry_helps()).collect();
+        assert_eq!(waits, [false, false, false, true, false, false, true]);
+        assert!(!Cause::Refused.retry_helps());
+        assert!(Cause::Exited.retry_helps());
+    }
+}
