@@ -137,7 +137,7 @@ struct Out {
 /// for the folder itself; refused when absolute or with `..`.
 fn relative(name: &str) -> Result<Option<PathBuf>, Refusal> {
     let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
-    if name.starts_with('/') || parts.iter().any(|p| *p == "..") {
+    if name.starts_with('/') || parts.contains(&"..") {
         return Err(Refusal::Bad(format!("entry {name:?} leads outside the folder")));
     }
     Ok((!parts.is_empty()).then(|| parts.iter().collect()))

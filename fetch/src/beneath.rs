@@ -63,7 +63,7 @@ impl Beneath {
     /// The folder `path`, which exists; an empty path is the folder itself.
     fn dir(&self, path: &Path) -> io::Result<OwnedFd> {
         if path.as_os_str().is_empty() {
-            return Ok(self.root.try_clone()?);
+            return self.root.try_clone();
         }
         let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW;
         at(&self.root, path, flags, Mode::empty(), CONFINED)
