@@ -144,6 +144,7 @@ mod tests {
             fetched_at: 0,
             boot: String::new(),
             durable: true,
+            files: None,
         };
         let entry = Entry { key: "k".into(), meta, last_used: now - Duration::from_secs(90), in_use: true };
         let table = table(&[entry], now);

@@ -54,7 +54,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_host_port_reaches_the_container_port() {
+    async fn host_ports_come_from_the_spec_and_a_taken_one_is_refused() {
         let spec: PodSpec = serde_json::from_value(serde_json::json!({"containers": [
             {"name": "c", "ports": [{"containerPort": 8095, "hostPort": 18095}, {"containerPort": 9000}]},
         ]}))
