@@ -21,38 +21,51 @@ cd "$(dirname "$0")/.."
 # Everything is built once here: incremental caches would only take disk (9 GB of a fresh clone's
 # target/ at 0a0fbb5; with full debug info, 31 GB in all filled CI's disk at stop 29).
 export CARGO_INCREMENTAL=0
-SKIFF_SKIP_BUILD=1 ./scripts/setup.sh
+# Where the time goes: each step's wall time, printed at the end (on a failure, up to it).
+times=()
+step() {
+  local start=$SECONDS
+  "$@"
+  times+=("$(printf '%6d s  %s' $((SECONDS - start)) "$*")")
+}
+print_times() {
+  printf '\nscripts/test.sh: where the time went\n'
+  printf '%s\n' "${times[@]}"
+  printf '%6d s  in all\n' "$SECONDS"
+}
+trap print_times EXIT
+SKIFF_SKIP_BUILD=1 step ./scripts/setup.sh
 # KServe's Python SDK (and ONNX Runtime for Python), for the conformance tests of its clients;
 # KServe's storage package and huggingface_hub, whose real client checks tests/stores/hf_hub.py;
 # NVIDIA's tritonclient (tests/conformance/triton_clients.py); and stand-ins for KServe's
 # sklearnserver, xgbserver and lgbserver on the kserve package, which skiff up's built-in image
 # map runs (cli/tests/kserve_runtimes.rs, tests/cluster/e2e-runtimes.sh).
-PEERS="kserve kserve-storage triton kserve-runtimes" bench/peers/setup.sh
+PEERS="kserve kserve-storage triton kserve-runtimes" step bench/peers/setup.sh
 # NVIDIA's perf_analyzer (PyPI wheel; on a glibc older than 2.38 it runs through Debian 13's libc,
 # downloaded into .bench/glibc): cli/tests/perf_analyzer.rs runs it over HTTP and gRPC.
-scripts/perf-analyzer.sh --install
+step scripts/perf-analyzer.sh --install
 # The real LLM server cli/tests/llm.rs and tests/cluster/e2e-runtimes.sh run on CPU: llama.cpp's
 # OpenAI-compatible server (llama-cpp-python[server] from PyPI, built from source once per machine
 # and cached as a wheel in ~/.cache/skiff-llm, 11 minutes of CPU the first time) and a tiny
 # random-weight GGUF model it writes, in .bench/.
-tests/llm/setup.sh
+step tests/llm/setup.sh
 # The real stores the model fetcher's tests start: MinIO and fake-gcs-server built from their Go
 # modules (cached in ~/.cache/skiff-stores; about 7 minutes on 2 cores the first time).
-tests/stores/build.sh >/dev/null
+step tests/stores/build.sh >/dev/null
 # shellcheck source=/dev/null
 source .ort/env
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace
+step cargo fmt --all -- --check
+step cargo clippy --workspace --all-targets -- -D warnings
+step cargo test --workspace
 # tests/stores/hf_hub.py (the fetcher's Hub in the tests) has the Hub's layout: the real
 # huggingface_hub client downloads from it.
-.bench/kserve-storage-venv/bin/python tests/stores/test_hf_hub.py
+step .bench/kserve-storage-venv/bin/python tests/stores/test_hf_hub.py
 # replay.py (which the burst tests use) against journals the cluster recorded; its oracle was built
 # by the differential test above.
-python3 tests/knative-kpa/test_replay.py
+step python3 tests/knative-kpa/test_replay.py
 # No two modules of these crates import each other in a circle (issue 21 broke the server's and the
 # router's; api, cli, http-shell and operator, left out, still have some: run the script on them).
-python3 tests/arch/module_cycles.py activator/src autoscaler/src dataplane/src fetch/src router/src server/src web/src
+step python3 tests/arch/module_cycles.py activator/src autoscaler/src dataplane/src fetch/src router/src server/src web/src
 
 if [[ "${SKIFF_SKIP_CLUSTER:-0}" == 1 ]]; then
   echo "SKIFF_SKIP_CLUSTER=1: the cluster end-to-end tests did not run"
@@ -63,20 +76,20 @@ for tool in go kubectl; do
 done
 # One build of every binary the e2e scripts run (building one package alone would resolve features
 # differently and rebuild shared dependencies).
-cargo build --workspace --quiet
+step cargo build --workspace --quiet
 export SKIFF_E2E_NO_BUILD=1
 if [[ "$(id -u)" == 0 ]]; then
-  tests/node-agent/e2e.sh
-  tests/cluster/e2e-operator.sh
-  tests/cluster/e2e-serverless.sh
-  tests/cluster/e2e-burst.sh
-  tests/cluster/e2e-classes.sh
-  tests/cluster/e2e-runtimes.sh
-  tests/cluster/e2e-storage.sh
-  tests/cluster/e2e-web.sh
-  tests/cluster/e2e-node.sh
+  step tests/node-agent/e2e.sh
+  step tests/cluster/e2e-operator.sh
+  step tests/cluster/e2e-serverless.sh
+  step tests/cluster/e2e-burst.sh
+  step tests/cluster/e2e-classes.sh
+  step tests/cluster/e2e-runtimes.sh
+  step tests/cluster/e2e-storage.sh
+  step tests/cluster/e2e-web.sh
+  step tests/cluster/e2e-node.sh
 else
   # Pods need network namespaces, so root; without it the operator is tested without a node.
   echo "not root: the node agent cannot run pods here; the operator e2e runs without a node, the serverless and web e2e do not run"
-  SKIFF_E2E_NODE_AGENT=0 tests/cluster/e2e-operator.sh
+  SKIFF_E2E_NODE_AGENT=0 step tests/cluster/e2e-operator.sh
 fi
