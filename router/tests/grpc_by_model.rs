@@ -214,10 +214,12 @@ async fn a_message_larger_than_the_peek_streams_through_whole() {
     assert!(answer.messages[0] == echo("mnist-replica", &request), "the replica got the message byte for byte");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bidirectional_stream_gets_each_answer_before_it_sends_the_next_message() {
-    let (_router, handle) = two_models().await;
-    let addr = handle.listen_addr();
+/// Opens `ModelStreamInfer` on the router at `addr` over HTTP/2 and sends `first`: the answer's
+/// head, the sender of the stream's next messages, and the connection's handle (kept to keep it).
+async fn open_stream(
+    addr: SocketAddr,
+    first: Bytes,
+) -> (Response<Incoming>, http_body_util::channel::Sender<Bytes, Infallible>, impl Sized) {
     let stream = TcpStream::connect(addr).await.unwrap();
     let (mut sender, connection) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
@@ -228,10 +230,18 @@ async fn a_bidirectional_stream_gets_each_answer_before_it_sends_the_next_messag
         .header("te", "trailers")
         .body(body)
         .unwrap();
+    body_sender.send_data(first).await.unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    (response, body_sender, sender)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bidirectional_stream_gets_each_answer_before_it_sends_the_next_message() {
+    let (_router, handle) = two_models().await;
+    let addr = handle.listen_addr();
     // The first message goes before the response head can come: the router routes on it.
     let first = frame(&infer("iris", "0", 16));
-    body_sender.send_data(first.clone()).await.unwrap();
-    let response = sender.send_request(request).await.unwrap();
+    let (response, mut body_sender, _connection) = open_stream(addr, first.clone()).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-skiff-revision"], "iris-predictor-00001");
     let mut answers = response.into_body();
@@ -314,18 +324,7 @@ async fn an_idle_stream_ends_at_the_idle_bound_and_frees_its_slot() {
     router.publish(vec![service("default", "iris", vec![target("iris-predictor-00001", 100, None)])]);
     let addr = handle.listen_addr();
 
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, connection) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(connection);
-    let (mut body_sender, body) = Channel::<Bytes, Infallible>::new(1);
-    let request = Request::post(format!("http://{addr}/inference.GRPCInferenceService/ModelStreamInfer"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(body)
-        .unwrap();
-    body_sender.send_data(frame(&infer("iris", "0", 16))).await.unwrap();
-    let response = sender.send_request(request).await.unwrap();
+    let (response, body_sender, _connection) = open_stream(addr, frame(&infer("iris", "0", 16))).await;
     assert_eq!(response.status(), 200);
     // The stream stays open, idle, after its first answer; the router ends it.
     let bound = Duration::from_secs(30);
