@@ -64,16 +64,20 @@ async fn the_router_cuts_slow_heads_and_refuses_huge_labels() {
     assert!(up.stop().success());
 }
 
-/// 32 clients each send a 16 MiB body to a service whose replica never becomes ready (its model
-/// is broken), so the activator must hold them: against its byte budget (256 MiB a revision) it
-/// holds what fits until the 3 s timeout (504) and refuses the rest at once (503 with the reason).
-/// Every client gets an answer, and `skiff up` (router and activator) stays bounded in memory.
+/// 32 clients each send a 16 MiB body to a service whose replica never becomes ready (it loads
+/// for ever, a failure a wait could still mend, so requests are held rather than refused at once),
+/// so the activator must hold them: against its byte budget (256 MiB a revision) it holds what
+/// fits until the 3 s timeout (504) and refuses the rest at once (503 with the reason). Every
+/// client gets an answer, and `skiff up` (router and activator) stays bounded in memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_large_bodies_held_at_zero_stay_within_the_byte_budget() {
-    let dir = folder(&["broken"]);
-    std::fs::write(dir.path().join("models/broken/model.onnx"), b"not a model").unwrap();
-    std::fs::write(dir.path().join("broken.yaml"), manifest("broken", "broken", "minReplicas: 0\ntimeout: 3")).unwrap();
-    let up = Up::start(dir.path(), CONFIG);
+    let dir = folder(&[]);
+    let script = dir.path().join("slow.py");
+    std::fs::copy(repo().join("tests/fixtures/slow_load.py"), &script).unwrap();
+    let stuck = python_isvc("broken", &script, r#"{name: LOAD_SECS, value: "100000"}"#)
+        .replace("minReplicas: 0\n", "minReplicas: 0\n    timeout: 3\n");
+    std::fs::write(dir.path().join("broken.yaml"), stuck).unwrap();
+    let up = Up::with_python(dir.path(), CONFIG);
     up.wait_for("the service listed", Duration::from_secs(30), |s| service(s, "broken").is_some()).await;
     let rows = (16 << 20) / 20;
     let mut data = "[1.5,2.5,3.5,4.5],".repeat(rows);
@@ -120,10 +124,7 @@ fn failures(outcomes: &[Outcome]) -> Vec<&String> {
 }
 
 fn kill_one_replica(dir: &std::path::Path, model: &str) {
-    let pattern = format!("{}/./models/{model}", dir.display());
-    let pids = std::process::Command::new("pgrep").args(["-f", &pattern]).output().unwrap();
-    let pid = String::from_utf8(pids.stdout).unwrap().lines().next().expect("a replica to kill").to_owned();
-    std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    std::process::Command::new("kill").args(["-KILL", &replica_pid(dir, model)]).status().unwrap();
 }
 
 /// The fault test. `direct` (2 replicas with room) is served by the router straight to replicas;
@@ -232,7 +233,12 @@ async fn a_killed_replica_comes_back_at_once_and_a_second_crash_backs_off() {
     );
     assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
     assert!(stall < backoff, "the first restart waited a back-off step: {stall:?}, restartBackoff {backoff:?}");
-    let status = up.status().await;
+    // The answer can come before the status is next published: wait for the restart to show.
+    let status = up
+        .wait_for("the first crash counted", Duration::from_secs(30), |s| {
+            service(s, "iris").is_some_and(|svc| svc["revisions"][0]["restarts"] == 1)
+        })
+        .await;
     let revision = &service(&status, "iris").unwrap()["revisions"][0];
     assert_eq!(
         (revision["restarts"].as_u64(), &revision["backOffMs"]),
