@@ -19,10 +19,11 @@ const CONFIG: &str = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-pe
 
 /// A user's editor as a process: for each line `N MODE SIZE` on its stdin it takes the file as it
 /// was when the line was sent (the SIZE bytes that follow the line), adds `# user save N`
-/// on top, waits 0 to 4 ms and saves it, as editors do, by a rename (`rename`) or in place
-/// (`inplace`); then prints `saved N`.
+/// on top, waits 0 to 4 ms and saves it, as editors do, by a rename (`rename`, no lock) or in
+/// place (`inplace`, as a careful writer: it locks the file with `flock` and checks that the file
+/// it locked is still the path's, else opens it again); then prints `saved N`.
 const EDITOR: &str = r##"
-import os, random, sys, time
+import fcntl, os, random, sys, time
 path = sys.argv[1]
 while line := sys.stdin.readline():
     n, mode, size = line.split()
@@ -35,8 +36,13 @@ while line := sys.stdin.readline():
             f.write(text)
         os.rename(tmp, path)
     else:
-        with open(path, "r+") as f:
-            f.seek(0); f.truncate(); f.write(text)
+        while True:
+            f = open(path, "r+")
+            fcntl.flock(f, fcntl.LOCK_EX)
+            if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
+                break
+            f.close()
+        f.seek(0); f.truncate(); f.write(text); f.close()
     print(f"saved {n}", flush=True)
 "##;
 

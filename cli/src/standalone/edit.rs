@@ -3,11 +3,16 @@
 //!   stays (as `sed -i --follow-symlinks`); a link that now leads out of the folder is refused,
 //!   naming the link ([`ManifestFolder::target`], the rule the folder reads links by);
 //! - a change the edit did not read is never overwritten: the target is locked (`flock`,
-//!   advisory: other edits and writers that lock wait) from the read to the rename, the edit
-//!   starts only from the text `skiff up` parsed, and right before the rename the file must still
-//!   hold that text, or the edit is refused with 409 naming the file and nothing is written;
+//!   advisory: other edits, and writers that lock and then check that the file they locked is
+//!   still the path's, wait) from the read to the swap, the edit starts only from the text `skiff
+//!   up` parsed, and right before the swap the file must still hold that text, or the edit is
+//!   refused with 409 naming the file and nothing is written;
 //! - the text is written whole or not at all: a temporary file beside the target (a name the
-//!   folder watch ignores, the target's permissions), then a rename.
+//!   folder watch ignores, the target's permissions), swapped with the target in one step
+//!   (`RENAME_EXCHANGE`); if what it displaced is not the text the edit read (a save by a rename
+//!   landed in between), it is swapped back and the edit refused. A writer that saves in place
+//!   without the lock, in the microseconds between the last look and the swap, can still lose its
+//!   save: no file system offers a compare-and-swap of a file's content.
 //!
 //! The result is checked against the folder's rules ([`ManifestFolder::check`]) by the caller
 //! before [`Edit::write`].
@@ -107,21 +112,41 @@ impl Edit {
             let _ = std::fs::remove_file(&temporary);
             return Err(unavailable("writing", &temporary, e));
         }
-        // The last look before the rename: a save made since the edit read the file is kept.
-        let unchanged =
-            File::open(&self.target).and_then(|file| contents(&file)).is_ok_and(|now| now == self.base.as_bytes());
-        if !unchanged {
+        // The last look before the swap: a save made since the edit read the file is kept.
+        let refused = || {
             let _ = std::fs::remove_file(&temporary);
-            return Err(conflict(
+            conflict(
                 &self.path,
                 "the file changed while the edit was made; nothing was written (reload and edit again)",
-            ));
+            )
+        };
+        if !holds(&self.target, &self.base) {
+            return Err(refused());
         }
-        std::fs::rename(&temporary, &self.target).map_err(|e| {
+        // Swap the new text in, atomically, then look at what it displaced: a save that landed
+        // between the look and the swap (by a rename) is what now lies under the temporary name,
+        // and is swapped back, so no save made by a rename is ever lost.
+        exchange(&temporary, &self.target).map_err(|e| {
             let _ = std::fs::remove_file(&temporary);
             unavailable("writing", &self.target, e)
-        })
+        })?;
+        if !holds(&temporary, &self.base) {
+            exchange(&temporary, &self.target).map_err(|e| unavailable("restoring", &self.target, e))?;
+            return Err(refused());
+        }
+        std::fs::remove_file(&temporary).map_err(|e| unavailable("removing", &temporary, e))
     }
+}
+
+/// Whether the file at `path` holds `text`.
+fn holds(path: &Path, text: &str) -> bool {
+    File::open(path).and_then(|file| contents(&file)).is_ok_and(|now| now == text.as_bytes())
+}
+
+/// Swaps the files at `a` and `b` in one step (`renameat2(RENAME_EXCHANGE)`).
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]
