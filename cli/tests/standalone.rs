@@ -192,26 +192,38 @@ async fn zero_to_burst_canary_and_a_killed_replica() {
     assert!(left.stdout.is_empty(), "replicas left behind: {}", String::from_utf8_lossy(&left.stdout));
 }
 
+/// A revision that never becomes ready (its server loads for ever: a wait could still mend it)
+/// has its requests held, up to the activator's `maxPending` (the next gets 503) and for its
+/// `timeout` (then 504 naming the revision). A broken model is refused before a replica starts,
+/// and its requests are answered 503 with the reason at once (no wait can mend it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_activator_answers_503_when_full_and_504_on_timeout() {
     let dir = folder(&["broken"]);
     std::fs::write(dir.path().join("models/broken/model.onnx"), b"not a model").unwrap();
     std::fs::write(dir.path().join("broken.yaml"), manifest("broken", "broken", "minReplicas: 0\ntimeout: 2")).unwrap();
+    let script = dir.path().join("slow.py");
+    std::fs::copy(repo().join("tests/fixtures/slow_load.py"), &script).unwrap();
+    let stuck = python_isvc("stuck", &script, r#"{name: LOAD_SECS, value: "100000"}"#)
+        .replace("minReplicas: 0\n", "minReplicas: 0\n    timeout: 2\n");
+    std::fs::write(dir.path().join("stuck.yaml"), stuck).unwrap();
     let config = "autoscaler:\n  stable-window: 6s\n  scale-to-zero-grace-period: 1s\n  tick-interval: 1s\nactivator:\n  maxPending: 3\n";
-    let up = Up::start(dir.path(), config);
-    up.wait_for("the service listed", Duration::from_secs(30), |s| service(s, "broken").is_some()).await;
+    let up = Up::with_python(dir.path(), config);
+    up.wait_for("the services listed", Duration::from_secs(30), |s| {
+        service(s, "broken").is_some() && service(s, "stuck").is_some()
+    })
+    .await;
 
     let held: Vec<_> = (0..3)
         .map(|_| {
-            let url = format!("http://{}/v2/models/broken/infer", up.addr);
+            let url = format!("http://{}/v2/models/stuck/infer", up.addr);
             tokio::spawn(async move { send(http::Method::POST, &url, IRIS_ROW.into(), &[]).await.unwrap() })
         })
         .collect();
     up.wait_for("3 requests held", Duration::from_secs(10), |s| {
-        service(s, "broken").and_then(|svc| svc["revisions"][0]["queued"].as_u64()) == Some(3)
+        service(s, "stuck").and_then(|svc| svc["revisions"][0]["queued"].as_u64()) == Some(3)
     })
     .await;
-    let refused = up.infer("broken").await.unwrap();
+    let refused = up.infer("stuck").await.unwrap();
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&refused.body));
     assert!(refused.json()["error"].as_str().is_some_and(|m| !m.is_empty()));
 
@@ -219,8 +231,13 @@ async fn the_activator_answers_503_when_full_and_504_on_timeout() {
         let reply = task.await.unwrap();
         assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT, "{}", String::from_utf8_lossy(&reply.body));
         let message = reply.json()["error"].as_str().unwrap_or_default().to_owned();
-        assert!(message.contains("broken-predictor-00001"), "{message}");
+        assert!(message.contains("stuck-predictor-00001"), "{message}");
     }
+
+    let broken = up.infer("broken").await.unwrap();
+    assert_eq!(broken.status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&broken.body));
+    let message = broken.json()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("broken-predictor-00001") && message.contains("ModelLoadFailed"), "{message}");
     let status = up.status().await;
     let revision = &service(&status, "broken").unwrap()["revisions"][0];
     assert_eq!(
