@@ -32,8 +32,11 @@ fn the_config_map_parses() {
     // Skiff's fetcher downloads models, asking the node cache of deploy/node-cache at its port.
     let node_cache: Vec<DaemonSet> = documents("node-cache/daemonset.yaml", "DaemonSet");
     let cache = &node_cache[0].spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
-    let port = cache.ports.as_ref().unwrap()[0].container_port;
-    assert!(cache.args.as_ref().unwrap().contains(&format!("$(HOST_IP):{port}")), "{:?}", cache.args);
+    // It listens in the pod network; model pods reach it at <node IP>:port through its hostPort.
+    let exposed = &cache.ports.as_ref().unwrap()[0];
+    let port = exposed.container_port;
+    assert_eq!(exposed.host_port, Some(port), "the hostPort is the port the fetcher asks");
+    assert!(cache.args.as_ref().unwrap().contains(&format!("$(POD_IP):{port}")), "{:?}", cache.args);
     let Initializer::Skiff { image, node_cache_port } = &platform.initializer else {
         panic!("KServe's initializer by default: {:?}", platform.initializer)
     };
