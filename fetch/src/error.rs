@@ -34,7 +34,7 @@ pub enum Error {
         cause: String,
     },
     /// The node cache did not connect for a caller to one of the node's own or link-local
-    /// addresses: a redirect led there, or a name resolved there ([`crate::node::guard`]).
+    /// addresses: a redirect led there, or a name resolved there ([`crate::guard`]).
     #[error("{uri}: the node cache does not reach {host} for a caller (the node's own or link-local addresses)")]
     Unreachable {
         /// The URI, redacted.

@@ -9,7 +9,7 @@ use crate::archive;
 use crate::download::{self, Plan};
 use crate::env::StoreEnv;
 use crate::error::{Error, Result};
-use crate::node::guard::Reach;
+use crate::guard::Reach;
 use crate::remote::{self, Object, Remote};
 use crate::uri::redact;
 

@@ -24,6 +24,7 @@ pub mod download;
 pub mod env;
 pub mod error;
 pub mod fetcher;
+pub mod guard;
 pub mod node;
 pub mod remote;
 pub mod uri;

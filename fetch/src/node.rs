@@ -6,8 +6,8 @@
 //!
 //! - [`wire`]: the requests and answers, and the fetcher's errors as they cross the wire (each
 //!   kind keeps its HTTP status, its message and its exit code).
-//! - [`guard`]: which store endpoints the node cache refuses to reach for a caller (its own
-//!   loopback and link-local addresses, seen from the host network).
+//! - [`crate::guard`] (beside this module: the stores' clients use it too): which store endpoints
+//!   the node cache refuses to reach for a caller (its own loopback and link-local addresses).
 //! - [`metrics`]: what it counts (`GET /metrics`).
 //! - [`server`]: the HTTP server: `POST /v1/models` lists the store with the caller's credentials
 //!   on every request (a tenant never gets a model its credentials cannot read) and answers a
@@ -16,7 +16,6 @@
 //!   cache that is not there (fetch directly).
 
 pub mod client;
-pub mod guard;
 pub mod metrics;
 pub mod server;
 pub mod wire;

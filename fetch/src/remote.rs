@@ -17,7 +17,7 @@ use futures::stream::BoxStream;
 
 use crate::env::StoreEnv;
 use crate::error::{Error, Result};
-use crate::node::guard::{self, Reach};
+use crate::guard::{self, Reach};
 use crate::uri::{self, Location};
 
 /// One object of a model.
@@ -49,8 +49,7 @@ pub trait Remote: Send + Sync {
     async fn read(&self, object: &Object, range: Option<Range<u64>>) -> Result<BoxStream<'static, Result<Bytes>>>;
 }
 
-/// How long connecting to a store may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::guard::CONNECT_TIMEOUT;
 
 /// The longest pause in a transfer: a store that sends nothing for this long is cut off.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);

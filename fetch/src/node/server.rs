@@ -21,13 +21,13 @@ use axum::routing::{delete, get, post};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::net::TcpListener;
 
-use super::guard::{self, Reach};
 use super::metrics::Metrics;
 use super::wire::{ErrorBody, FORWARDED, File, MAX_REQUEST_BYTES, ModelAnswer, ModelRequest, WireError};
 use crate::beneath::Beneath;
 use crate::download::{self, Plan};
 use crate::env::StoreEnv;
 use crate::error::Error;
+use crate::guard::{self, Reach};
 use crate::{Cache, Fetcher, Lease};
 
 /// How the node cache serves.

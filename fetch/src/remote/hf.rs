@@ -14,7 +14,7 @@ use super::http::{body, describe};
 use super::{Object, Remote, http_client, status_error, transfer_error};
 use crate::env::HfEnv;
 use crate::error::{Error, Result};
-use crate::node::guard::Reach;
+use crate::guard::Reach;
 
 /// A repository at a revision.
 pub struct HfRemote {

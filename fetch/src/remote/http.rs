@@ -11,7 +11,7 @@ use reqwest::header::{ACCEPT_RANGES, CONTENT_LENGTH, ETAG, HeaderMap, LAST_MODIF
 
 use super::{Object, Remote, base_name, http_client, status_error, transfer_error};
 use crate::error::Result;
-use crate::node::guard::Reach;
+use crate::guard::Reach;
 use crate::uri::redact;
 
 /// A file at a URL.

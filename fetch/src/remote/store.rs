@@ -14,7 +14,7 @@ use object_store::{ClientOptions, GetOptions, GetRange, ObjectMeta, ObjectStore,
 use super::{CONNECT_TIMEOUT, Object, READ_TIMEOUT, Remote};
 use crate::env::{GcsEnv, S3Env};
 use crate::error::{Error, Result};
-use crate::node::guard::{self, Reach};
+use crate::guard::{self, Reach};
 
 /// A bucket and a prefix in it.
 pub struct ObjectRemote {

@@ -1,4 +1,4 @@
-//! Which stores the node cache reaches for a caller. It runs on the node's network, so a model
+//! Which stores the node cache reaches for a caller. It runs on the node, so a model
 //! pod could otherwise point it at what only the node reaches: its loopback services, or a
 //! link-local address (a cloud's metadata service, with the node's identity). Those are refused
 //! at every hop: the URI's own host before anything is asked ([`refused_hosts`]), then, on every
@@ -12,8 +12,10 @@ use object_store::ClientOptions;
 use object_store::client::{HttpClient, HttpConnector};
 
 use crate::env::StoreEnv;
-use crate::remote::CONNECT_TIMEOUT;
 use crate::uri::{self, Location};
+
+/// How long connecting to a store may take.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The most redirects one request follows (reqwest's own default).
 const MAX_REDIRECTS: usize = 10;
