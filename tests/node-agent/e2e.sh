@@ -279,6 +279,14 @@ keep_ip="$(k -n "$ns" get pods -l app=keep -o jsonpath='{.items[0].status.podIP}
 curl -s -m 5 -o /dev/null "http://$keep_ip:8081/" || fail "pod keep does not answer on $keep_ip:8081"
 log "pod keep runs at $keep_ip and stays up for down.sh"
 
+# The veths of every pod on the node, by the agent's naming rule; other clusters' leftovers
+# (another bridge's pods, a killed run's) are not this test's to judge.
+pod_veths=()
+for pod_uid in $(k get pods -A -o jsonpath='{.items[*].metadata.uid}'); do
+  pod_veths+=("skv$(tr -dc 0-9a-f <<<"$pod_uid" | cut -c1-12)")
+done
+((${#pod_veths[@]} > 0)) || fail "no pod is left on the node for down.sh to stop"
+
 passed=1
 log "stopping the cluster"
 "$root/tests/cluster/down.sh"
@@ -287,7 +295,9 @@ cluster_started=0
 leftover_ns="$(ip netns list | grep -c "^$bridge-" || true)"
 ((leftover_ns == 0)) || fail "$leftover_ns network namespaces left after down.sh"
 ! ip link show dev "$bridge" >/dev/null 2>&1 || fail "bridge $bridge left after down.sh"
-! ip -o link show | grep -q ': skv' || fail "veths left after down.sh"
+for v in "${pod_veths[@]}"; do
+  ! ip link show dev "$v" >/dev/null 2>&1 || fail "veth $v left after down.sh"
+done
 ! pgrep -f 'http.server 808[01]' >/dev/null || fail "http server processes left after down.sh"
 log "after down.sh: no process, network namespace, veth or bridge left"
 log "PASS"

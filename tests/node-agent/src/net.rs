@@ -117,8 +117,10 @@ impl Network {
             kill_pids(&pids);
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        let _ = self.ip(&["netns", "del", netns]).await;
+        // The host end goes first: deleting it removes both ends at once, while a deleted
+        // namespace takes its devices down later, in the kernel's own time.
         let _ = self.ip(&["link", "del", "dev", veth]).await;
+        let _ = self.ip(&["netns", "del", netns]).await;
     }
 
     /// Names of network namespaces that belong to this bridge (`<bridge>-*`).
@@ -149,13 +151,14 @@ impl Network {
     }
 
     /// Removes every pod namespace and veth of this bridge (start-up and shutdown sweep).
+    /// The bridge's ports are deleted before the namespaces, for the reason `delete_pod` gives.
     pub async fn sweep(&self) -> usize {
+        for port in self.list_bridge_ports().await {
+            let _ = self.ip(&["link", "del", "dev", &port]).await;
+        }
         let namespaces = self.list_pod_namespaces().await;
         for ns in &namespaces {
             self.delete_pod(ns, "skv-none").await;
-        }
-        for port in self.list_bridge_ports().await {
-            let _ = self.ip(&["link", "del", "dev", &port]).await;
         }
         namespaces.len()
     }
