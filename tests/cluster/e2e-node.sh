@@ -13,8 +13,9 @@
 #   c. Skiff: `kubectl apply -k` of an overlay of deploy/base whose only changes are kustomize
 #      `images:` (the local tags), the model pods' images in inferenceservice-config, and short
 #      autoscaler windows; every pod in skiff-system is Ready, and every Skiff process runs as 65532
-#   d. scale from zero: examples/iris.yaml (minReplicas 0; storageUri made absolute), in a namespace
-#      with deploy/model-namespace's NetworkPolicy, is Ready with no
+#   d. scale from zero: examples/iris.yaml (minReplicas 0; its model over HTTP from the node), in a namespace
+#      with deploy/model-namespace's NetworkPolicy and Pod Security `restricted` enforced (a pod
+#      without a restricted securityContext is refused there), is Ready with no
 #      pod; the first V2 infer through the skiff-router Service's ClusterIP (kube-proxy) answers
 #      label 1; its model pod's skiff-server runs as 65532 from the image's /usr/local/bin
 #   e. scale to zero: idle, its Deployment goes back to 0 replicas and 0 pods
@@ -22,6 +23,10 @@
 #      (tcpcheck, image skiff-probe) the activator, the controller and the web app are closed and
 #      the router is open; once the activator's policy is deleted it is open. (d ran with
 #      deploy/model-namespace's policy in the model namespace: the router and activator paths work.)
+#   g. a transformer from zero (a custom container: image skiff-python, tests/fixtures/component.py)
+#      in front of a warm predictor reaches it by the router's cluster DNS name, as KServe's
+#      --predictor_host gives it, in the namespace that enforces Pod Security restricted (d)
+#   h. that predictor's pod, reachable through the router (g), is closed to a pod in another namespace
 # Exit status 0 only if every check passed. On every exit the cluster stops (down.sh) and the node
 # is cleaned (node.sh clean: containers, mounts, cgroups, bridge, iptables chains); state and logs
 # are kept on failure.
@@ -73,6 +78,7 @@ cleanup() {
     "$here/node.sh" clean >/dev/null || rc=1
     if ((passed)); then rm -rf "$dir"; else echo "state and logs kept in $dir"; fi
   fi
+  [[ -n "${models_pid:-}" ]] && kill "$models_pid" 2>/dev/null
   rm -rf "$work"
   exit "$rc"
 }
@@ -188,7 +194,19 @@ pass "c. Skiff from deploy/base with local images: every pod Ready; controller, 
 k create namespace "$ns" >/dev/null
 # The model namespace's policy, unchanged: only the router, activator and controller reach model pods.
 k -n "$ns" apply -f "$root/deploy/model-namespace/networkpolicy.yaml" >/dev/null
-sed "s|storageUri: file://./models/iris|storageUri: file://$root/examples/models/iris|" "$root/examples/iris.yaml" |
+# Pod Security: the model namespace enforces `restricted`, as deploy/model-namespace/README.md says.
+k label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
+refusal="$(k -n "$ns" run loose --image="localhost/skiff-probe:$tag" --restart=Never -- 127.0.0.1 1 2>&1)" &&
+  fail "a pod without a restricted securityContext was admitted in namespace $ns"
+[[ "$refusal" == *'violates PodSecurity "restricted'* ]] || fail "the loose pod was refused for another reason: $refusal"
+pass "d. namespace $ns enforces Pod Security restricted: a pod without its securityContext is refused"
+# The models come over HTTP from the node's address: a file:// model is a hostPath volume, which
+# Pod Security refuses in a restricted namespace (as it should: a store is what a cluster uses).
+models_port=18931
+python3 -m http.server --bind "$node_ip" --directory "$root/examples/models" "$models_port" >/dev/null 2>&1 &
+models_pid=$!
+models="http://$node_ip:$models_port"
+sed "s|storageUri: file://./models/iris|storageUri: $models/iris/model.onnx|" "$root/examples/iris.yaml" |
   k -n "$ns" apply -f - >/dev/null
 isvc_ready() { [[ "$(k -n "$ns" get isvc iris -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
 wait_until "iris Ready" isvc_ready
@@ -243,6 +261,43 @@ k -n skiff-system delete networkpolicy skiff-activator >/dev/null
 opened() { reach "$(pod_ip skiff-activator)" 8012 && [[ "$reached" == open ]]; }
 wait_until "the activator open once its policy is gone" opened
 pass "f. from another namespace: activator, controller, web closed and the router open; the activator opens when its NetworkPolicy is deleted"
+
+# g. a transformer (a custom container, image skiff-python) from zero in front of a warm predictor;
+# it reaches the predictor by the name KServe's contract gives it: the router's cluster DNS name.
+predictor_host="skiff-router.skiff-system.svc.cluster.local/serving/$ns/pipe-predictor"
+python3 - "$ns" "$models/iris/model.onnx" "$(cat "$root/tests/fixtures/component.py")" "$tag" <<'PY' |
+import json, sys
+ns, uri, script, tag = sys.argv[1:5]
+print(json.dumps({
+    "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+    "metadata": {"name": "pipe", "namespace": ns},
+    "spec": {
+        "predictor": {"minReplicas": 1, "model": {"modelFormat": {"name": "onnx"}, "protocolVersion": "v2",
+                                                  "storageUri": uri}},
+        "transformer": {"minReplicas": 0, "containers": [{"name": "kserve-container",
+                                                         "image": f"localhost/skiff-python:{tag}",
+                                                         "args": ["-c", script]}]},
+    },
+}))
+PY
+  k apply -f - >/dev/null
+pipe_ready() { [[ "$(k -n "$ns" get isvc pipe -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+timeout=$((timeout + 60)) wait_until "pipe Ready" pipe_ready
+pipe_host="$(k -n "$ns" get isvc pipe -o jsonpath='{.status.url}')"
+pipe_host="${pipe_host#*://}"
+answer="$(curl -sS --max-time 120 -H "Host: $pipe_host" -H 'content-type: application/json' \
+  "http://$router_ip/v2/models/pipe/infer" -d "$body")" || fail "g. the first request to pipe failed: $answer"
+mark="$(python3 -c 'import json,sys; a=json.loads(sys.argv[1]); t=a["transformer"]; print(a["outputs"][0]["data"][0], t["predictor_host"], t["env"])' "$answer" 2>/dev/null)" ||
+  fail "g. pipe answered $answer"
+[[ "$mark" == "1 $predictor_host $predictor_host" ]] || fail "g. pipe's answer: '$mark', want '1 $predictor_host $predictor_host'"
+pass "g. transformer (skiff-python, from zero) -> $predictor_host (CoreDNS, kube-proxy) -> pipe-predictor: label 1"
+
+# h. a model pod answers only what its namespace's policy allows: not a pod in another namespace.
+predictor_ip="$(k -n "$ns" get pods -l serving.kserve.io/inferenceservice=pipe,component=predictor -o jsonpath='{.items[0].status.podIP}')"
+[[ -n "$predictor_ip" ]] || fail "h. pipe's predictor has no pod"
+reach "$predictor_ip" 8080
+[[ "$reached" == closed ]] || fail "h. from namespace outsider, pipe's predictor pod $predictor_ip:8080 is $reached (want closed)"
+pass "h. from another namespace, pipe's predictor pod ($predictor_ip:8080) is closed; through the router it answered (g)"
 
 passed=1
 log "all checks passed"

@@ -346,36 +346,7 @@ EOF
 # The transformer: KServe's contract (--model_name, --predictor_host, --http_port, PREDICTOR_HOST);
 # it forwards each POST to http://<predictor_host><path> and marks the answer. With --role=explainer
 # it is the explainer: an explain request asks the predictor's infer.
-transformer_py='
-import http.server, json, os, sys, urllib.request
-args = sys.argv[1:]
-def flag(name):  # --name value, or --name=value as in the collocation samples
-    for i, a in enumerate(args):
-        if a == name:
-            return args[i + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-model, host, port = flag("--model_name"), flag("--predictor_host"), int(flag("--http_port"))
-role = "explainer" if "--role=explainer" in args else "transformer"
-class Handler(http.server.BaseHTTPRequestHandler):
-    def answer(self, body):
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def do_GET(self):
-        self.answer(b"{}")
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        path = self.path.replace("/explain", "/infer") if role == "explainer" else self.path
-        request = urllib.request.Request("http://" + host + path, data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=100) as r:
-            answer = json.loads(r.read())
-        answer[role] = {"model_name": model, "predictor_host": host, "env": os.environ.get("PREDICTOR_HOST")}
-        self.answer(json.dumps(answer).encode())
-http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
-'
+transformer_py="$(cat "$root/tests/fixtures/component.py")"
 part_transformer() {
   local pipe_host out code t skiff predictor_host mark
   # No DNS here: the router's address is a router pod's; everything after it is the real path.

@@ -31,21 +31,27 @@ fi
 [[ -f "${ORT_DYLIB_PATH:-}" ]] || die "ORT_DYLIB_PATH is not set to ONNX Runtime's library (run scripts/setup.sh)"
 mkdir -p "$out"
 
-# --- the base: a Debian root file system, imported once per key ---------------------------------
-base_tar="$("$here/images/base.sh")"
-key="${base_tar##*/base-}"
-key="${key%.tar}"
-base="localhost/skiff-base:$key"
-if ! buildah inspect --type image "$base" >/dev/null 2>&1; then
-  ctr="$(buildah from scratch)"
-  buildah add --quiet "$ctr" "$base_tar" / >/dev/null
-  # distroless's image config: user nonroot, its home as the working directory, the CA bundle.
-  buildah config --user 65532:65532 --workingdir /home/nonroot \
-    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$ctr"
-  buildah commit --quiet --rm "$ctr" "$base" >/dev/null
-  log "imported $base"
-fi
+# --- the bases: Debian root file systems, imported once per key -----------------------------------
+# import_base FLAVOUR: images/base.sh's root file system as localhost/skiff-FLAVOUR:<key>; prints it.
+import_base() {
+  local tar key ref ctr
+  tar="$("$here/images/base.sh" "$1")"
+  key="${tar##*/"$1"-}"
+  key="${key%.tar}"
+  ref="localhost/skiff-$1:$key"
+  if ! buildah inspect --type image "$ref" >/dev/null 2>&1; then
+    ctr="$(buildah from scratch)"
+    buildah add --quiet "$ctr" "$tar" / >/dev/null
+    # distroless's image config: user nonroot, its home as the working directory, the CA bundle.
+    buildah config --user 65532:65532 --workingdir /home/nonroot \
+      --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$ctr"
+    buildah commit --quiet --rm "$ctr" "$ref" >/dev/null
+    log "imported $ref"
+  fi
+  echo "$ref"
+}
+base="$(import_base base)"
 
 # --- one image per runtime stage ------------------------------------------------------------------
 ctx="$(mktemp -d)"
@@ -81,32 +87,30 @@ build web.Dockerfile skiff-web
 build fetch.Dockerfile skiff-fetch fetch
 build fetch.Dockerfile skiff-model-cache model-cache
 
-# --- the node's own: CoreDNS (build.sh's binary) and the pod sandbox -------------------------------
+# --- the tests' own images, from tests/cluster/images/ ----------------------------------------------
+# own DOCKERFILE IMAGE [BUILD-ARG...]: builds localhost/IMAGE:$tag from images/DOCKERFILE with
+# $ctx as the context (filled by the caller) and exports it like the others.
+own() {
+  local file="$1" image="$2" ref="localhost/$2:$tag" arg args=()
+  shift 2
+  for arg in "$@"; do args+=(--build-arg "$arg"); done
+  buildah build --quiet --layers=false -f "$here/images/$file" "${args[@]}" -t "$ref" "$ctx" >/dev/null
+  rm -f "$out/$image.tar"
+  buildah push --quiet --disable-compression "$ref" "oci-archive:$out/$image.tar:$ref" >/dev/null
+  log "$ref <- tests/cluster/images/$file"
+  echo "$ref"
+  rm -rf "${ctx:?}"/*
+}
+# The node's: CoreDNS (build.sh's binary) and the pod sandbox.
 rm -rf "${ctx:?}"/*
 cp "$("$here/build.sh")/coredns" "$ctx/coredns"
-buildah build --quiet --layers=false -f "$here/images/coredns.Dockerfile" --build-arg BASE="$base" \
-  -t "localhost/skiff-coredns:$tag" "$ctx" >/dev/null
-rm -f "$out/skiff-coredns.tar"
-buildah push --quiet --disable-compression "localhost/skiff-coredns:$tag" "oci-archive:$out/skiff-coredns.tar:localhost/skiff-coredns:$tag" >/dev/null
-log "localhost/skiff-coredns:$tag <- tests/cluster/coredns (build.sh)"
-echo "localhost/skiff-coredns:$tag"
-
-# --- the pod sandbox ------------------------------------------------------------------------------
-rm -rf "${ctx:?}"/*
+own coredns.Dockerfile skiff-coredns BASE="$base"
 gcc -static -Os -o "$ctx/pause" "$here/images/pause.c"
-buildah build --quiet --layers=false -f "$here/images/pause.Dockerfile" -t "localhost/skiff-pause:$tag" "$ctx" >/dev/null
-rm -f "$out/skiff-pause.tar"
-buildah push --quiet --disable-compression "localhost/skiff-pause:$tag" "oci-archive:$out/skiff-pause.tar:localhost/skiff-pause:$tag" >/dev/null
-log "localhost/skiff-pause:$tag <- tests/cluster/images/pause.c"
-echo "localhost/skiff-pause:$tag"
-
-# --- the NetworkPolicy checks' client ------------------------------------------------------------
-rm -rf "${ctx:?}"/*
+own pause.Dockerfile skiff-pause
+# Custom containers: python3, for the transformer and explainer of KServe's contract.
+own python.Dockerfile skiff-python BASE="$(import_base python)"
+# The NetworkPolicy checks' client.
 gcc -static -Os -o "$ctx/tcpcheck" "$here/images/tcpcheck.c"
-buildah build --quiet --layers=false -f "$here/images/probe.Dockerfile" -t "localhost/skiff-probe:$tag" "$ctx" >/dev/null
-rm -f "$out/skiff-probe.tar"
-buildah push --quiet --disable-compression "localhost/skiff-probe:$tag" "oci-archive:$out/skiff-probe.tar:localhost/skiff-probe:$tag" >/dev/null
-log "localhost/skiff-probe:$tag <- tests/cluster/images/tcpcheck.c"
-echo "localhost/skiff-probe:$tag"
+own probe.Dockerfile skiff-probe
 # Each run re-tags the images: drop the ones no tag names any more, so buildah's storage stays put.
 buildah rmi --prune >/dev/null 2>&1 || true
