@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the autoscaler on a burst at zero, on a local cluster (scripts/local-cluster.sh
-# up: the real control plane of tests/cluster, the node agent, deploy/base applied as it is), the
+# up on the real node: the kubelet and containerd running Skiff's images, deploy/base with the local
+# images), the
 # case issue 26 found: a revision at zero (containerConcurrency 2, maxReplicas 8, minReplicas 0)
 # and sixteen clients for four seconds through a router pod.
 #
@@ -19,7 +20,7 @@
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-burst, ports
-# 7243/3179/11057/11059, bridge skbur0, pods 10.244.24.0/22).
+# 7243/3179/11057/11059).
 set -euo pipefail
 
 e2e_name=e2e-burst
@@ -30,8 +31,7 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7243}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-3179}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-11057}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-11059}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skbur0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.24.0/22}"
+export SKIFF_LOCAL_NODE=real
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e
@@ -41,7 +41,7 @@ burst_s=4
 hold_s=14
 
 e2e_build
-e2e_need_root "the node agent needs root"
+e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
 
 work="$(mktemp -d /tmp/skiff-e2e-burst.XXXXXX)"
 cluster_started=0
@@ -53,10 +53,9 @@ cleanup() {
     if ((passed)); then
       "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
     else
-      for f in "$dir"/pods/skiff-system_skiff-controller*.log "$dir"/pods/skiff-system_skiff-activator*.log; do
-        [[ -f "$f" ]] || continue
-        echo "---- $f (tail) ----"
-        tail -n 25 "$f"
+      for app in skiff-controller skiff-activator; do
+        echo "---- $app (tail) ----"
+        k -n skiff-system logs -l "app.kubernetes.io/name=$app" --prefix --tail=25
       done
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
       rm -rf "$dir/burst" && cp -r "$work" "$dir/burst"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of KServe's autoscaler classes on a local cluster (scripts/local-cluster.sh up:
 # the real control plane of tests/cluster, whose kube-controller-manager runs the HPA controller and
-# the garbage collector, the node agent, deploy/base applied as it is; no metrics-server, no KEDA).
+# the garbage collector, the real node running Skiff's images, deploy/base with the local images; no
+# metrics-server, no KEDA).
 #
 #   tests/cluster/e2e-classes.sh     # build, local-cluster up, checks, local-cluster down
 #
@@ -21,7 +22,7 @@
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-classes,
-# ports 7343/3279/11157/11159, bridge skcls0, pods 10.244.32.0/22).
+# ports 7343/3279/11157/11159).
 set -euo pipefail
 
 e2e_name=e2e-classes
@@ -32,15 +33,14 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7343}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-3279}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-11157}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-11159}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skcls0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.32.0/22}"
+export SKIFF_LOCAL_NODE=real
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e
 stable_window_s=6
 
 e2e_build
-e2e_need_root "the node agent needs root"
+e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
 
 cluster_started=0
 passed=0
@@ -51,11 +51,8 @@ cleanup() {
     if ((passed)); then
       "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
     else
-      for f in "$dir"/pods/skiff-system_skiff-controller*.log; do
-        [[ -f "$f" ]] || continue
-        echo "---- $f (tail) ----"
-        tail -n 25 "$f"
-      done
+      echo "---- skiff-controller (tail) ----"
+      k -n skiff-system logs -l app.kubernetes.io/name=skiff-controller --prefix --tail=25
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
       echo "state and logs kept in $dir"
     fi

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# End-to-end test of Skiff on a real node: the control plane of up.sh with the node of node.sh (the
-# kubelet and kube-proxy of Kubernetes v1.35.8, containerd and runc, the CNI bridge, CoreDNS as the
-# cluster DNS), running Skiff's own images built from deploy/docker/ (images.sh), as uid 65532 with
-# the securityContext the manifests declare, and kube-router enforcing the NetworkPolicies. (The
-# other e2e scripts still run on tests/node-agent.)
+# End-to-end test of Skiff on a real node, brought up by `scripts/local-cluster.sh up` as a user
+# runs it: the control plane of up.sh with the node of node.sh (the kubelet and kube-proxy of
+# Kubernetes v1.35.8, containerd and runc, the CNI bridge, CoreDNS as the cluster DNS), running
+# Skiff's own images built from deploy/docker/ (images.sh), as uid 65532 with the securityContext
+# the manifests declare, and kube-router enforcing the NetworkPolicies.
 #
 #   flock /tmp/skiff-cluster.lock tests/cluster/e2e-node.sh
 #
 #   a. the node: `kubectl get node -o wide` shows kubelet v1.35.8 and a containerd:// runtime
 #   b. DNS: CoreDNS (manifests/coredns.yaml) is Ready behind kube-dns 10.96.0.10, and answers
 #      kubernetes.default.svc.cluster.local with the kubernetes Service's ClusterIP
-#   c. Skiff: `kubectl apply -k` of an overlay of deploy/base whose only changes are kustomize
-#      `images:` (the local tags), the model pods' images in inferenceservice-config, and short
-#      autoscaler windows; every pod in skiff-system is Ready, and every Skiff process runs as 65532
+#   c. Skiff: local-cluster.sh's `kubectl apply -k` of an overlay of deploy/base whose only changes
+#      are kustomize `images:` (the local tags) and the model pods' images in
+#      inferenceservice-config (the test then patches short autoscaler windows); every pod in
+#      skiff-system is Ready, and every Skiff process runs as 65532
 #   d. scale from zero: examples/iris.yaml (minReplicas 0; its model over HTTP from the node), in a namespace
 #      with deploy/model-namespace's NetworkPolicy and Pod Security `restricted` enforced (a pod
 #      without a restricted securityContext is refused there), is Ready with no
@@ -27,9 +28,9 @@
 #      in front of a warm predictor reaches it by the router's cluster DNS name, as KServe's
 #      --predictor_host gives it, in the namespace that enforces Pod Security restricted (d)
 #   h. that predictor's pod, reachable through the router (g), is closed to a pod in another namespace
-# Exit status 0 only if every check passed. On every exit the cluster stops (down.sh) and the node
-# is cleaned (node.sh clean: containers, mounts, cgroups, bridge, iptables chains); state and logs
-# are kept on failure.
+# Exit status 0 only if every check passed. On every exit `local-cluster.sh down` stops the cluster
+# and cleans the node (node.sh clean: containers, mounts, cgroups, bridge, iptables chains); state
+# and logs are kept on failure.
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); SKIFF_CLUSTER_DIR (/tmp/skiff-e2e-node); ports 6943/2879/10757/10759.
@@ -38,12 +39,12 @@ set -euo pipefail
 e2e_name=e2e-node
 # shellcheck source=tests/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-here="$root/tests/cluster"
 export SKIFF_CLUSTER_DIR="${SKIFF_CLUSTER_DIR:-/tmp/skiff-e2e-node}"
 export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
+export SKIFF_LOCAL_NODE=real SKIFF_LOCAL_TAG=e2e SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e
 tag=e2e
@@ -52,11 +53,7 @@ grace_s=2
 
 e2e_build
 e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
-for tool in buildah containerd runc ctr mmdebstrap kubectl; do
-  command -v "$tool" >/dev/null || fail "$tool not found (scripts/setup.sh installs the node's packages)"
-done
 
-work="$(mktemp -d /tmp/skiff-e2e-node.XXXXXX)"
 cluster_started=0
 passed=0
 cleanup() {
@@ -74,44 +71,30 @@ cleanup() {
         tail -n 10 "$f"
       done
     fi
-    KEEP_STATE=1 "$here/down.sh" >/dev/null || rc=1
-    "$here/node.sh" clean >/dev/null || rc=1
-    if ((passed)); then rm -rf "$dir"; else echo "state and logs kept in $dir"; fi
+    if ((passed)); then
+      "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
+    else
+      KEEP_STATE=1 "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
+      echo "state and logs kept in $dir"
+    fi
   fi
   [[ -n "${models_pid:-}" ]] && kill "$models_pid" 2>/dev/null
-  rm -rf "$work"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# --- build: the Go binaries (cached) and the images ----------------------------------------------
-start=$SECONDS
-bin="$("$here/build.sh")"
-log "build.sh: ${bin##*/} ($((SECONDS - start)) s)"
-start=$SECONDS
-"$here/images.sh" "$work/images" >/dev/null
-log "images.sh: $(ls "$work/images" | tr '\n' ' ')($((SECONDS - start)) s)"
-
-# --- cluster + node --------------------------------------------------------------------------------
-# Pods reach the API server through the kubernetes Service, which kube-proxy sends to the advertised
-# address: the apiserver listens on every address, and advertises the node's.
+# --- the cluster: scripts/local-cluster.sh up, as a user runs it ---------------------------------
 node_ip="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
-export SKIFF_NODE_IP="$node_ip" SKIFF_ADVERTISE_ADDRESS="$node_ip" SKIFF_APISERVER_ARGS="--bind-address=0.0.0.0"
-export SKIFF_CLUSTER_BIN="$bin" SKIFF_NODE_IMAGES="$work/images"
-export SKIFF_NODE_AGENT="$here/node.sh run" SKIFF_NODE_TIMEOUT=180
-# What a failed run left behind (state kept for its logs) goes first.
-if [[ -d "$dir" ]]; then
-  KEEP_STATE=1 "$here/down.sh" >/dev/null
-  "$here/node.sh" clean >/dev/null
-  rm -rf "$dir"
-fi
 cluster_started=1
 start=$SECONDS
-"$here/up.sh" 2>&1 | sed 's/^/    /'
-[[ "${PIPESTATUS[0]}" == 0 ]] || fail "up.sh failed"
+"$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+[[ "${PIPESTATUS[0]}" == 0 ]] || fail "scripts/local-cluster.sh up failed"
 export KUBECONFIG="$dir/admin.kubeconfig"
-log "cluster and node up ($((SECONDS - start)) s)"
+log "scripts/local-cluster.sh up: real node, Skiff Ready ($((SECONDS - start)) s)"
+auto="$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": json.dumps({"stable-window": sys.argv[1] + "s", "scale-to-zero-grace-period": sys.argv[2] + "s", "allow-zero-initial-scale": "true", "initial-scale": "0"})}}))' "$stable_window_s" "$grace_s")"
+k -n skiff-system patch configmap inferenceservice-config --type merge -p "$auto" >/dev/null
+sleep 2 # the controller's ConfigMap watch
 
 # a. the node
 wide="$(k get node -o wide --no-headers)"
@@ -123,7 +106,6 @@ read -r status version runtime <<<"$(k get node -o jsonpath='{.items[0].status.c
 pass "a. node Ready: kubelet $version, runtime $runtime"
 
 # b. DNS
-k apply -f "$here/manifests/coredns.yaml" >/dev/null
 dns_ready() { [[ "$(k -n kube-system get deploy coredns -o jsonpath='{.status.readyReplicas}')" == 1 ]]; }
 wait_until "CoreDNS Ready" dns_ready
 kube_ip="$(k get svc kubernetes -o jsonpath='{.spec.clusterIP}')"
@@ -141,43 +123,7 @@ wait_until "kube-dns (10.96.0.10) to answer kubernetes.default.svc.cluster.local
   resolves kubernetes.default.svc.cluster.local 10.96.0.10 "$kube_ip"
 pass "b. CoreDNS answers kubernetes.default.svc.cluster.local = $kube_ip through the kube-dns ClusterIP"
 
-# c. Skiff from deploy/base
-overlay="$work/skiff"
-mkdir -p "$overlay"
-skiff_config="$(python3 - "$root/deploy/base/config.yaml" "$tag" "$stable_window_s" "$grace_s" <<'PY'
-import json, re, sys
-text, tag = open(sys.argv[1]).read(), sys.argv[2]
-block = re.search(r"^  skiff: \|-\n((?:    .*\n)+)", text, re.M).group(1)
-skiff = json.loads(block)
-for key in ("serverImage", "queueProxyImage", "fetchImage"):
-    name = skiff[key].rsplit("/", 1)[1].split(":")[0]
-    skiff[key] = f"localhost/{name}:{tag}"
-auto = {"stable-window": f"{sys.argv[3]}s", "scale-to-zero-grace-period": f"{sys.argv[4]}s",
-        "allow-zero-initial-scale": "true", "initial-scale": "0"}
-print(json.dumps({"skiff": json.dumps(skiff), "autoscaler": json.dumps(auto)}))
-PY
-)"
-{
-  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-  echo "kind: Kustomization"
-  echo "resources: [$(realpath --relative-to="$overlay" "$root/deploy/base")]"
-  echo "images:"
-  for name in skiff-controller skiff-router skiff-activator skiff-web; do
-    echo "  - {name: ghcr.io/skiff-serving/$name, newName: localhost/$name, newTag: $tag}"
-  done
-  echo "patches:"
-  echo "  - target: {kind: ConfigMap, name: inferenceservice-config}"
-  echo "    patch: '$(python3 -c 'import json,sys; print(json.dumps({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"inferenceservice-config"},"data":json.loads(sys.argv[1])}))' "$skiff_config")'"
-} >"$overlay/kustomization.yaml"
-k apply -k "$overlay" >/dev/null || fail "kubectl apply -k (deploy/base with local images) failed"
-k wait --for=condition=Established crd/inferenceservices.serving.kserve.io --timeout=60s >/dev/null
-system_ready() {
-  local want have
-  want="$(k -n skiff-system get deployments -o jsonpath='{range .items[*]}{.spec.replicas}{"\n"}{end}' | awk '{s += $1} END {print s + 0}')"
-  have="$(k -n skiff-system get pods -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)"
-  ((want > 0 && have == want))
-}
-timeout=$((timeout + 60)) wait_until "every skiff-system pod Ready" system_ready
+# c. Skiff from deploy/base (local-cluster.sh's overlay: only the images differ)
 k -n skiff-system get pods -o wide | sed 's/^/    /'
 # uid_of BINARY: the uids of the processes running it (from the host's /proc).
 uid_of() {

@@ -75,6 +75,8 @@ export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10659}"
 export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skser0}"
 export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.12.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
+# Still on the node agent (its image map runs the test servers as host processes); issue 34 moves it.
+export SKIFF_LOCAL_NODE="${SKIFF_LOCAL_NODE:-agent}"
 dir="$SKIFF_CLUSTER_DIR"
 bridge="$SKIFF_LOCAL_BRIDGE"
 ns=e2e
