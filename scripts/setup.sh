@@ -2,7 +2,8 @@
 # Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages
 # (cmake, procps, curl, iproute2 for the node agent's network namespaces, chromium, chromium-driver
 # and prometheus for the web app's tests, and the real node's: mmdebstrap, buildah, containerd,
-# runc, containernetworking-plugins, iptables, conntrack, ipset),
+# runc, containernetworking-plugins, iptables, conntrack, ipset; shellcheck, which
+# scripts/actionlint.sh has check the workflows' run: blocks),
 # ONNX Runtime's shared library (from the onnxruntime wheel on PyPI, into .ort/; pip checks the
 # wheel against the SHA-256 hashes in scripts/onnxruntime-requirements.txt), and the release
 # binaries. Idempotent. The binaries find the library in .ort/ themselves; `source .ort/env` sets
@@ -34,6 +35,8 @@ command -v runc >/dev/null || missing+=(runc)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
 command -v ipset >/dev/null || missing+=(ipset)
+# scripts/actionlint.sh: actionlint runs shellcheck on each `run:` block of .github/workflows/.
+command -v shellcheck >/dev/null || missing+=(shellcheck)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

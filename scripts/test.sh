@@ -66,6 +66,9 @@ step python3 tests/knative-kpa/test_replay.py
 # No two modules of these crates import each other in a circle (issue 21 broke the server's and the
 # router's; api, cli, http-shell and operator, left out, still have some: run the script on them).
 step python3 tests/arch/module_cycles.py activator/src autoscaler/src dataplane/src fetch/src router/src server/src web/src
+# The release workflow, which runs only on GitHub: actionlint built from its Go module (cached in
+# ~/.cache/skiff-tools; about 30 s the first time), with shellcheck on its run: blocks.
+step scripts/actionlint.sh
 
 if [[ "${SKIFF_SKIP_CLUSTER:-0}" == 1 ]]; then
   echo "SKIFF_SKIP_CLUSTER=1: the cluster end-to-end tests did not run"

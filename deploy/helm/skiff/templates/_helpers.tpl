@@ -6,10 +6,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* The image of a Skiff binary: include "skiff.image" (list . "skiff-controller") */}}
+{{/* The image of a Skiff binary: include "skiff.image" (list . "skiff-controller"); with its
+     digest from imageDigests when that names one. */}}
 {{- define "skiff.image" -}}
 {{- $root := index . 0 -}}
-{{- printf "%s/%s:%s" $root.Values.imageRegistry (index . 1) (default $root.Chart.AppVersion $root.Values.imageTag) -}}
+{{- $name := index . 1 -}}
+{{- printf "%s/%s:%s" $root.Values.imageRegistry $name (default $root.Chart.AppVersion $root.Values.imageTag) -}}
+{{- with index (default dict $root.Values.imageDigests) $name }}@{{ . }}{{ end -}}
 {{- end -}}
 
 {{/* Pod and container security settings shared by the Deployments. */}}
