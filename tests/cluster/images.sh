@@ -9,6 +9,10 @@
 #
 #   tests/cluster/images.sh OUT_DIR     # writes OUT_DIR/<image>.tar; prints one image reference a line
 #
+# A set of archives is kept in ~/.cache/skiff-images/sets/<key> (hard links), <key> hashing the
+# binaries' sizes and times, the Dockerfiles, tests/cluster/images/ and this script: the next run
+# with the same inputs takes them from there.
+#
 # Environment: SKIFF_IMAGES_PROFILE (debug: target/debug, or release); SKIFF_IMAGES_TAG (e2e);
 # ORT_DYLIB_PATH (ONNX Runtime's library; from .ort/env when unset). Needs root (buildah's storage).
 set -euo pipefail
@@ -30,6 +34,29 @@ if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
 fi
 [[ -f "${ORT_DYLIB_PATH:-}" ]] || die "ORT_DYLIB_PATH is not set to ONNX Runtime's library (run scripts/setup.sh)"
 mkdir -p "$out"
+
+# --- a set built before from the same inputs is reused: binaries by size and time, the rest by content
+sets="${SKIFF_IMAGES_CACHE:-$HOME/.cache/skiff-images}/sets"
+coredns="$("$here/build.sh")/coredns"
+key="$(
+  {
+    echo "$tag"
+    for b in $(sed -n 's/^COPY \(skiff-[a-z-]*\) \/.*/\1/p' "$root"/deploy/docker/*.Dockerfile | sort -u); do
+      stat -c '%n %s %Y' "$bins/$b" 2>/dev/null || echo "$b missing"
+    done
+    stat -c '%n %s %Y' "$(realpath "$ORT_DYLIB_PATH")" "$coredns"
+    sha256sum "$root"/deploy/docker/* "$here"/images/* "${BASH_SOURCE[0]}"
+  } | sha256sum | cut -c1-16
+)"
+if [[ -f "$sets/$key/done" ]]; then
+  for tar in "$sets/$key"/*.tar; do
+    name="${tar##*/}"
+    ln -f "$tar" "$out/$name" 2>/dev/null || cp "$tar" "$out/$name"
+    echo "localhost/${name%.tar}:$tag"
+  done
+  log "the images of set $key (same binaries, Dockerfiles and bases), from $sets"
+  exit 0
+fi
 
 # --- the bases: Debian root file systems, imported once per key -----------------------------------
 # import_base FLAVOUR: images/base.sh's root file system as localhost/skiff-FLAVOUR:<key>; prints it.
@@ -103,7 +130,7 @@ own() {
 }
 # The node's: CoreDNS (build.sh's binary) and the pod sandbox.
 rm -rf "${ctx:?}"/*
-cp "$("$here/build.sh")/coredns" "$ctx/coredns"
+cp "$coredns" "$ctx/coredns"
 own coredns.Dockerfile skiff-coredns BASE="$base"
 gcc -static -Os -o "$ctx/pause" "$here/images/pause.c"
 own pause.Dockerfile skiff-pause
@@ -114,3 +141,15 @@ gcc -static -Os -o "$ctx/tcpcheck" "$here/images/tcpcheck.c"
 own probe.Dockerfile skiff-probe
 # Each run re-tags the images: drop the ones no tag names any more, so buildah's storage stays put.
 buildah rmi --prune >/dev/null 2>&1 || true
+
+# --- keep this set for the next run with the same inputs (the newest two sets are kept) -------------
+rm -rf "$sets/$key.tmp"
+mkdir -p "$sets/$key.tmp"
+for tar in "$out"/*.tar; do
+  ln -f "$tar" "$sets/$key.tmp/" 2>/dev/null || cp "$tar" "$sets/$key.tmp/"
+done
+touch "$sets/$key.tmp/done"
+rm -rf "${sets:?}/$key"
+mv "$sets/$key.tmp" "$sets/$key"
+# shellcheck disable=SC2012 # names are hex keys
+ls -1td "$sets"/*/ 2>/dev/null | tail -n +3 | xargs -r rm -rf
