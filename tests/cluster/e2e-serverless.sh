@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end test of Skiff's serverless behaviour on a local cluster (scripts/local-cluster.sh up:
-# the real control plane of tests/cluster, the node agent of tests/node-agent, deploy/base applied
-# as it is, every Skiff component running as a pod with its in-cluster config).
+# the real control plane of tests/cluster and the real node, the kubelet and containerd running
+# Skiff's images built from deploy/docker/, kube-proxy and CoreDNS; deploy/base with the local
+# images, every Skiff component running as a pod with its in-cluster config).
 #
 #   tests/cluster/e2e-serverless.sh     # build, local-cluster up, checks, figures, local-cluster down
 #
-# Every request goes through a router pod (IP:8080; no kube-proxy) with the Host of the
+# Every request goes through a router pod (IP:8080, so that f can kill one) with the Host of the
 # InferenceService's status.url. The autoscaler settings are short ({"stable-window": "6s",
 # "scale-to-zero-grace-period": "2s", initial scale 0}, set live in inferenceservice-config).
 #   a. scale from zero: iris (minReplicas 0, maxReplicas 6, containerConcurrency 4) is Ready with no
@@ -17,19 +18,18 @@
 #      25 +- 5 % of 1000 requests answered by the new revision (x-skiff-revision); then roll back
 #      (canaryTrafficPercent 0 -> 100 % previous) and promote (no canaryTrafficPercent -> 100 % new),
 #      each checked in the status and on a sample of requests.
-#   e. custom container: predictor `containers: [{image: python-http, ...}]` at minReplicas 0 gets the
+#   e. custom container: predictor `containers: [{image: skiff-python, ...}]` at minReplicas 0 gets the
 #      queue-proxy sidecar, and its first request through the router answers 200 from zero
 #   h. transformer and explainer: pipe (iris at minReplicas 0, a transformer and an explainer: image
-#      python-http running a forwarder, minReplicas 0) gets revisions of its own per component (pipe-predictor-00001,
+#      skiff-python running tests/fixtures/component.py, minReplicas 0) gets revisions of its own per component (pipe-predictor-00001,
 #      pipe-transformer-00001, label component=transformer), TransformerReady and Ready with no pod;
 #      the first V2 infer to the service's host goes router -> transformer (from zero) -> its
-#      --predictor_host, the router's /serving/e2e/pipe-predictor path -> predictor (from zero) and
+#      --predictor_host, the router's cluster DNS name and /serving/e2e/pipe-predictor path ->
+#      predictor (from zero) and
 #      answers label 1 with the transformer's mark; the predictor's own path answers without it;
 #      /v2/models/pipe/explain goes to the explainer (from zero, ExplainerReady), which asks the
 #      predictor; idle, the three revisions go back to zero; deleting pipe removes every component's
-#      children. The
-#      test cluster has no DNS, so inferenceservice-config skiff.routerAddress names a router pod
-#      (IP:8080) in place of skiff-router.skiff-system.svc.cluster.local: the path is the real one.
+#      children.
 #   k. collocation: colo (iris at minReplicas 0 with a transformer-container beside model, KServe's
 #      0.15+ form, `--predictor_host=localhost:8085`) gets no transformer component; its first V2
 #      infer goes router -> the pod's queue-proxy -> the transformer -> skiff-server on localhost:8085
@@ -39,14 +39,14 @@
 #      pod: flower (iris, protocolVersion grpc-v2, minReplicas 0) is Ready with no pod; the first
 #      gRPC call (h2c router -> activator -> replica) scales it from zero; all six gRPC methods, typed
 #      and raw contents, and REST with binary tensors, every output checked against ONNX Runtime
-#   j. logger: logged (iris, minReplicas 0, predictor.logger to a sink on the host at the pods'
-#      gateway address) answers two requests from zero; the sink gets a request and a response
+#   j. logger: logged (iris, minReplicas 0, predictor.logger to a sink on the host at the node's
+#      address) answers two requests from zero; the sink gets a request and a response
 #      CloudEvent for each (binary mode: ce-specversion, ce-id paired, ce-type, ce-source,
 #      ce-inferenceservicename, ce-namespace, ce-component, ce-revision, content-type; the bodies
 #      are the request sent and the answer received)
 #   f. no loss: load.py soak (8 workers over both router pods, retrying only refused connections)
 #      while iris scales out from zero, rolls a new revision, loses an activator pod's process to
-#      SIGKILL and a router pod's process to SIGKILL; every failed request is listed with its reason
+#      SIGKILL and a router pod's process to SIGKILL (the container's host pid, from containerd); every failed request is listed with its reason
 #   l. kept revisions and rollback (after f, where iris-predictor-00003 took over): the revisions
 #      without traffic (00001, 00002) keep their Deployments, labelled skiff.dev/routing-state=reserve
 #      at spec.replicas 0; restoring 00002's storageUri routes 100 % back to iris-predictor-00002 with
@@ -60,8 +60,7 @@
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); SKIFF_LOCAL_PROFILE (debug: what the build makes); the local-cluster variables
-# (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-serverless, ports to 6843/2779/10657/10659, bridge
-# skser0, pods 10.244.12.0/22).
+# (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-serverless, ports to 6843/2779/10657/10659).
 set -euo pipefail
 
 e2e_name=e2e-serverless
@@ -72,13 +71,11 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6843}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2779}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10657}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10659}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skser0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.12.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
-# Still on the node agent (its image map runs the test servers as host processes); issue 34 moves it.
-export SKIFF_LOCAL_NODE="${SKIFF_LOCAL_NODE:-agent}"
+export SKIFF_LOCAL_NODE=real
 dir="$SKIFF_CLUSTER_DIR"
-bridge="$SKIFF_LOCAL_BRIDGE"
+# Custom containers (e, h, k): Debian's python3 (tests/cluster/images.sh).
+py_image="localhost/skiff-python:$SKIFF_LOCAL_TAG"
 ns=e2e
 stable_window_s=6
 grace_s=2
@@ -88,7 +85,7 @@ cc=4
 # --- build ---------------------------------------------------------------------------------------
 e2e_build
 command -v python3 >/dev/null || fail "python3 is needed (the load client, tests/cluster/load.py)"
-e2e_need_root "the node agent needs root"
+e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
 
 work="$(mktemp -d /tmp/skiff-e2e-serverless.XXXXXX)"
 cluster_started=0
@@ -104,11 +101,7 @@ cleanup() {
     if ((passed)); then
       "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
     else
-      for f in "$dir"/pods/skiff-system_*.log "$dir"/pods/"$ns"_*.log "$dir/logs/node-agent.log"; do
-        [[ -f "$f" ]] || continue
-        echo "---- $f (tail) ----"
-        tail -n 25 "$f"
-      done
+      e2e_log_tails skiff-system "$ns"
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
       echo "state and logs kept in $dir"
     fi
@@ -329,7 +322,7 @@ spec:
     minReplicas: 0
     containers:
       - name: kserve-container
-        image: python-http
+        image: $py_image
         args: ["-m", "http.server", "8080", "--bind", "0.0.0.0"]
 EOF
   wait_until "web Ready" isvc_ready web
@@ -341,7 +334,7 @@ EOF
   images="$(k -n "$ns" get pods -l serving.kserve.io/inferenceservice=web \
     -o jsonpath='{range .items[0].spec.initContainers[*]}{.name}={.image} {.args}{"\n"}{end}{range .items[0].spec.containers[*]}{.name}={.image} {.args}{"\n"}{end}')"
   grep -q 'skiff-activator.*queue-proxy' <<<"$images" || fail "e. web's pod has no queue-proxy sidecar: $images"
-  pass "e. custom container: web (python-http, minReplicas 0) answered 200 from zero in $(ms_of "$t") ms; its pod runs $(grep -c . <<<"$images") containers: $(awk '{print $1}' <<<"$images" | tr '\n' ' ')"
+  pass "e. custom container: web ($py_image, minReplicas 0) answered 200 from zero in $(ms_of "$t") ms; its pod runs $(grep -c . <<<"$images") containers: $(awk '{print $1}' <<<"$images" | tr '\n' ' ')"
 }
 
 # --- h. transformer: a component with revisions of its own, reaching its predictor through the router ---
@@ -350,25 +343,19 @@ EOF
 # it is the explainer: an explain request asks the predictor's infer.
 transformer_py="$(cat "$root/tests/fixtures/component.py")"
 part_transformer() {
-  local pipe_host out code t skiff predictor_host mark
-  # No DNS here: the router's address is a router pod's; everything after it is the real path.
-  skiff="$(k -n skiff-system get configmap inferenceservice-config -o jsonpath='{.data.skiff}')"
-  skiff="$(python3 -c 'import json,sys; s=json.loads(sys.argv[1] or "{}"); s["routerAddress"]=sys.argv[2]; print(json.dumps(s))' "$skiff" "$router")"
-  k -n skiff-system patch configmap inferenceservice-config --type merge \
-    -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"skiff": sys.argv[1]}}))' "$skiff")" >/dev/null
-  sleep 2 # the controller's ConfigMap watch
-  python3 - "$ns" "$model" "$transformer_py" <<'PY' | k apply -f - >/dev/null
+  local pipe_host out code t predictor_host mark
+  python3 - "$ns" "$model" "$transformer_py" "$py_image" <<'PY' | k apply -f - >/dev/null
 import json, sys
-ns, model, script = sys.argv[1:4]
+ns, model, script, image = sys.argv[1:5]
 print(json.dumps({
     "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
     "metadata": {"name": "pipe", "namespace": ns},
     "spec": {
         "predictor": {"minReplicas": 0, "model": {"modelFormat": {"name": "onnx"}, "protocolVersion": "v2",
                                                   "storageUri": "file://" + model}},
-        "transformer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": "python-http",
+        "transformer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": image,
                                                          "args": ["-c", script]}]},
-        "explainer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": "python-http",
+        "explainer": {"minReplicas": 0, "containers": [{"name": "kserve-container", "image": image,
                                                        "args": ["-c", script, "--role=explainer"]}]},
     },
 }))
@@ -390,7 +377,7 @@ PY
   read -r code t <<<"$out"
   [[ "$code" == 200 ]] || fail "h. the first request to pipe answered $code: $(head -c 300 "$work/answer")"
   [[ "$(label_of <"$work/answer")" == 1 ]] || fail "h. pipe answered $(head -c 300 "$work/answer"), not label 1"
-  predictor_host="$router/serving/$ns/pipe-predictor"
+  predictor_host="skiff-router.skiff-system.svc.cluster.local/serving/$ns/pipe-predictor"
   mark="$(python3 -c 'import json,sys; t=json.load(sys.stdin)["transformer"]; print(t["model_name"], t["predictor_host"], t["env"])' <"$work/answer")" ||
     fail "h. the answer has no transformer mark: $(head -c 300 "$work/answer")"
   [[ "$mark" == "pipe $predictor_host $predictor_host" ]] || fail "h. the transformer got '$mark', not 'pipe $predictor_host $predictor_host'"
@@ -426,16 +413,16 @@ PY
 # --- k. collocation: the transformer in the model's pod, calling skiff-server on localhost:8085 ----------
 part_collocation() {
   local chost out code t mark containers
-  python3 - "$ns" "$model" "$transformer_py" <<'PY' | k apply -f - >/dev/null
+  python3 - "$ns" "$model" "$transformer_py" "$py_image" <<'PY' | k apply -f - >/dev/null
 import json, sys
-ns, model, script = sys.argv[1:4]
+ns, model, script, image = sys.argv[1:5]
 print(json.dumps({
     "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
     "metadata": {"name": "colo", "namespace": ns},
     "spec": {"predictor": {
         "minReplicas": 0,
         "model": {"modelFormat": {"name": "onnx"}, "protocolVersion": "v2", "storageUri": "file://" + model},
-        "containers": [{"name": "transformer-container", "image": "python-http",
+        "containers": [{"name": "transformer-container", "image": image,
                         "args": ["-c", script, "--model_name=colo", "--predictor_host=localhost:8085",
                                  "--http_port=8080"]}],
     }},
@@ -499,7 +486,7 @@ EOF
 # --- j. the request logger: CloudEvents to a sink on the host ------------------------------------------------
 part_logger() {
   local gateway sink_port events="$work/events.jsonl" lhost out code
-  gateway="$(python3 -c 'import ipaddress, sys; print(next(ipaddress.ip_network(sys.argv[1]).hosts()))' "$SKIFF_LOCAL_POD_CIDR")"
+  gateway="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')" # the node's address
   python3 - "$gateway" "$events" "$work/sink-port" <<'PY' &
 import json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -568,21 +555,15 @@ PY
 }
 
 # --- f. no loss under scale-out, rollout, SIGKILLed activator and router -------------------------------------
-# The pids of a pod's processes: the node agent runs each pod in network namespace <bridge>-<uid>.
-pod_pids() { # namespace pod
-  local uid
-  uid="$(k -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}')"
-  ip netns pids "$bridge-$uid" 2>/dev/null | tr '\n' ' '
-}
 restarts() { k -n "$1" get pod "$2" -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
 pod_ready() { [[ "$(k -n "$1" get pod "$2" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
 restarted() { # namespace pod restarts-before
   [[ "$(restarts "$1" "$2")" -gt "$3" ]] && pod_ready "$1" "$2"
 }
-sigkill_pod() { # namespace pod -> kills its processes, waits for the restart; prints the kill time
+sigkill_pod() { # namespace pod -> kills its container's process, waits for the restart
   local pids before
-  pids="$(pod_pids "$1" "$2")"
-  [[ -n "${pids// /}" ]] || fail "f. no process in the network namespace of pod $1/$2"
+  pids="$(e2e_container_pid "$1" "$2")"
+  [[ -n "${pids// /}" ]] || fail "f. containerd knows no process of pod $1/$2"
   before="$(restarts "$1" "$2")"
   # shellcheck disable=SC2086 # one word per pid
   kill -KILL $pids
@@ -619,7 +600,7 @@ part_no_loss() {
   sleep 3
   pass "f. under load: rolled out $rev3 ($(traffic))"
 
-  # SIGKILL one activator pod's process (the node agent restarts it in the same pod).
+  # SIGKILL one activator pod's process (the kubelet restarts its container in the same pod).
   activator="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-activator -o jsonpath='{.items[0].metadata.name}')"
   sigkill_pod skiff-system "$activator"
   sleep 2

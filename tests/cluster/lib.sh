@@ -9,9 +9,14 @@
 #   k ARGS...                          kubectl with a 20 s request timeout
 #   e2e_build                          cargo build --workspace, unless SKIFF_E2E_NO_BUILD=1
 #   e2e_need_root WHY                  fail with WHY unless running as root
+#   e2e_log_tails NAMESPACE...         the last 25 lines of every container of every pod there
+#   e2e_container_pid NS POD           the host pid of a pod's first container on the real node
+# and exports SKIFF_LOCAL_TAG=e2e: the scripts on the real node share one set of images
+# (tests/cluster/images.sh keeps a set per tag and inputs).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 timeout="${timeout:-${SKIFF_E2E_TIMEOUT:-120}}"
 t0=$SECONDS
+export SKIFF_LOCAL_TAG="${SKIFF_LOCAL_TAG:-e2e}"
 
 log() { printf '[%s %4ss] %s\n' "${e2e_name:-e2e}" "$((SECONDS - t0))" "$*"; }
 pass() { log "ok   $*"; }
@@ -47,4 +52,24 @@ e2e_build() {
 
 e2e_need_root() { # why
   [[ "$(id -u)" == 0 ]] || fail "$1"
+}
+
+e2e_log_tails() { # namespace...
+  local ns pod c
+  for ns in "$@"; do
+    for pod in $(k -n "$ns" get pods -o jsonpath='{.items[*].metadata.name}' 2>/dev/null); do
+      for c in $(k -n "$ns" get pod "$pod" -o jsonpath='{.spec.containers[*].name}'); do
+        echo "---- $ns/$pod/$c (tail) ----"
+        k -n "$ns" logs "$pod" -c "$c" --tail=25 2>&1
+      done
+    done
+  done
+}
+
+e2e_container_pid() { # namespace pod -> the host pid of its first container's process (containerd)
+  local id
+  id="$(k -n "$1" get pod "$2" -o jsonpath='{.status.containerStatuses[0].containerID}')"
+  id="${id#containerd://}"
+  [[ -n "$id" ]] || return 1
+  ctr --address "$SKIFF_CLUSTER_DIR/node/containerd.sock" -n k8s.io tasks ls | awk -v id="$id" '$1 == id {print $2}'
 }
