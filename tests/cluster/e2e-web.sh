@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the models web app (skiff-web) on a local cluster, in a real headless Chromium,
-# as a non-admin user (scripts/local-cluster.sh up: the real control plane of tests/cluster, the
-# node agent of tests/node-agent, deploy/base applied as it is, skiff-web included, auth on).
+# as a non-admin user (scripts/local-cluster.sh up: the real control plane of tests/cluster and the
+# real node running Skiff's images, deploy/base with the local images, skiff-web included, auth on).
 #
 #   tests/cluster/e2e-web.sh     # build, local-cluster up, set-up, browser test, local-cluster down
 #
@@ -9,14 +9,14 @@
 # (InferenceServices, events, pods, pods/log); InferenceService iris in team-a (minReplicas 1),
 # Ready, answering one V2 infer through a router pod; skiff-web exactly as deploy/base has it (auth
 # on, USERID_HEADER kubeflow-userid, Secure CSRF cookie: the browser talks to http://127.0.0.1,
-# which browsers treat as a secure origin). deploy/base's NetworkPolicies are in place (the node agent
-# does not enforce them; the API server validated them), and deploy/model-namespace's is applied in
-# team-a. Without Secret skiff-web-proxy the app says at start-up that it acts on no user header, and
+# which browsers treat as a secure origin). deploy/base's NetworkPolicies are in place and enforced
+# (kube-router), and deploy/model-namespace's is applied in team-a: the app's log stream and its
+# metrics from the router pods work through them. Without Secret skiff-web-proxy the app says at start-up that it acts on no user header, and
 # refuses `kubeflow-userid: alice` (401 naming APP_PROXY_SECRET); the script then creates the Secret
 # and restarts the app, which reads it from the file the Secret is mounted as (APP_PROXY_SECRET_FILE;
 # no secret in the Deployment's environment). Then `cargo test -p skiff --test web_cluster -- --ignored`
-# (cli/tests/web_cluster.rs) runs against the skiff-web pod's IP:5000 (no kube-proxy: the host
-# reaches pods through the bridge), through a proxy in the test that adds `kubeflow-userid: alice`
+# (cli/tests/web_cluster.rs) runs against the skiff-web pod's IP:5000 (the host reaches pods through
+# the node's bridge), through a proxy in the test that adds `kubeflow-userid: alice`
 # and the secret (skiff-proxy-secret):
 #   - straight to the app without the header: 401
 #   - straight to the app with `kubeflow-userid: alice` but without the secret, or a wrong one: 401
@@ -35,7 +35,7 @@
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace` (the test binary is still built
 # by cargo test if needed); SKIFF_E2E_TIMEOUT (seconds per wait, 120); SKIFF_LOCAL_PROFILE (debug);
 # the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-web, ports to
-# 7043/2979/10857/10859, bridge skweb0, pods 10.244.20.0/22). Needs chromium and chromedriver.
+# 7043/2979/10857/10859). Needs chromium and chromedriver.
 set -euo pipefail
 
 e2e_name=e2e-web
@@ -46,11 +46,8 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7043}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2979}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10857}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10859}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skweb0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.20.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
-# Still on the node agent (its image map runs the test servers as host processes); issue 34 moves it.
-export SKIFF_LOCAL_NODE="${SKIFF_LOCAL_NODE:-agent}"
+export SKIFF_LOCAL_NODE=real
 dir="$SKIFF_CLUSTER_DIR"
 ns=team-a
 other_ns=team-b
@@ -58,7 +55,7 @@ user=alice
 
 # --- build ---------------------------------------------------------------------------------------
 e2e_build
-e2e_need_root "the node agent needs root"
+e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
 for tool in chromium chromedriver; do
   command -v "$tool" >/dev/null || fail "$tool is needed (apt-get install chromium chromium-driver)"
 done
@@ -73,11 +70,7 @@ cleanup() {
     if ((passed)); then
       "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
     else
-      for f in "$dir"/pods/skiff-system_skiff-web-*.log "$dir"/pods/"$ns"_*.log "$dir/logs/node-agent.log"; do
-        [[ -f "$f" ]] || continue
-        echo "---- $f (tail) ----"
-        tail -n 25 "$f"
-      done
+      e2e_log_tails skiff-system "$ns"
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
       echo "state and logs kept in $dir"
     fi
@@ -191,7 +184,7 @@ k apply -n "$ns" -f "$root/deploy/model-namespace/networkpolicy.yaml" >/dev/null
 pass "NetworkPolicies skiff-router, skiff-activator, skiff-controller, skiff-web in skiff-system; skiff-model-pods in $ns"
 
 # --- without the proxy's secret the user header is not believed ------------------------------------
-web_log() { cat "$dir"/pods/skiff-system_skiff-web-*.log 2>/dev/null; }
+web_log() { k -n skiff-system logs -l app.kubernetes.io/name=skiff-web --tail=-1 2>/dev/null; }
 warned() { web_log | grep -q 'APP_PROXY_SECRET is not set'; }
 wait_until "skiff-web's start-up warning about APP_PROXY_SECRET" warned
 code="$(curl -sS -m 10 -o "$work/answer" -w '%{http_code}' -H "kubeflow-userid: $user" "$web/models/?ns=$ns")"
