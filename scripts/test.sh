@@ -2,18 +2,17 @@
 # The project's test command: installs what the tests need (scripts/setup.sh without the release
 # build), checks formatting and lints, runs every unit and integration test, then the end-to-end
 # tests on a real local Kubernetes control plane (tests/cluster; its Go build, with the real node's
-# kubelet, kube-proxy and CoreDNS, is cached in ~/.cache/skiff-cluster, about 20 minutes the first
-# time): the node agent's, the operator's, then the serverless one (scripts/local-cluster.sh: Skiff
-# installed from deploy/ as pods; scale from and to zero, scale out, canary, custom container, no
-# loss through kills, deletion), the burst at zero that must hold its peak in panic mode for a
-# stable window (e2e-burst), KServe's autoscaler classes (e2e-classes: an HPA made, replicas left to
-# it, a revision at zero still woken), KServe's runtimes and an LLM's OpenAI streams from zero
-# through a router pod (e2e-runtimes), models from real stores (e2e-storage), then the web app's
-# (headless Chromium as a non-admin user: listing, 403s, CSRF, create, logs), and last Skiff on a
-# real node (e2e-node: the kubelet, containerd and runc, kube-proxy and CoreDNS, Skiff's images
-# built from deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in
-# ~/.cache/skiff-images; scale from and to zero through the router's Service; NetworkPolicies
-# enforced by kube-router).
+# kubelet, kube-proxy, CoreDNS and kube-router, is cached in ~/.cache/skiff-cluster, about 30 minutes
+# the first time). On tests/node-agent (pods as host processes): the agent's own e2e, the operator's,
+# KServe's runtimes and an LLM's OpenAI streams (e2e-runtimes) and models from real stores
+# (e2e-storage). On the real node of scripts/local-cluster.sh (the kubelet, containerd and runc,
+# kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's images built from
+# deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in ~/.cache/skiff-images):
+# the serverless one (scale from and to zero, scale out, canary, custom containers, transformer by
+# DNS, no loss through kills, deletion), the burst at zero that must hold its peak in panic mode for
+# a stable window (e2e-burst), KServe's autoscaler classes (e2e-classes), the web app's (headless
+# Chromium as a non-admin user: listing, 403s, CSRF, create, logs) and e2e-node (Pod Security
+# restricted, NetworkPolicies from another namespace, the transformer by DNS, uid 65532).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
 set -euo pipefail
