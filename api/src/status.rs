@@ -1,5 +1,7 @@
-//! `status` of an InferenceService, as KServe writes it: conditions, URLs and the predictor's
-//! revisions and traffic. The operator computes it; the router reads the traffic from it.
+//! `status` of an InferenceService, as KServe writes it: conditions, URLs, the predictor's
+//! revisions and traffic, and its model's state (`modelStatus`: why its load failed, and whether
+//! that blocks it). The operator computes it; the router reads the traffic from it, the activator
+//! the model's state.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +42,50 @@ pub struct InferenceServiceStatus {
     /// Per component (`predictor`, `transformer`, `explainer`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub components: BTreeMap<String, ComponentStatus>,
+    /// The predictor's model: whether its revisions are up to date, and why loading it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_status: Option<ModelStatus>,
+}
+
+/// [`ModelStatus::transition_status`]: the latest revision serves.
+pub const UP_TO_DATE: &str = "UpToDate";
+/// [`ModelStatus::transition_status`]: the latest revision is on its way (its replicas start, or
+/// failed for a cause a retry can fix).
+pub const IN_PROGRESS: &str = "InProgress";
+/// [`ModelStatus::transition_status`]: the latest load failed for a cause a retry will not fix
+/// (a URI, a model missing or forbidden in its store, too large, a corrupt archive): only a change
+/// of the InferenceService or of the store makes it serve.
+pub const BLOCKED_BY_FAILED_LOAD: &str = "BlockedByFailedLoad";
+
+/// `status.modelStatus`, KServe's: the state of the predictor's model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelStatus {
+    /// `UpToDate`, `InProgress` or `BlockedByFailedLoad`.
+    pub transition_status: String,
+    /// Why the model's latest load failed, until a replica of that revision is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure_info: Option<FailureInfo>,
+}
+
+/// KServe's `FailureInfo`: one failed load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureInfo {
+    /// The container that failed: `storage-initializer` (fetching the model) or `kserve-container`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// `ModelLoadFailed`.
+    pub reason: String,
+    /// What went wrong: the container's termination message, else its exit code.
+    pub message: String,
+    /// The revision whose replica failed.
+    pub model_revision_name: String,
+    /// When the failed run ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// The container's exit code (`skiff-fetch`'s tells the kind of fetch failure).
+    pub exit_code: i32,
 }
 
 /// A condition, as Knative writes them.

@@ -5,6 +5,10 @@
 //! (a transfer cut, a full disk, a replica that crashed), it keeps holding them. The replica
 //! backend keeps retrying with back-off either way: once a replica is ready the failure is gone.
 
+/// The init container that fetches the model into a model pod on a cluster (KServe's name); it
+/// runs `skiff-fetch`, so its exit code tells the kind of failure.
+pub const STORAGE_INITIALIZER: &str = "storage-initializer";
+
 /// Why a revision cannot start a replica, as its status says it (KServe's `lastFailureInfo`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failing {
@@ -32,6 +36,12 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// What made a model pod's `container` fail with `exit_code` on a cluster: the
+    /// [`STORAGE_INITIALIZER`]'s is a fetch, any other container's an exit.
+    pub fn of_container(container: &str, exit_code: i32) -> Cause {
+        if container == STORAGE_INITIALIZER { Cause::Fetch { exit_code } } else { Cause::Exited }
+    }
+
     /// Whether trying again, with nothing changed, can succeed: a transfer that was cut, a disk that
     /// was full, a replica that crashed can; a URI, a store's answer that the model is missing or
     /// forbidden, a model too large, a corrupt archive or a refused model stay as they are until the
@@ -55,5 +65,11 @@ mod tests {
         assert_eq!(waits, [false, false, false, true, false, false, true]);
         assert!(!Cause::Refused.retry_helps());
         assert!(Cause::Exited.retry_helps());
+    }
+
+    #[test]
+    fn on_a_cluster_the_storage_initializer_fetches_and_the_model_container_exits() {
+        assert_eq!(Cause::of_container("storage-initializer", 3), Cause::Fetch { exit_code: 3 });
+        assert_eq!(Cause::of_container("kserve-container", 3), Cause::Exited);
     }
 }

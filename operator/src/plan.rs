@@ -42,7 +42,7 @@ use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStat
 
 use crate::desired::{self, Record, RevisionRef};
 use crate::platform::Platform;
-use crate::revisions::{ObservedRevision, load_failures, observe};
+use crate::revisions::{LoadFailure, MODEL_LOAD_FAILED, ObservedRevision, keep_last_failure, load_failures, observe};
 use crate::status::{self, ComponentObservation, Observation, Urls, Verdict};
 
 /// What the cluster shows for one InferenceService.
@@ -54,7 +54,8 @@ pub struct Inputs<'a> {
     pub deployments: &'a [Deployment],
     /// Services labelled with its name.
     pub services: &'a [Service],
-    /// Pods labelled with its name (their model containers' failures, [`load_failures`]).
+    /// Pods labelled with its name (their storage initializers' and model containers' failures,
+    /// [`load_failures`]).
     pub pods: &'a [Pod],
     /// Settings from the `inferenceservice-config` ConfigMap.
     pub platform: &'a Platform,
@@ -140,8 +141,8 @@ struct Shared<'a> {
     namespace: &'a str,
     old: &'a InferenceServiceStatus,
     revisions: &'a [ObservedRevision],
-    /// Why revisions' model containers failed, by revision.
-    failures: &'a BTreeMap<String, String>,
+    /// Why revisions' replicas failed to load their model, by revision.
+    failures: &'a BTreeMap<String, LoadFailure>,
 }
 
 /// Decides everything for one InferenceService.
@@ -155,7 +156,9 @@ pub fn plan(input: Inputs) -> Plan {
     let urls = Urls::new(&name, &namespace, input.platform);
     let manifest = isvc.to_manifest();
     let revisions = observe(input.deployments, &owner.uid);
-    let failures = load_failures(input.pods);
+    let mut failures = load_failures(input.pods);
+    let last_failure = old.model_status.as_ref().and_then(|m| m.last_failure_info.as_ref());
+    keep_last_failure(&mut failures, last_failure, &revisions);
     let mut plan = Plan::default();
 
     // The same checks as `skiff up` (and the CRD), against this cluster's autoscaler settings and logger sink rule.
@@ -194,7 +197,8 @@ pub fn plan(input: Inputs) -> Plan {
         Some(t) => Err(("ServiceMissing", format!("waiting for the Service of revision {}", t.revision_name))),
         None => Ok(()),
     };
-    let observation = Observation { old: &old, generation: isvc.metadata.generation, urls, components, ingress };
+    let model = components.iter().find(|c| c.component == Component::Predictor).map(|p| status::model(p, &failures));
+    let observation = Observation { old: &old, generation: isvc.metadata.generation, urls, components, ingress, model };
     let status = status::compute(&observation, input.now);
     plan.status = (isvc.status.as_ref() != Some(&status)).then_some(status);
     plan
@@ -336,9 +340,14 @@ fn plan_component(
     }
 
     let ready = component_verdict(rolled_out.latest.as_deref(), &latest, &revisions);
-    // A revision that does not serve because its model does not load says so, as KServe does.
+    // A revision that does not serve because its model does not load says so, as KServe does;
+    // one whose model cannot load until something changes says so at zero replicas too.
     let concerned = rolled_out.latest.as_deref().unwrap_or(&latest.name);
-    let ready = ready.map_err(|e| failures.get(concerned).map_or(e, |m| (MODEL_LOAD_FAILED, m.clone())));
+    let ready = match failures.get(concerned) {
+        Some(f) if !f.cause().retry_helps() => Err((MODEL_LOAD_FAILED, f.message.clone())),
+        Some(f) => ready.map_err(|_| (MODEL_LOAD_FAILED, f.message.clone())),
+        None => ready,
+    };
     let latest_ready =
         if latest.ready { Some(latest.name.clone()) } else { exists(&old_component.latest_ready_revision) };
     // A revision created in this pass has its initial scale asked for and nothing ready yet.
@@ -386,9 +395,6 @@ pub fn refused_because(input: Inputs, reason: &'static str, message: String) -> 
         ..Plan::default()
     }
 }
-
-/// KServe's reason for a revision whose model container fails.
-const MODEL_LOAD_FAILED: &str = "ModelLoadFailed";
 
 /// A component serves when the revision that takes its stable share does: it has an available
 /// replica, or it was scaled to zero after having been ready (rolled out implies it has been ready).

@@ -4,16 +4,19 @@
 //! (`skiff.dev/revision`, counted per component), annotated with the hash of the template it runs
 //! and the scale it was created with, and controlled by the InferenceService (owner reference with
 //! its UID). Its pods say why it does not serve when its model does not load
-//! ([`load_failures`]: the model container's termination message, KServe's `ModelLoadFailed`).
+//! ([`load_failures`]: the storage initializer's or the model container's termination message,
+//! KServe's `ModelLoadFailed`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use kube::ResourceExt;
 use skiff_api::labels::{INITIAL_SCALE, RESERVE, REVISION, REVISION_NAME, ROUTING_STATE, TEMPLATE_HASH};
 use skiff_api::revision::Component;
 use skiff_api::settings::{RevisionSettings, component_of};
+use skiff_api::status::FailureInfo;
+use skiff_dataplane::failing::{Cause, STORAGE_INITIALIZER};
 
 /// One revision, read back from its Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,31 +87,101 @@ fn container_port(pod: &Option<k8s_openapi::api::core::v1::PodSpec>) -> Option<i
     Some(container.ports.as_ref()?.first()?.container_port)
 }
 
-/// Why revisions' model containers (`kserve-container`) failed, by revision name (the pods'
-/// `skiff.dev/revision-name`): a container that is not ready and whose current or last run ended
-/// with a non-zero exit code, as KServe reads a pod for `ModelLoadFailed`. The message is the
-/// run's termination message (what `skiff-server` wrote to `/dev/termination-log`, or the log's end
-/// under `FallbackToLogsOnError`), else its exit code and reason.
-pub fn load_failures(pods: &[Pod]) -> BTreeMap<String, String> {
+/// Why a revision's replica failed to load its model, as its pod shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadFailure {
+    /// The container that failed: [`STORAGE_INITIALIZER`] or the model container.
+    pub container: String,
+    /// Its run's termination message (what `skiff-fetch` or `skiff-server` wrote to
+    /// `/dev/termination-log`, or the log's end under `FallbackToLogsOnError`), else its exit code
+    /// and reason.
+    pub message: String,
+    /// Its run's exit code.
+    pub exit_code: i32,
+    /// When that run ended (RFC 3339).
+    pub finished_at: Option<String>,
+}
+
+impl LoadFailure {
+    /// What made it fail, as far as a retry is concerned ([`Cause::of_container`]).
+    pub fn cause(&self) -> Cause {
+        Cause::of_container(&self.container, self.exit_code)
+    }
+
+    /// KServe's `lastFailureInfo` for it, a failure of `revision`.
+    pub fn info(&self, revision: &str) -> FailureInfo {
+        FailureInfo {
+            location: Some(self.container.clone()),
+            reason: MODEL_LOAD_FAILED.to_owned(),
+            message: self.message.clone(),
+            model_revision_name: revision.to_owned(),
+            time: self.finished_at.clone(),
+            exit_code: self.exit_code,
+        }
+    }
+}
+
+/// KServe's reason for a revision whose model does not load.
+pub const MODEL_LOAD_FAILED: &str = "ModelLoadFailed";
+
+/// Adds the status's last failure to `failures` while nothing newer replaces it: its revision is
+/// still there, no pod of it shows a failure of its own and none is available (scaled to zero, or
+/// a new pod still starting). Requests to it are then answered at once again, rather than held
+/// until a new pod fails the same way; each still brings a pod that retries.
+pub fn keep_last_failure(
+    failures: &mut BTreeMap<String, LoadFailure>,
+    last: Option<&FailureInfo>,
+    revisions: &[ObservedRevision],
+) {
+    let Some(last) = last else { return };
+    let revision = &last.model_revision_name;
+    if revisions.iter().any(|r| r.name == *revision && !r.serving()) && !failures.contains_key(revision) {
+        let failure = LoadFailure {
+            container: last.location.clone().unwrap_or_default(),
+            message: last.message.clone(),
+            exit_code: last.exit_code,
+            finished_at: last.time.clone(),
+        };
+        failures.insert(revision.clone(), failure);
+    }
+}
+
+/// Why revisions' replicas failed to load their model, by revision name (the pods'
+/// `skiff.dev/revision-name`), as KServe reads a pod for `ModelLoadFailed`: the storage initializer
+/// (an init container) whose current or last run ended with a non-zero exit code, else the model
+/// container (`kserve-container`), when it is not ready and its current or last run did.
+pub fn load_failures(pods: &[Pod]) -> BTreeMap<String, LoadFailure> {
     let mut failures = BTreeMap::new();
     for pod in pods {
         let Some(revision) = pod.labels().get(REVISION_NAME) else { continue };
-        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
-        let Some(status) = statuses.iter().find(|c| c.name == crate::desired::CONTAINER_NAME && !c.ready) else {
-            continue;
-        };
-        let failed = |t: &&ContainerStateTerminated| t.exit_code != 0;
-        let current = status.state.as_ref().and_then(|s| s.terminated.as_ref()).filter(failed);
-        let last = status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).filter(failed);
-        if let Some(run) = current.or(last) {
-            let message = run.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map_or_else(
-                || format!("exit code {} ({})", run.exit_code, run.reason.as_deref().unwrap_or("Error")),
-                str::to_owned,
-            );
-            failures.entry(revision.clone()).or_insert(message);
+        let status = pod.status.as_ref();
+        let init = status.and_then(|s| s.init_container_statuses.as_deref()).unwrap_or_default();
+        let main = status.and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+        let fetch = init.iter().find(|c| c.name == STORAGE_INITIALIZER).and_then(failed_run);
+        let model = || main.iter().find(|c| c.name == crate::desired::CONTAINER_NAME && !c.ready).and_then(failed_run);
+        if let Some(failure) = fetch.or_else(model) {
+            failures.entry(revision.clone()).or_insert(failure);
         }
     }
     failures
+}
+
+/// The container's current run if it ended with a non-zero exit code, else its last run if that did.
+fn failed_run(status: &ContainerStatus) -> Option<LoadFailure> {
+    let failed = |t: &&ContainerStateTerminated| t.exit_code != 0;
+    let current = status.state.as_ref().and_then(|s| s.terminated.as_ref()).filter(failed);
+    let last = status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).filter(failed);
+    let run = current.or(last)?;
+    let message = run.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map_or_else(
+        || format!("exit code {} ({})", run.exit_code, run.reason.as_deref().unwrap_or("Error")),
+        str::to_owned,
+    );
+    Some(LoadFailure {
+        container: status.name.clone(),
+        message,
+        exit_code: run.exit_code,
+        finished_at: run.finished_at.as_ref().map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+    })
 }
 
 impl ObservedRevision {
@@ -204,16 +277,94 @@ mod tests {
                    "state": {"terminated": {"exitCode": 1, "message": "not the model"}}}),
         );
         let failures = load_failures(&[crash_looping, no_message, serving, completed, sidecar]);
+        let read: Vec<(&str, &str, i32, Cause)> =
+            failures.iter().map(|(r, f)| (r.as_str(), f.message.as_str(), f.exit_code, f.cause())).collect();
         assert_eq!(
-            failures.into_iter().collect::<Vec<_>>(),
+            read,
             [
                 (
-                    "iris-predictor-00002".to_owned(),
-                    "cannot load model 'iris' from /mnt/models/model.onnx: not an ONNX model: the file is empty"
-                        .to_owned()
+                    "iris-predictor-00002",
+                    "cannot load model 'iris' from /mnt/models/model.onnx: not an ONNX model: the file is empty",
+                    1,
+                    Cause::Exited
                 ),
-                ("iris-predictor-00003".to_owned(), "exit code 137 (OOMKilled)".to_owned()),
+                ("iris-predictor-00003", "exit code 137 (OOMKilled)", 137, Cause::Exited),
             ]
         );
+    }
+
+    fn fetching(revision: &str, init: serde_json::Value) -> Pod {
+        let mut pod = pod(
+            revision,
+            json!({"name": "kserve-container", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"waiting": {"reason": "PodInitializing"}}}),
+        );
+        pod.status.as_mut().unwrap().init_container_statuses = Some(vec![serde_json::from_value(init).unwrap()]);
+        pod
+    }
+
+    #[test]
+    fn a_storage_initializer_that_failed_gives_its_revision_its_message_and_fetch_exit_code() {
+        let not_found = "fetching the model failed: s3://models/nope: not found (NoSuchKey)";
+        let backing_off = fetching(
+            "nope-predictor-00001",
+            json!({"name": "storage-initializer", "ready": false, "restartCount": 2, "image": "i", "imageID": "",
+                   "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                   "lastState": {"terminated": {"exitCode": 3, "reason": "Error", "message": not_found,
+                                                "finishedAt": "2026-11-30T10:00:02Z"}}}),
+        );
+        let failed_now = fetching(
+            "cut-predictor-00001",
+            json!({"name": "storage-initializer", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"terminated": {"exitCode": 5, "reason": "Error"}}}),
+        );
+        let running = fetching(
+            "slow-predictor-00001",
+            json!({"name": "storage-initializer", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"running": {}}}),
+        );
+        let failures = load_failures(&[backing_off, failed_now, running]);
+        let nope = &failures["nope-predictor-00001"];
+        assert_eq!(
+            (nope.container.as_str(), nope.message.as_str(), nope.finished_at.as_deref()),
+            ("storage-initializer", not_found, Some("2026-11-30T10:00:02Z"))
+        );
+        assert_eq!(nope.cause(), Cause::Fetch { exit_code: 3 });
+        assert!(!nope.cause().retry_helps(), "a missing model stays missing");
+        let cut = &failures["cut-predictor-00001"];
+        assert_eq!((cut.message.as_str(), cut.cause().retry_helps()), ("exit code 5 (Error)", true));
+        assert!(!failures.contains_key("slow-predictor-00001"), "still fetching");
+        let info = nope.info("nope-predictor-00001");
+        assert_eq!(
+            (info.reason.as_str(), info.location.as_deref(), info.exit_code, info.model_revision_name.as_str()),
+            ("ModelLoadFailed", Some("storage-initializer"), 3, "nope-predictor-00001")
+        );
+    }
+
+    #[test]
+    fn the_last_failure_is_kept_while_its_revision_has_no_replica_and_no_pod_says_otherwise() {
+        let last = LoadFailure {
+            container: "storage-initializer".into(),
+            message: "not found".into(),
+            exit_code: 3,
+            finished_at: None,
+        }
+        .info("m-predictor-00002");
+        let revisions = observe(&[deployment("m-predictor-00002", "2", "u1", 0)], "u1");
+        let mut failures = BTreeMap::new();
+        keep_last_failure(&mut failures, Some(&last), &revisions);
+        assert_eq!(failures["m-predictor-00002"].cause(), Cause::Fetch { exit_code: 3 });
+
+        let newer =
+            LoadFailure { message: "access denied".into(), exit_code: 4, ..failures["m-predictor-00002"].clone() };
+        let mut failures = BTreeMap::from([("m-predictor-00002".to_owned(), newer.clone())]);
+        keep_last_failure(&mut failures, Some(&last), &revisions);
+        assert_eq!(failures["m-predictor-00002"], newer, "a pod's own failure is newer");
+
+        let serving = observe(&[deployment("m-predictor-00002", "2", "u1", 1)], "u1");
+        let mut failures = BTreeMap::new();
+        keep_last_failure(&mut failures, Some(&last), &serving);
+        keep_last_failure(&mut failures, Some(&last), &[]);
+        assert!(failures.is_empty(), "a replica was ready, or the revision went");
     }
 }

@@ -1,18 +1,21 @@
 //! The InferenceService's status from what the plan decided and what the cluster shows: conditions
 //! (`PredictorReady`, `TransformerReady` and `ExplainerReady` for the components it has,
 //! `IngressReady`, and `Ready` when all of them are, as KServe), URLs, and each component's
-//! revisions and traffic (`status.components.<component>`).
+//! revisions and traffic (`status.components.<component>`), and the predictor's model
+//! (`status.modelStatus`, [`model`]).
 
 use std::collections::BTreeMap;
 
 use skiff_api::revision::Component;
 use skiff_api::status::{
-    Addressable, ComponentStatus, Condition, EXPLAINER_READY, INGRESS_READY, InferenceServiceStatus, PREDICTOR_READY,
-    READY, Replicas, TRANSFORMER_READY, set_condition,
+    Addressable, BLOCKED_BY_FAILED_LOAD, ComponentStatus, Condition, EXPLAINER_READY, IN_PROGRESS, INGRESS_READY,
+    InferenceServiceStatus, ModelStatus, PREDICTOR_READY, READY, Replicas, TRANSFORMER_READY, UP_TO_DATE,
+    set_condition,
 };
 use skiff_api::traffic::{RolledOut, TrafficTarget};
 
 use crate::platform::Platform;
+use crate::revisions::LoadFailure;
 
 /// Where the InferenceService is reachable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +57,8 @@ pub struct Observation<'a> {
     pub components: Vec<ComponentObservation>,
     /// Whether every revision with a share, of any component, is reachable (has its Service).
     pub ingress: Verdict,
+    /// The predictor's model ([`model`]).
+    pub model: Option<ModelStatus>,
 }
 
 /// One component's revisions, traffic and readiness.
@@ -99,6 +104,7 @@ pub fn compute(o: &Observation, now: &str) -> InferenceServiceStatus {
     status.url = Some(o.urls.url.clone());
     status.address = Some(Addressable { url: o.urls.address.clone() });
     status.components.retain(|name, _| o.components.iter().any(|c| c.component.name() == name));
+    status.model_status = o.model.clone();
     for c in &o.components {
         let url = match c.component {
             Component::Predictor => &o.urls.predictor,
@@ -132,6 +138,26 @@ pub fn compute(o: &Observation, now: &str) -> InferenceServiceStatus {
         }
     }
     status
+}
+
+/// The predictor's `modelStatus`: why its latest revision's model failed to load, else its latest
+/// rolled-out revision's (`lastFailureInfo`, from `failures`); and whether the latest revision
+/// serves (`UpToDate`), is on its way (`InProgress`: starting, or failed for a cause a retry can
+/// fix) or is blocked by a failure a retry will not fix (`BlockedByFailedLoad`, by
+/// [`skiff_dataplane::failing::Cause::retry_helps`]).
+pub fn model(predictor: &ComponentObservation, failures: &BTreeMap<String, LoadFailure>) -> ModelStatus {
+    let latest = predictor.latest_created.as_deref();
+    let failure_of = |revision: Option<&str>| revision.and_then(|r| failures.get(r).map(|f| f.info(r)));
+    let latest_failure = latest.and_then(|r| failures.get(r));
+    let transition_status = match latest_failure {
+        Some(f) if !f.cause().retry_helps() => BLOCKED_BY_FAILED_LOAD,
+        None if latest.is_some() && predictor.latest_ready.as_deref() == latest => UP_TO_DATE,
+        _ => IN_PROGRESS,
+    };
+    ModelStatus {
+        transition_status: transition_status.to_owned(),
+        last_failure_info: failure_of(latest).or_else(|| failure_of(predictor.rolled_out.latest.as_deref())),
+    }
 }
 
 /// The status when the spec cannot be served: the old one with the conditions saying why
@@ -195,6 +221,7 @@ mod tests {
             urls: Urls::new("iris", "ml", &Platform::default()),
             components: vec![component(Component::Predictor, predictor)],
             ingress: Ok(()),
+            model: None,
         }
     }
 

@@ -24,6 +24,11 @@
 #      and one hit
 #   5. denied (same model, a ServiceAccount whose secret has a wrong key): its init container ends
 #      with exit code 4 and "access denied" in its termination message, though the model is cached
+#   6. nope (storageUri s3://models/nope, not in the store): a request is answered 503 with
+#      ModelLoadFailed and the store's "not found" as soon as the init container has failed (exit
+#      code 3), not held for the activator's 300 s (curl's bound is 60 s); the status says it too
+#      (PredictorReady ModelLoadFailed, modelStatus BlockedByFailedLoad with lastFailureInfo); a
+#      second request is answered at once
 # Each cold start's time (request sent to answer) is printed: the figures of an empty and a warm node cache.
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
 # logs kept on failure, with the tails of the pods' logs printed).
@@ -158,7 +163,7 @@ secrets:
   - name: $1
 EOF
 }
-isvc() { # name account
+isvc() { # name account [storageUri]
   k apply -f - >/dev/null <<EOF
 apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
@@ -169,7 +174,7 @@ spec:
     serviceAccountName: $2
     model:
       modelFormat: {name: onnx}
-      storageUri: s3://models/iris
+      storageUri: ${3:-s3://models/iris}
 EOF
 }
 get() { k -n "$ns" get "$1" -o jsonpath="$2"; }
@@ -258,6 +263,29 @@ print(t["exitCode"], t.get("message", ""))')"
 [[ "$status" != *not-the-secret* ]] || fail "5. the termination message shows the secret"
 pass "5. denied (a wrong secret) got nothing from the node cache: exit $status"
 
-k -n "$ns" delete isvc iris denied --wait=true >/dev/null
+# --- 6. a model that is not in the store: 503 and the reason, not a 300 s hold ----------------------------
+isvc nope reader s3://models/nope
+wait_until "nope Ready (no pod yet)" ready nope
+host_nope="$(get isvc/nope '{.status.url}')"
+ask_nope() { # -> "code seconds"
+  curl -sS -m 60 -o "$dir/nope.json" -w '%{http_code} %{time_total}' -H "Host: ${host_nope#*://}" \
+    -H 'Content-Type: application/json' "http://$router/v2/models/nope/infer" -d "$body"
+}
+rm -f "$dir/nope.json"
+read -r code first <<<"$(ask_nope)" || fail "6. the infer to nope failed"
+answer="$(cat "$dir/nope.json" 2>/dev/null || true)"
+[[ "$code" == 503 && "$answer" == *ModelLoadFailed* && "$answer" == *"s3://models/nope"*"not found"* ]] ||
+  fail "6. nope answered $code in $first s: $answer (wanted 503, ModelLoadFailed, not found)"
+model_status() {
+  get isvc/nope '{.status.modelStatus.transitionStatus} {.status.modelStatus.lastFailureInfo.location} {.status.modelStatus.lastFailureInfo.exitCode} {.status.conditions[?(@.type=="PredictorReady")].reason}'
+}
+[[ "$(model_status)" == "BlockedByFailedLoad storage-initializer 3 ModelLoadFailed" ]] ||
+  fail "6. nope's status: $(model_status) (wanted BlockedByFailedLoad storage-initializer 3 ModelLoadFailed)"
+read -r code again <<<"$(ask_nope)" || fail "6. the second infer to nope failed"
+[[ "$code" == 503 ]] || fail "6. the second infer to nope answered $code: $(cat "$dir/nope.json")"
+pass "6. nope (s3://models/nope): 503 in ${first} s on the first request (a pod started and its fetch failed), ${again} s on the next: $answer"
+pass "6. nope's status: modelStatus $(model_status | cut -d' ' -f1-3), PredictorReady $(model_status | cut -d' ' -f4): $(get isvc/nope '{.status.modelStatus.lastFailureInfo.message}')"
+
+k -n "$ns" delete isvc iris denied nope --wait=true >/dev/null
 passed=1
 log "PASS: every check passed in $((SECONDS - t0)) s"

@@ -2,9 +2,12 @@
 //! the EndpointSlices of revision Services (cluster-wide); requests for a revision are held until
 //! one of its pods has room, with the same bounds, 503 and 504 as in `skiff up`; the autoscaler
 //! in the controller's leader is poked at once when a request arrives for a revision at zero, and
-//! told every second what is held ([`autoscaler`]). On shutdown it stops accepting and drains.
+//! told every second what is held ([`autoscaler`]). A revision whose status says it fails for a
+//! cause a retry will not fix has its requests answered at once with 503 and the reason
+//! ([`failing`]). On shutdown it stops accepting and drains.
 
 pub mod autoscaler;
+pub mod failing;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
+use skiff_api::InferenceServiceResource;
 use skiff_dataplane::Plane;
 use skiff_dataplane::discovery::sync_revisions;
 use skiff_dataplane::endpoints::Endpoints;
@@ -97,13 +101,14 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
         ..Limits::default()
     };
     let activator = Activator::new(endpoints.clone(), Arc::new(LinkPoker(link.clone())), limits);
-    let plane = Arc::new(Plane::new(endpoints).with_holder(activator.clone()));
+    let plane = Arc::new(Plane::new(endpoints.clone()).with_holder(activator.clone()));
     let synced = Arc::new(AtomicBool::new(false));
     let on_synced = {
         let synced = synced.clone();
         move || synced.store(true, Ordering::Release)
     };
     let prober = Some(Arc::new(Prober::default()));
+    let failures = tokio::spawn(failing::follow(Api::<InferenceServiceResource>::all(client.clone()), endpoints));
     let watch = tokio::spawn(sync_revisions(Api::<EndpointSlice>::all(client), plane, prober, on_synced));
     let reports = tokio::spawn(link.report_every_second(activator.clone()));
 
@@ -132,6 +137,7 @@ pub async fn run(args: ServeArgs, shutdown: impl Future<Output = ()>) -> Result<
     };
     let served = activator.serve(listener, shutdown).await;
     watch.abort();
+    failures.abort();
     reports.abort();
     admin_task.abort();
     served

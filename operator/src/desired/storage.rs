@@ -14,8 +14,7 @@ use crate::storage::{self, ModelSource};
 
 /// KServe's name for the volume the model is provided in.
 pub(super) const MODEL_VOLUME: &str = "kserve-provision-location";
-/// The init container that downloads the model (KServe's name).
-pub const STORAGE_INITIALIZER: &str = "storage-initializer";
+pub use skiff_dataplane::failing::STORAGE_INITIALIZER;
 /// The variable that holds the node's IP in the storage initializer (for the node cache).
 const HOST_IP: &str = "HOST_IP";
 

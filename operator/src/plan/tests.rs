@@ -203,6 +203,77 @@ fn a_revision_whose_model_does_not_load_says_why_until_it_serves() {
     assert_eq!(c.ready(), ("True".into(), None));
 }
 
+fn fetch_failed(revision: &str, exit_code: i32, message: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{revision}-abc"), "labels": {"skiff.dev/revision-name": revision}},
+        "status": {
+            "initContainerStatuses": [{
+                "name": "storage-initializer", "ready": false, "restartCount": 1, "image": "i", "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error", "message": message}},
+            }],
+            "containerStatuses": [{
+                "name": "kserve-container", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                "state": {"waiting": {"reason": "PodInitializing"}},
+            }],
+        },
+    }))
+    .unwrap()
+}
+
+/// A failure as the status gives it: revision, location, exit code, message.
+type Failure = (String, Option<String>, i32, String);
+
+fn model_status(c: &Cluster) -> (String, Option<Failure>) {
+    let model = c.isvc.status.as_ref().unwrap().model_status.clone().unwrap();
+    let failure = model.last_failure_info.map(|f| (f.model_revision_name, f.location, f.exit_code, f.message));
+    (model.transition_status, failure)
+}
+
+#[test]
+fn a_model_that_cannot_be_fetched_blocks_its_revision_while_one_a_retry_may_fetch_does_not() {
+    let mut c = Cluster::new(IRIS);
+    c.settle();
+    assert_eq!(model_status(&c), ("InProgress".into(), None), "starting");
+    let not_found = "fetching the model failed: s3://models/nope: not found";
+    c.pods.push(fetch_failed("iris-predictor-00001", 3, not_found));
+    c.settle();
+    assert_eq!(predictor_ready(&c), ("False".into(), Some("ModelLoadFailed".into()), not_found.into()));
+    let failure = Some(("iris-predictor-00001".into(), Some("storage-initializer".into()), 3, not_found.into()));
+    assert_eq!(model_status(&c), ("BlockedByFailedLoad".into(), failure.clone()));
+    assert_eq!(c.settle(), 0, "an unchanged world writes nothing");
+
+    c.pods.clear();
+    c.settle();
+    assert_eq!(model_status(&c), ("BlockedByFailedLoad".into(), failure), "kept while no pod says otherwise");
+    assert_eq!(c.ready(), ("False".into(), Some("ModelLoadFailed".into())));
+
+    let cut = "fetching the model failed: s3://models/iris: the transfer was cut";
+    c.pods.push(fetch_failed("iris-predictor-00001", 5, cut));
+    c.settle();
+    let retried = Some(("iris-predictor-00001".into(), Some("storage-initializer".into()), 5, cut.into()));
+    assert_eq!(model_status(&c), ("InProgress".into(), retried), "a retry may fetch it");
+    assert_eq!(predictor_ready(&c).2, cut);
+
+    c.pods.clear();
+    c.set_available("iris-predictor-00001", 1);
+    c.settle();
+    assert_eq!(model_status(&c), ("UpToDate".into(), None));
+    assert_eq!(c.ready(), ("True".into(), None));
+
+    // Rolled out and scaled to zero, it counts as ready; unless its model has gone from the store.
+    c.set_available("iris-predictor-00001", 0);
+    c.deployments[0].spec.as_mut().unwrap().replicas = Some(0);
+    c.settle();
+    assert_eq!(c.ready(), ("True".into(), None));
+    c.pods.push(fetch_failed("iris-predictor-00001", 3, not_found));
+    c.settle();
+    c.pods.clear();
+    c.settle();
+    assert_eq!(c.ready(), ("False".into(), Some("ModelLoadFailed".into())), "at zero too: it cannot serve");
+    assert_eq!(model_status(&c).0, "BlockedByFailedLoad");
+}
+
 #[test]
 fn a_changed_template_rolls_a_new_revision_that_takes_over_once_ready() {
     let mut c = Cluster::new(IRIS);
