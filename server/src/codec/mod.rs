@@ -10,6 +10,8 @@ pub mod v2;
 #[cfg(test)]
 mod proptests;
 
+use std::fmt;
+
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -25,8 +27,9 @@ fn from_json_object<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Resul
 }
 
 /// Reads a request tensor's datatype and shape, whichever protocol it came in: the datatype, the
-/// dimensions and the element count they hold; `what` names the tensor in errors.
-fn tensor_header(what: &str, datatype: &str, shape: &[i64]) -> Result<(Datatype, Vec<usize>, usize)> {
+/// dimensions and the element count they hold; `what` names the tensor in errors (written only
+/// for one: a request's every tensor passes here).
+fn tensor_header(what: &dyn fmt::Display, datatype: &str, shape: &[i64]) -> Result<(Datatype, Vec<usize>, usize)> {
     let datatype = Datatype::parse(datatype).ok_or_else(|| {
         Error::invalid(format!(
             "{what} has unknown datatype {} (one of {})",

@@ -136,7 +136,8 @@ impl RequestInput<'_> {
     /// has a `binary_data_size`.
     pub fn into_tensor(self, binary: &mut &[u8]) -> Result<Tensor> {
         let name = self.name;
-        let (datatype, shape, needed) = super::tensor_header(&format!("input '{name}'"), &self.datatype, &self.shape)?;
+        let (datatype, shape, needed) =
+            super::tensor_header(&format_args!("input '{name}'"), &self.datatype, &self.shape)?;
         let data = match (self.data, self.parameters.binary_data_size) {
             (Some(_), Some(_)) => {
                 return Err(Error::invalid(format!("input '{name}' has both data and binary_data_size")));

@@ -6,6 +6,7 @@ use std::time::Instant;
 use ort::session::{Session, builder::GraphOptimizationLevel};
 use ort::value::{DynValue, Outlet, PrimitiveTensorElementType, TensorElementType, ValueType};
 
+use super::executor::Ran;
 use super::spec::{ModelSpec, TensorSpec};
 use super::stats::Phases;
 use crate::error::{Error, Result};
@@ -66,8 +67,8 @@ fn datatype_of(ty: TensorElementType) -> Option<Datatype> {
 }
 
 /// Runs the session on inputs already checked against `spec` (graph order); returns every output
-/// in graph order, and how long each phase took.
-pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Result<(Vec<Tensor>, Phases)> {
+/// in graph order, when the run started and how long each phase took.
+pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Result<Ran> {
     let started = Instant::now();
     let values = inputs
         .into_iter()
@@ -93,7 +94,7 @@ pub fn run(session: &mut Session, spec: &ModelSpec, inputs: Vec<Tensor>) -> Resu
         })
         .collect::<Result<Vec<_>>>()?;
     let phases = Phases { input: converted - started, infer: ran - converted, output: ran.elapsed() };
-    Ok((tensors, phases))
+    Ok(Ran { outputs: tensors, started, phases })
 }
 
 fn to_value(shape: Vec<usize>, data: TensorData) -> ort::Result<DynValue> {
