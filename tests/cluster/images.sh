@@ -86,7 +86,7 @@ key="$prefix$(
   {
     echo "$tag"
     inputs
-    sha256sum "$here"/images/* "${BASH_SOURCE[0]}"
+    sha256sum "$here"/images/* "$here/images.sh" # one key however the script was called
   } | sha256sum | cut -c1-16
 )"
 if [[ -f "$sets/$key/done" ]]; then
