@@ -17,8 +17,8 @@
 #
 # A set of archives is kept in ~/.cache/skiff-images/sets/<key> (runtimes-<key> for the runtimes;
 # hard links), <key> hashing the binaries' sizes and times (the runtimes: the venvs' stamps, their
-# installed distributions and the servers' sources), the Dockerfiles, tests/cluster/images/ and this
-# script: the next run with the same inputs takes them from there.
+# installed distributions and the servers' sources), the Dockerfiles, the set's own files of
+# tests/cluster/images/ and this script: the next run with the same inputs takes them from there.
 #
 # Environment: SKIFF_IMAGES_PROFILE (debug: target/debug, or release); SKIFF_IMAGES_TAG (e2e);
 # ORT_DYLIB_PATH (ONNX Runtime's library; from .ort/env when unset). Needs root (buildah's storage).
@@ -77,16 +77,24 @@ inputs() {
   stat -c '%n %s %Y' "$(realpath "$ORT_DYLIB_PATH")" "$coredns"
   sha256sum "$root"/deploy/docker/*
 }
+# Each set hashes its own files of images/ (the runtimes: theirs and base.sh; the default: all the
+# others), so that a change to one set's Dockerfiles leaves the other set's key alone.
+runtime_files=(v2-test-server.Dockerfile sklearnserver.Dockerfile llama-cpp-python.Dockerfile)
 prefix="$what-"
+own_files=("$here/images/base.sh" "${runtime_files[@]/#/$here/images/}")
 if [[ "$what" == skiff ]]; then
   prefix=""
   coredns="$("$here/build.sh")/coredns"
+  own_files=()
+  for f in "$here"/images/*; do
+    [[ " ${runtime_files[*]} " == *" ${f##*/} "* ]] || own_files+=("$f")
+  done
 fi
 key="$prefix$(
   {
     echo "$tag"
     inputs
-    sha256sum "$here"/images/* "$here/images.sh" # one key however the script was called
+    sha256sum "${own_files[@]}" "$here/images.sh" # one key however the script was called
   } | sha256sum | cut -c1-16
 )"
 if [[ -f "$sets/$key/done" ]]; then
