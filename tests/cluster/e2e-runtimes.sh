@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # End-to-end test of KServe's ServingRuntimes, and of an LLM's OpenAI streams, on a local cluster
-# (scripts/local-cluster.sh up: the real control plane of tests/cluster, the node agent of
-# tests/node-agent, deploy/base applied as it is, which installs the ServingRuntime and
-# ClusterServingRuntime CRDs). New revisions start at zero (initial scale 0), with a 6 s stable
-# window and a 2 s scale-to-zero grace.
+# (scripts/local-cluster.sh up: the real control plane of tests/cluster and the real node, the
+# kubelet and containerd running Skiff's images built from deploy/docker/, kube-proxy and CoreDNS;
+# deploy/base with the local images, which installs the ServingRuntime and ClusterServingRuntime
+# CRDs). New revisions start at zero (initial scale 0), with a 6 s stable window and a 2 s
+# scale-to-zero grace. The model servers the runtimes name run as images too, built on Debian's
+# python3 by `tests/cluster/images.sh DIR runtimes` (cached like Skiff's, by their inputs) and
+# imported into the node's containerd; each runtime is applied through a kustomize overlay whose
+# only change is `images:`, as a user pointing a runtime at a mirror would.
 #
 #   tests/cluster/e2e-runtimes.sh     # build, local-cluster up, checks, local-cluster down
 #
 # The ClusterServingRuntime tests/fixtures/runtimes/v2-test-runtime.yaml (sklearn, autoSelect, V2)
-# has image ghcr.io/skiff-serving/skiff-v2-test-server:0.1, which the node agent's image map sends
-# to `python3 tests/fixtures/v2_server.py` (KServe's V2 REST protocol, standard library only).
+# has image ghcr.io/skiff-serving/skiff-v2-test-server:0.1, set to localhost/skiff-v2-test-server
+# (tests/cluster/images/v2-test-server.Dockerfile: tests/fixtures/v2_server.py, KServe's V2 REST
+# protocol in the standard library). file:// storageUris are hostPath volumes, read as uid 65532.
 #   1. sum (modelFormat sklearn, no runtime named, storageUri file://tests/fixtures/models/v2-sum,
 #      minReplicas 0) is Ready with no pod, its revision records the runtime; the first V2 infer
 #      through a router pod (IP:8080, Host of status.url) scales it from zero through the
@@ -20,21 +25,20 @@
 #      appears in its namespace (same image): the controller's runtime watch re-checks odd, which
 #      becomes Ready on it (well before the back-off of its failed reconciles would retry) and answers
 #   3. deleting both removes their children
-#   4. the test runtime goes and KServe's default runtimes (deploy/runtimes, `kubectl apply -k`) are
-#      installed, with the image
-#      kserve/sklearnserver mapped to the kserve-runtimes peer venv's `python3 -m sklearnserver`
-#      (PEERS=kserve-runtimes bench/peers/setup.sh; the stand-in of bench/peers/kserve-runtimes), as
-#      skiff up's built-in map runs it; sklearn-iris, KServe's sample with its `predictor.sklearn:`
+#   4. the test runtime goes and KServe's default runtimes (deploy/runtimes, `kubectl apply -k` of an
+#      overlay setting kserve/sklearnserver to localhost/skiff-sklearnserver: the kserve-runtimes
+#      peer venv's packages with the stand-in of bench/peers/kserve-runtimes, entrypoint
+#      `python3 -m sklearnserver`) are installed; sklearn-iris, KServe's sample with its `predictor.sklearn:`
 #      shorthand and the storageUri of a model.joblib that tests/fixtures/sklearn_iris.py trains, gets
-#      a revision on ClusterServingRuntime kserve-sklearnserver (image kserve/sklearnserver:v0.21.0),
+#      a revision on ClusterServingRuntime kserve-sklearnserver (image localhost/skiff-sklearnserver),
 #      and its V1 predict of the sample's iris-input.json through the router scales it from zero and
 #      answers what scikit-learn predicts with that file; its v2 variant (protocolVersion v2) gets a
 #      revision on kserve-mlserver with the variables KServe's defaulting gives MLServer
 #   5. an LLM from zero through a router pod, by the model named in the body: llama.cpp's OpenAI
 #      server (tests/llm/setup.sh: llama-cpp-python[server] in .bench/llm-venv and a tiny
-#      random-weight GGUF) on examples/runtimes/llama-cpp-server.yaml, applied as it is; its
-#      container's command `python3 -m llama_cpp.server` replaces the image's entrypoint, so no image
-#      map applies: the node's PATH has .bench/llm-venv/bin first (as skiff up's test has it).
+#      random-weight GGUF) on examples/runtimes/llama-cpp-server.yaml, with its image set to
+#      localhost/skiff-llama-cpp-python (the venv's packages on Debian's python3); its container's
+#      command `python3 -m llama_cpp.server` is the image's.
 #      llama (modelFormat gguf, storageUri file://$dir/models/llama holding the GGUF as model.gguf,
 #      minReplicas 0, maxReplicas 1, containerConcurrency 2, the runtime's 2-CPU request lowered to 1
 #      for a 2-core node) is Ready with no pod on ClusterServingRuntime/llama-cpp-server; then
@@ -44,10 +48,10 @@
 #      several reads of the body, to [DONE] (the usage's token count checked when the server sends
 #      one); idle, llama goes back to zero pods, and ten streams sent at zero all complete
 #   6. each event reaches the client when the server writes it: lockstep, a custom container
-#      (`containers:`, image python-http, tests/fixtures/lockstep_sse.py) at zero, streams four
+#      (`containers:`, image skiff-python, tests/fixtures/lockstep_sse.py as -c) at zero, streams four
 #      chunks and [DONE] from zero through router pod -> activator -> queue-proxy -> container; the
 #      server writes event n+1 only once the client has read event n (handshake files in
-#      $dir/lockstep-events: the node agent runs the pod as a local process), and the client fails
+#      $dir/lockstep-events, a hostPath volume of the pod, owned by its uid 65532), and the client fails
 #      if the server had written more when an event arrived; it prints when each event was written
 #      and when it arrived, and the gap (printed, never a bound)
 # Exit status 0 only if every check passed; `local-cluster.sh down` runs on every exit (state and
@@ -57,7 +61,7 @@
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace` (the test binary of parts 5 and 6
 # is still built by cargo test if needed); SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-runtimes,
-# ports to 6943/2879/10757/10759, bridge skrt0, pods 10.244.16.0/22).
+# ports to 6943/2879/10757/10759).
 set -euo pipefail
 
 e2e_name=e2e-runtimes
@@ -68,36 +72,34 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skrt0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.16.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
-# Still on the node agent (its image map runs the test servers as host processes); issue 34 moves it.
-export SKIFF_LOCAL_NODE="${SKIFF_LOCAL_NODE:-agent}"
+export SKIFF_LOCAL_NODE=real
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e-runtimes
+# The model servers' images (tests/cluster/images.sh ... runtimes) and the custom containers' python3.
+image_of() { echo "localhost/$1:$SKIFF_LOCAL_TAG"; }
+py_image="$(image_of skiff-python)"
 
 e2e_build
-e2e_need_root "the node agent needs root"
+e2e_need_root "a node needs root (containerd, the kubelet, iptables)"
 runtimes_python="$root/.bench/kserve-runtimes-venv/bin/python3"
 [[ -x "$runtimes_python" ]] || fail "$runtimes_python is missing: run PEERS=kserve-runtimes bench/peers/setup.sh"
 llm_venv="$root/.bench/llm-venv"
 llm_model="$root/.bench/llm/tiny-llama.gguf"
 [[ -x "$llm_venv/bin/python3" && -f "$llm_model" ]] || fail "llama.cpp's server or its model is missing: run tests/llm/setup.sh"
 
+work="$(mktemp -d /tmp/skiff-e2e-runtimes.XXXXXX)" # the model servers' archives (up empties $dir)
 cluster_started=0
 passed=0
 cleanup() {
   local rc=$?
   set +e
+  rm -rf "$work"
   if ((cluster_started)); then
     if ((passed)); then
       "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
     else
-      for f in "$dir"/pods/skiff-system_skiff-controller*.log "$dir"/pods/"$ns"_*.log "$dir/logs/node-agent.log"; do
-        [[ -f "$f" ]] || continue
-        echo "---- $f (tail) ----"
-        tail -n 25 "$f"
-      done
+      e2e_log_tails skiff-system "$ns"
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
       echo "state and logs kept in $dir"
     fi
@@ -107,36 +109,45 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+start=$SECONDS
+"$root/tests/cluster/images.sh" "$work/images" runtimes >/dev/null || fail "tests/cluster/images.sh ... runtimes failed"
+log "the model servers' images in $((SECONDS - start)) s"
 log "scripts/local-cluster.sh up"
 cluster_started=1
-# The node's PATH (which the node agent passes to every container) finds the LLM venv's python3
-# first: llama.cpp's runtime names its command (part 5). It is this machine's Python with
-# llama-cpp-python added, so the other containers' python3 works as before.
-PATH="$llm_venv/bin:$PATH" "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+"$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
+[[ "${PIPESTATUS[0]}" == 0 ]] || fail "scripts/local-cluster.sh up failed"
 export KUBECONFIG="$dir/admin.kubeconfig"
+start=$SECONDS
+e2e_import_images "$work/images"
+log "the model servers' images imported into the node's containerd in $((SECONDS - start)) s"
 router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
   awk '$2 == "True" && $1 != "" {print $1 ":8080"; exit}')"
 [[ -n "$router" ]] || fail "no Ready router pod"
 
-# The test runtime's image -> the Python V2 server (the agent rereads the map at each container start).
-# KServe's sklearnserver image -> the kserve-runtimes venv's module, as skiff up's built-in map has it.
-python3 - "$dir/image-map.json" "$root/tests/fixtures/v2_server.py" "$runtimes_python" <<'PY'
-import json, sys
-path, server, runtimes_python = sys.argv[1], sys.argv[2], sys.argv[3]
-entries = json.load(open(path))
-entries["skiff-v2-test-server"] = [sys.executable, server]
-entries["kserve/sklearnserver"] = [runtimes_python, "-m", "sklearnserver", "--enable_grpc=false"]
-json.dump(entries, open(path, "w"), indent=2)
-PY
+# apply_with_image RESOURCE IMAGE LOCAL: kubectl apply -k of an overlay of RESOURCE (a kustomization
+# folder, or a file, copied in) whose only change is `images:` IMAGE -> localhost/LOCAL:<tag>.
+apply_with_image() {
+  local overlay resource
+  overlay="$(mktemp -d "$dir/overlay.XXXXXX")"
+  if [[ -d "$1" ]]; then
+    resource="$(realpath --relative-to="$overlay" "$1")"
+  else
+    cp "$1" "$overlay/"
+    resource="${1##*/}"
+  fi
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\nimages:\n  - {name: %s, newName: localhost/%s, newTag: %s}\n' \
+    "$resource" "$2" "$3" "$SKIFF_LOCAL_TAG" >"$overlay/kustomization.yaml"
+  k apply -k "$overlay" >/dev/null
+}
 # New revisions start with no pod (the first request brings one).
 k -n skiff-system patch configmap inferenceservice-config --type merge \
   -p '{"data": {"autoscaler": "{\"allow-zero-initial-scale\": \"true\", \"initial-scale\": \"0\", \"stable-window\": \"6s\", \"scale-to-zero-grace-period\": \"2s\"}"}}' >/dev/null
 sleep 3
 k wait --for=condition=Established crd/servingruntimes.serving.kserve.io crd/clusterservingruntimes.serving.kserve.io \
   --timeout=60s >/dev/null || fail "the runtime CRDs are not Established (deploy/crds through deploy/base)"
-k apply -f "$root/tests/fixtures/runtimes/v2-test-runtime.yaml" >/dev/null
+apply_with_image "$root/tests/fixtures/runtimes/v2-test-runtime.yaml" ghcr.io/skiff-serving/skiff-v2-test-server skiff-v2-test-server
 k create namespace "$ns" >/dev/null
-pass "Skiff is up (router $router); ClusterServingRuntime skiff-v2-test-runtime applied, its image mapped to tests/fixtures/v2_server.py"
+pass "Skiff is up (router $router); ClusterServingRuntime skiff-v2-test-runtime applied with image $(image_of skiff-v2-test-server)"
 
 isvc() { # name format
   k apply -f - >/dev/null <<EOF
@@ -169,7 +180,7 @@ rev=sum-predictor-00001
 chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
 [[ "$chosen" == ClusterServingRuntime/skiff-v2-test-runtime ]] || fail "1. $rev records runtime '$chosen'"
 containers="$(get "deployment/$rev" '{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
-[[ "$containers" == *"kserve-container=ghcr.io/skiff-serving/skiff-v2-test-server:0.1"*"queue-proxy="* ]] ||
+[[ "$containers" == *"kserve-container=$(image_of skiff-v2-test-server)"*"queue-proxy="* ]] ||
   fail "1. $rev runs $containers"
 pass "1. sum (sklearn) Ready with 0 pods on $chosen: $containers"
 
@@ -205,7 +216,7 @@ spec:
   protocolVersions: [v2]
   containers:
     - name: kserve-container
-      image: ghcr.io/skiff-serving/skiff-v2-test-server:0.1
+      image: $(image_of skiff-v2-test-server)
       args: ["--model_name={{.Name}}"]
 EOF
 start=$SECONDS
@@ -227,7 +238,7 @@ pass "3. deleting sum and odd removed their children"
 
 # --- 4. KServe's default runtimes and the sklearn-iris sample's shorthand ------------------------------
 k delete clusterservingruntime skiff-v2-test-runtime >/dev/null
-k apply -k "$root/deploy/runtimes" >/dev/null
+apply_with_image "$root/deploy/runtimes" kserve/sklearnserver skiff-sklearnserver
 wait_until "kserve-sklearnserver listed" k get clusterservingruntime kserve-sklearnserver
 "$runtimes_python" "$root/tests/fixtures/sklearn_iris.py" "$dir/models/sklearn-iris"
 k apply -f - >/dev/null <<EOF
@@ -245,7 +256,7 @@ rev=sklearn-iris-predictor-00001
 chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
 [[ "$chosen" == ClusterServingRuntime/kserve-sklearnserver ]] || fail "4. $rev records runtime '$chosen'"
 containers="$(get "deployment/$rev" '{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
-[[ "$containers" == *"kserve-container=kserve/sklearnserver:v0.21.0"*"queue-proxy="* ]] || fail "4. $rev runs $containers"
+[[ "$containers" == *"kserve-container=$(image_of skiff-sklearnserver)"*"queue-proxy="* ]] || fail "4. $rev runs $containers"
 pass "4. sklearn-iris (predictor.sklearn:) Ready on $chosen among KServe's defaults: $containers"
 
 input='{"instances": [[6.8, 2.8, 4.8, 1.4], [6.0, 3.4, 4.5, 1.6]]}'
@@ -259,7 +270,7 @@ got="$(python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["predi
 [[ "$got" == "$expected" ]] || fail "4. sklearn-iris predicted $got, scikit-learn $expected"
 pass "4. the V1 predict through the router scaled sklearn-iris from zero in $((SECONDS - start)) s and answered $got, as scikit-learn does"
 # KServe's v2 variant (protocolVersion v2) goes to kserve-mlserver (priority 2), as on KServe, with the
-# variables KServe's defaulting gives MLServer; at zero, nothing starts (no image map entry for it).
+# variables KServe's defaulting gives MLServer; at zero, nothing starts (no image of it on the node).
 k apply -f - >/dev/null <<EOF
 apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
@@ -300,9 +311,11 @@ openai_test() { # test name
     exit "${PIPESTATUS[0]}"
   )
 }
-k apply -f "$root/examples/runtimes/llama-cpp-server.yaml" >/dev/null
+apply_with_image "$root/examples/runtimes/llama-cpp-server.yaml" ghcr.io/abetlen/llama-cpp-python skiff-llama-cpp-python
 mkdir -p "$dir/models/llama" "$events"
 cp "$llm_model" "$dir/models/llama/model.gguf"
+# The lockstep container (uid 65532) writes its handshake files where the client reads them.
+chown 65532:65532 "$events"
 k apply -f - >/dev/null <<EOF
 apiVersion: serving.kserve.io/v1beta1
 kind: InferenceService
@@ -320,32 +333,34 @@ spec:
       storageUri: file://$dir/models/llama
       args: [--n_threads=1, --n_ctx=512]
       resources: {requests: {cpu: "1"}, limits: {cpu: "1"}}
----
-apiVersion: serving.kserve.io/v1beta1
-kind: InferenceService
-metadata: {name: lockstep, namespace: $ns}
-spec:
-  predictor:
-    minReplicas: 0
-    maxReplicas: 1
-    containers:
-      - name: kserve-container
-        image: registry.example.com/python-http:3
-        args: [$root/tests/fixtures/lockstep_sse.py, lockstep]
-        env:
-          - {name: EVENTS_DIR, value: $events}
-          - {name: TOKENS, value: "4"}
-          - {name: HOST, value: 0.0.0.0}
-          - {name: PORT, value: "8080"}
-        ports: [{containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /health, port: 8080}}
 EOF
+python3 - "$ns" "$py_image" "$root/tests/fixtures/lockstep_sse.py" "$events" <<'PY' | k apply -f - >/dev/null
+import json, sys
+ns, image, script, events = sys.argv[1:5]
+print(json.dumps({
+    "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+    "metadata": {"name": "lockstep", "namespace": ns},
+    "spec": {"predictor": {
+        "minReplicas": 0, "maxReplicas": 1,
+        "containers": [{
+            "name": "kserve-container", "image": image,
+            "args": ["-c", open(script).read(), "lockstep"],
+            "env": [{"name": "EVENTS_DIR", "value": "/events"}, {"name": "TOKENS", "value": "4"},
+                    {"name": "HOST", "value": "0.0.0.0"}, {"name": "PORT", "value": "8080"}],
+            "ports": [{"containerPort": 8080}],
+            "readinessProbe": {"httpGet": {"path": "/health", "port": 8080}},
+            "volumeMounts": [{"name": "events", "mountPath": "/events"}],
+        }],
+        "volumes": [{"name": "events", "hostPath": {"path": events, "type": "Directory"}}],
+    }},
+}))
+PY
 wait_until "llama Ready" ready llama
 wait_until "lockstep Ready" ready lockstep
 rev=llama-predictor-00001
 chosen="$(get "deployment/$rev" '{.metadata.annotations.skiff\.dev/runtime}')"
 containers="$(get "deployment/$rev" '{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
-[[ "$chosen" == ClusterServingRuntime/llama-cpp-server && "$containers" == *"kserve-container=ghcr.io/abetlen/llama-cpp-python"*"queue-proxy="* ]] ||
+[[ "$chosen" == ClusterServingRuntime/llama-cpp-server && "$containers" == *"kserve-container=$(image_of skiff-llama-cpp-python)"*"queue-proxy="* ]] ||
   fail "5. $rev records runtime '$chosen' and runs $containers"
 [[ "$(pods llama)" == 0 && "$(pods lockstep)" == 0 ]] || fail "5. llama or lockstep has pods before any request"
 pass "5. llama (gguf) Ready with 0 pods on $chosen: $containers; lockstep (custom container) Ready with 0 pods"

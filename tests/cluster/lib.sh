@@ -11,6 +11,7 @@
 #   e2e_need_root WHY                  fail with WHY unless running as root
 #   e2e_log_tails NAMESPACE...         the last 25 lines of every container of every pod there
 #   e2e_container_pid NS POD           the host pid of a pod's first container on the real node
+#   e2e_import_images DIR              every OCI archive in DIR into the real node's containerd (k8s.io)
 # and exports SKIFF_LOCAL_TAG=e2e: the scripts on the real node share one set of images
 # (tests/cluster/images.sh keeps a set per tag and inputs).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -72,4 +73,13 @@ e2e_container_pid() { # namespace pod -> the host pid of its first container's p
   id="${id#containerd://}"
   [[ -n "$id" ]] || return 1
   ctr --address "$SKIFF_CLUSTER_DIR/node/containerd.sock" -n k8s.io tasks ls | awk -v id="$id" '$1 == id {print $2}'
+}
+
+e2e_import_images() { # folder of OCI archives (tests/cluster/images.sh) -> the node's containerd, as node.sh does
+  local tar
+  for tar in "$1"/*.tar; do
+    [[ -f "$tar" ]] || continue
+    ctr --address "$SKIFF_CLUSTER_DIR/node/containerd.sock" -n k8s.io images import --no-unpack=false "$tar" >/dev/null ||
+      fail "importing $tar into the node's containerd failed"
+  done
 }
