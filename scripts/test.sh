@@ -4,9 +4,9 @@
 # tests on a real local Kubernetes control plane (tests/cluster; its Go build, with the real node's
 # kubelet, kube-proxy, CoreDNS and kube-router, is cached in ~/.cache/skiff-cluster, about 30 minutes
 # the first time). On tests/node-agent (pods as host processes): the agent's own e2e, the operator's
-# and models from real stores (e2e-storage). On the real node of scripts/local-cluster.sh (the kubelet, containerd and runc,
-# kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's images built from
-# deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in ~/.cache/skiff-images):
+# and models from real stores (e2e-storage). On the real node of scripts/local-cluster.sh (the
+# kubelet, containerd and runc, kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's
+# images built from deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in ~/.cache/skiff-images):
 # the serverless one (scale from and to zero, scale out, canary, custom containers, transformer by
 # DNS, no loss through kills, deletion), the burst at zero that must hold its peak in panic mode for
 # a stable window (e2e-burst), KServe's autoscaler classes (e2e-classes), KServe's runtimes and an
