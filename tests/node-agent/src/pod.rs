@@ -328,6 +328,9 @@ async fn worker(shared: Arc<PodShared>, mut stop_rx: watch::Receiver<Option<Stop
             let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
         }
     }
+    // The sandbox goes before the object, as the kubelet reclaims a pod's resources before it
+    // deletes it: once the pod is gone from the API, its network is gone too.
+    teardown(&shared).await;
     if matches!(*stop_rx.borrow(), Some(Stop::Delete { .. })) {
         let api: Api<Pod> = Api::namespaced(shared.ctx.client.clone(), &shared.namespace);
         let dp = DeleteParams {
@@ -346,7 +349,6 @@ async fn worker(shared: Arc<PodShared>, mut stop_rx: watch::Receiver<Option<Stop
             }
         }
     }
-    teardown(&shared).await;
     drop(logs);
 }
 
