@@ -3,16 +3,17 @@
 # build), checks formatting and lints, runs every unit and integration test, then the end-to-end
 # tests on a real local Kubernetes control plane (tests/cluster; its Go build, with the real node's
 # kubelet, kube-proxy, CoreDNS and kube-router, is cached in ~/.cache/skiff-cluster, about 30 minutes
-# the first time). On tests/node-agent (pods as host processes): the agent's own e2e, the operator's
-# and models from real stores (e2e-storage). On the real node of scripts/local-cluster.sh (the
-# kubelet, containerd and runc, kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's
-# images built from deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in ~/.cache/skiff-images):
-# the serverless one (scale from and to zero, scale out, canary, custom containers, transformer by
-# DNS, no loss through kills, deletion), the burst at zero that must hold its peak in panic mode for
-# a stable window (e2e-burst), KServe's autoscaler classes (e2e-classes), KServe's runtimes and an
-# LLM's OpenAI streams with their model servers as images (e2e-runtimes), the web app's (headless
-# Chromium as a non-admin user: listing, 403s, CSRF, create, logs) and e2e-node (Pod Security
-# restricted, NetworkPolicies from another namespace, the transformer by DNS, uid 65532).
+# the first time). On tests/node-agent (pods as host processes): the agent's own e2e, the operator's,
+# models from real stores (e2e-storage) and the burst at zero that must hold its peak in panic mode
+# for a stable window (e2e-burst). On the real node of scripts/local-cluster.sh (the kubelet,
+# containerd and runc, kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's images
+# built from deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in
+# ~/.cache/skiff-images): the serverless one (scale from and to zero, scale out, canary, custom
+# containers, transformer by DNS, no loss through kills, deletion), KServe's autoscaler classes
+# (e2e-classes), KServe's runtimes and an LLM's OpenAI streams with their model servers as images
+# (e2e-runtimes), the web app's (headless Chromium as a non-admin user: listing, 403s, CSRF,
+# create, logs) and e2e-node (Pod Security restricted, NetworkPolicies from another namespace, the
+# transformer by DNS, uid 65532).
 #
 # SKIFF_SKIP_CLUSTER=1 stops after the Rust tests (for quick local iterations; CI never sets it).
 set -euo pipefail
