@@ -3,8 +3,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -13,7 +13,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::body::Held;
 use crate::limits::ServeLimits;
@@ -123,7 +123,7 @@ impl Connection {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let _ = stream.set_nodelay(true);
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::default());
         let counted = activity.clone();
         let service = service_fn(move |request| {
             let busy = counted.start();
@@ -156,65 +156,48 @@ impl Connection {
 }
 
 /// The requests in flight on one connection (from their head to their response's last frame), and
-/// when the last of them ended. A request costs a few atomic operations and, as it ends, one clock
-/// read: no wake-up of the connection's task and no timer of its own. [`Activity::idle_for`] keeps one timer per connection,
-/// which wakes at most once per `limit` while requests come and go, and reads these on waking.
+/// a wake-up whenever that number changes.
+#[derive(Default)]
 struct Activity {
     in_flight: AtomicUsize,
-    /// Nanoseconds from `epoch` to the moment nothing was in flight any more.
-    idle_since: AtomicU64,
-    epoch: Instant,
+    changed: Notify,
 }
 
 /// One request in flight on a connection, until dropped.
 struct Busy(Arc<Activity>);
 
 impl Activity {
-    /// A connection accepted now: idle, from now.
-    fn new() -> Activity {
-        Activity { in_flight: AtomicUsize::new(0), idle_since: AtomicU64::new(0), epoch: Instant::now() }
-    }
-
     fn start(self: &Arc<Self>) -> Busy {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
         Busy(self.clone())
     }
 
     /// Completes once nothing has been in flight for `limit`.
     async fn idle_for(&self, limit: Duration) {
-        let timer = tokio::time::sleep(limit);
-        tokio::pin!(timer);
         loop {
-            timer.as_mut().await;
-            let now = Instant::now();
-            // Busy now: the request that ends last restarts the count; look again a limit later.
-            let mut wake = now + limit;
+            let changed = self.changed.notified();
             if self.in_flight.load(Ordering::Acquire) == 0 {
-                let idle_since = self.epoch + Duration::from_nanos(self.idle_since.load(Ordering::Acquire));
-                wake = idle_since + limit;
-                // A request may have started and ended between the two loads: its end is later
-                // than `now`, and the wait goes on.
-                if wake <= now && self.in_flight.load(Ordering::Acquire) == 0 {
+                if tokio::time::timeout(limit, changed).await.is_err() {
                     return;
                 }
+            } else {
+                changed.await;
             }
-            timer.as_mut().reset(wake.max(now).into());
         }
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let activity = &self.0;
-        let since = u64::try_from(activity.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        // Stored before the count drops, so a watcher that sees nothing in flight sees this end.
-        activity.idle_since.fetch_max(since, Ordering::AcqRel);
-        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed.notify_waiters();
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
 
     use http_body_util::Full;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
