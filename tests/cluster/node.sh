@@ -231,7 +231,11 @@ cmd_clean() {
   for c in $(controllers); do
     [[ -d "$c$cgroup_root" ]] && find "$c$cgroup_root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
-  # 4. The network: the bridge, the iptables chains, the sysctls.
+  # 4. The network: the pods' host veths (deleting one removes its pair at once; a lazily unmounted
+  # namespace would keep it until the kernel frees it), the bridge, the iptables chains, the sysctls.
+  for m in $(ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{split($2, a, "@"); print a[1]}'); do
+    ip link del "$m" 2>/dev/null || true
+  done
   ip link del "$bridge" 2>/dev/null || true
   drop_chains KUBE-
   drop_chains CNI-
