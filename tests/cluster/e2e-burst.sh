@@ -85,8 +85,7 @@ ready_router() {
 wait_until "a Ready router pod" ready_router
 
 autoscaler_json="{\"stable-window\":\"${stable_window_s}s\",\"scale-to-zero-grace-period\":\"2s\",\"allow-zero-initial-scale\":\"true\",\"initial-scale\":\"0\"}"
-k -n skiff-system patch configmap inferenceservice-config --type merge \
-  -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": sys.argv[1]}}))' "$autoscaler_json")" >/dev/null
+e2e_set_autoscaler "$autoscaler_json"
 sleep 3
 k create namespace "$ns" >/dev/null
 k apply -f - >/dev/null <<EOF

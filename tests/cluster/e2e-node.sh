@@ -85,15 +85,14 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the cluster: scripts/local-cluster.sh up, as a user runs it ---------------------------------
-node_ip="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
+node_ip="$(e2e_node_ip)"
 cluster_started=1
 start=$SECONDS
 "$root/scripts/local-cluster.sh" up 2>&1 | sed 's/^/    /'
 [[ "${PIPESTATUS[0]}" == 0 ]] || fail "scripts/local-cluster.sh up failed"
 export KUBECONFIG="$dir/admin.kubeconfig"
 log "scripts/local-cluster.sh up: real node, Skiff Ready ($((SECONDS - start)) s)"
-auto="$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": json.dumps({"stable-window": sys.argv[1] + "s", "scale-to-zero-grace-period": sys.argv[2] + "s", "allow-zero-initial-scale": "true", "initial-scale": "0"})}}))' "$stable_window_s" "$grace_s")"
-k -n skiff-system patch configmap inferenceservice-config --type merge -p "$auto" >/dev/null
+e2e_set_autoscaler "{\"stable-window\":\"${stable_window_s}s\",\"scale-to-zero-grace-period\":\"${grace_s}s\",\"allow-zero-initial-scale\":\"true\",\"initial-scale\":\"0\"}"
 sleep 2 # the controller's ConfigMap watch
 
 # a. the node

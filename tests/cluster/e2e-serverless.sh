@@ -130,8 +130,7 @@ pass "Skiff is up: router pods ${routers[*]}"
 
 # Short autoscaler windows, read live by the autoscaler; initial scale 0 for new revisions.
 autoscaler_json="{\"stable-window\":\"${stable_window_s}s\",\"scale-to-zero-grace-period\":\"${grace_s}s\",\"allow-zero-initial-scale\":\"true\",\"initial-scale\":\"0\"}"
-k -n skiff-system patch configmap inferenceservice-config --type merge \
-  -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": sys.argv[1]}}))' "$autoscaler_json")" >/dev/null
+e2e_set_autoscaler "$autoscaler_json"
 # The autoscaler picks a ConfigMap change up through its watch, a moment later than the API write:
 # give it that moment before the first revision, whose initial scale comes from it.
 sleep 3
@@ -486,7 +485,7 @@ EOF
 # --- j. the request logger: CloudEvents to a sink on the host ------------------------------------------------
 part_logger() {
   local gateway sink_port events="$work/events.jsonl" lhost out code
-  gateway="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')" # the node's address
+  gateway="$(e2e_node_ip)"
   python3 - "$gateway" "$events" "$work/sink-port" <<'PY' &
 import json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

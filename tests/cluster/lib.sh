@@ -11,6 +11,8 @@
 #   e2e_need_root WHY                  fail with WHY unless running as root
 #   e2e_log_tails NAMESPACE...         the last 25 lines of every container of every pod there
 #   e2e_container_pid NS POD           the host pid of a pod's first container on the real node
+#   e2e_set_autoscaler JSON            inferenceservice-config's autoscaler key set to JSON
+#   e2e_node_ip                        this machine's address (the real node's InternalIP)
 #   e2e_import_images DIR              every OCI archive in DIR into the real node's containerd (k8s.io)
 # and exports SKIFF_LOCAL_TAG=e2e: the scripts on the real node share one set of images
 # (tests/cluster/images.sh keeps a set per tag and inputs).
@@ -83,3 +85,10 @@ e2e_import_images() { # folder of OCI archives (tests/cluster/images.sh) -> the 
       fail "importing $tar into the node's containerd failed"
   done
 }
+
+e2e_set_autoscaler() { # json: Knative's config-autoscaler keys
+  k -n skiff-system patch configmap inferenceservice-config --type merge \
+    -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": sys.argv[1]}}))' "$1")" >/dev/null
+}
+
+e2e_node_ip() { ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p'; }
