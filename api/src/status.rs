@@ -72,10 +72,12 @@ pub struct ModelStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureInfo {
-    /// The container that failed: `storage-initializer` (fetching the model) or `kserve-container`.
+    /// The container that failed: `storage-initializer` (fetching the model) or `kserve-container`
+    /// (none when no pod could be created).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
-    /// `ModelLoadFailed`.
+    /// `ModelLoadFailed`, or why a replica cannot be started: the kubelet's reason for a container
+    /// it cannot start (`ImagePullBackOff`, `CreateContainerConfigError`, ...) or `FailedCreate`.
     pub reason: String,
     /// What went wrong: the container's termination message, else its exit code.
     pub message: String,

@@ -5,6 +5,21 @@
 //! (a transfer cut, a full disk, a replica that crashed), it keeps holding them. The replica
 //! backend keeps retrying with back-off either way: once a replica is ready the failure is gone.
 
+/// The reasons a kubelet gives a container it cannot start (its waiting state), and the reason a
+/// ReplicaSet gives a pod it cannot create (its Deployment's `ReplicaFailure` condition): an image
+/// that cannot be pulled or named, a Secret or ConfigMap the container needs that is missing, a
+/// pod the namespace's policy or quota refuses. They last until the image, the configuration or
+/// the namespace changes (Knative marks the revision `ResourcesAvailable` False with them).
+pub const CANNOT_START: [&str; 7] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "FailedCreate",
+];
+
 /// The init container that fetches the model into a model pod on a cluster (KServe's name); it
 /// runs `skiff-fetch`, so its exit code tells the kind of failure.
 pub const STORAGE_INITIALIZER: &str = "storage-initializer";
@@ -33,6 +48,8 @@ pub enum Cause {
     Refused,
     /// A replica exited (before or after it was ready).
     Exited,
+    /// A replica could not be started: one of the [`CANNOT_START`] reasons.
+    Unstartable,
 }
 
 impl Cause {
@@ -42,14 +59,20 @@ impl Cause {
         if container == STORAGE_INITIALIZER { Cause::Fetch { exit_code } } else { Cause::Exited }
     }
 
+    /// What made a model pod fail on a cluster, from its `lastFailureInfo`: one of the
+    /// [`CANNOT_START`] reasons, else what [`Cause::of_container`] says of its container.
+    pub fn of_failure(container: &str, reason: &str, exit_code: i32) -> Cause {
+        if CANNOT_START.contains(&reason) { Cause::Unstartable } else { Cause::of_container(container, exit_code) }
+    }
+
     /// Whether trying again, with nothing changed, can succeed: a transfer that was cut, a disk that
     /// was full, a replica that crashed can; a URI, a store's answer that the model is missing or
-    /// forbidden, a model too large, a corrupt archive or a refused model stay as they are until the
-    /// InferenceService or the store changes.
+    /// forbidden, a model too large, a corrupt archive, a refused model or a replica that cannot be
+    /// started stay as they are until the InferenceService, the store or the cluster changes.
     pub fn retry_helps(self) -> bool {
         match self {
             Cause::Fetch { exit_code } => !matches!(exit_code, 2 | 3 | 4 | 6 | 7),
-            Cause::Refused => false,
+            Cause::Refused | Cause::Unstartable => false,
             Cause::Exited => true,
         }
     }
@@ -71,5 +94,14 @@ mod tests {
     fn on_a_cluster_the_storage_initializer_fetches_and_the_model_container_exits() {
         assert_eq!(Cause::of_container("storage-initializer", 3), Cause::Fetch { exit_code: 3 });
         assert_eq!(Cause::of_container("kserve-container", 3), Cause::Exited);
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_pulled_or_a_pod_that_cannot_be_created_is_not_waited_for() {
+        assert_eq!(Cause::of_failure("kserve-container", "ImagePullBackOff", 0), Cause::Unstartable);
+        assert_eq!(Cause::of_failure("", "FailedCreate", 0), Cause::Unstartable);
+        assert_eq!(Cause::of_failure("storage-initializer", "ModelLoadFailed", 5), Cause::Fetch { exit_code: 5 });
+        assert_eq!(Cause::of_failure("kserve-container", "ModelLoadFailed", 1), Cause::Exited);
+        assert!(!Cause::Unstartable.retry_helps());
     }
 }

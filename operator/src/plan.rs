@@ -42,7 +42,7 @@ use skiff_api::{InferenceService, InferenceServiceResource, InferenceServiceStat
 
 use crate::desired::{self, Record, RevisionRef};
 use crate::platform::Platform;
-use crate::revisions::{LoadFailure, MODEL_LOAD_FAILED, ObservedRevision, keep_last_failure, load_failures, observe};
+use crate::revisions::{LoadFailure, ObservedRevision, keep_last_failure, load_failures, observe};
 use crate::status::{self, ComponentObservation, Observation, Urls, Verdict};
 
 /// What the cluster shows for one InferenceService.
@@ -156,7 +156,7 @@ pub fn plan(input: Inputs) -> Plan {
     let urls = Urls::new(&name, &namespace, input.platform);
     let manifest = isvc.to_manifest();
     let revisions = observe(input.deployments, &owner.uid);
-    let mut failures = load_failures(input.pods);
+    let mut failures = load_failures(input.pods, &revisions);
     let last_failure = old.model_status.as_ref().and_then(|m| m.last_failure_info.as_ref());
     keep_last_failure(&mut failures, last_failure, &revisions);
     let mut plan = Plan::default();
@@ -344,8 +344,8 @@ fn plan_component(
     // one whose model cannot load until something changes says so at zero replicas too.
     let concerned = rolled_out.latest.as_deref().unwrap_or(&latest.name);
     let ready = match failures.get(concerned) {
-        Some(f) if !f.cause().retry_helps() => Err((MODEL_LOAD_FAILED, f.message.clone())),
-        Some(f) => ready.map_err(|_| (MODEL_LOAD_FAILED, f.message.clone())),
+        Some(f) if !f.cause().retry_helps() => Err((f.reason, f.message.clone())),
+        Some(f) => ready.map_err(|_| (f.reason, f.message.clone())),
         None => ready,
     };
     let latest_ready =

@@ -5,7 +5,8 @@
 //! and the scale it was created with, and controlled by the InferenceService (owner reference with
 //! its UID). Its pods say why it does not serve when its model does not load
 //! ([`load_failures`]: the storage initializer's or the model container's termination message,
-//! KServe's `ModelLoadFailed`).
+//! KServe's `ModelLoadFailed`) or a replica cannot be started (a container's waiting reason such as
+//! `ImagePullBackOff`, or the Deployment's `ReplicaFailure`, e.g. `FailedCreate`: [`CANNOT_START`]).
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ use skiff_api::labels::{INITIAL_SCALE, RESERVE, REVISION, REVISION_NAME, ROUTING
 use skiff_api::revision::Component;
 use skiff_api::settings::{RevisionSettings, component_of};
 use skiff_api::status::FailureInfo;
-use skiff_dataplane::failing::{Cause, STORAGE_INITIALIZER};
+use skiff_dataplane::failing::{CANNOT_START, Cause, STORAGE_INITIALIZER};
 
 /// One revision, read back from its Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub struct ObservedRevision {
     pub serving: RevisionSettings,
     /// Kept without traffic, scaled to zero ([`ROUTING_STATE`] `reserve`).
     pub reserved: bool,
+    /// Why its ReplicaSet cannot create a pod (its `ReplicaFailure` condition's message), if it cannot.
+    pub replica_failure: Option<String>,
 }
 
 /// The revisions among `deployments` that `owner_uid` controls, oldest first (numbers are per
@@ -67,11 +70,20 @@ pub fn observe(deployments: &[Deployment], owner_uid: &str) -> Vec<ObservedRevis
                 port: spec.and_then(|s| container_port(&s.template.spec)).unwrap_or(crate::desired::SERVER_PORT),
                 serving: RevisionSettings::from_labels(d.labels()),
                 reserved: reserved(d),
+                replica_failure: replica_failure(d),
             })
         })
         .collect();
     revisions.sort_by_key(|r| r.number);
     revisions
+}
+
+/// The message of a Deployment's `ReplicaFailure` condition while it holds: its ReplicaSet cannot
+/// create a pod (refused by the namespace's Pod Security level or quota, say).
+fn replica_failure(deployment: &Deployment) -> Option<String> {
+    let conditions = deployment.status.as_ref()?.conditions.as_deref()?;
+    let failure = conditions.iter().find(|c| c.type_ == "ReplicaFailure" && c.status == "True")?;
+    Some(failure.message.clone().unwrap_or_else(|| failure.reason.clone().unwrap_or_default()))
 }
 
 /// Whether a revision's Deployment is kept without traffic for a rollback ([`ROUTING_STATE`]
@@ -87,11 +99,15 @@ fn container_port(pod: &Option<k8s_openapi::api::core::v1::PodSpec>) -> Option<i
     Some(container.ports.as_ref()?.first()?.container_port)
 }
 
-/// Why a revision's replica failed to load its model, as its pod shows it.
+/// Why a revision's replica failed to load its model, or could not be started, as its pod or its
+/// Deployment shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadFailure {
-    /// The container that failed: [`STORAGE_INITIALIZER`] or the model container.
+    /// The container that failed: [`STORAGE_INITIALIZER`] or the model container (empty when no
+    /// pod could be created).
     pub container: String,
+    /// [`MODEL_LOAD_FAILED`], or one of the [`CANNOT_START`] reasons.
+    pub reason: &'static str,
     /// Its run's termination message (what `skiff-fetch` or `skiff-server` wrote to
     /// `/dev/termination-log`, or the log's end under `FallbackToLogsOnError`), else its exit code
     /// and reason.
@@ -105,14 +121,14 @@ pub struct LoadFailure {
 impl LoadFailure {
     /// What made it fail, as far as a retry is concerned ([`Cause::of_container`]).
     pub fn cause(&self) -> Cause {
-        Cause::of_container(&self.container, self.exit_code)
+        Cause::of_failure(&self.container, self.reason, self.exit_code)
     }
 
     /// KServe's `lastFailureInfo` for it, a failure of `revision`.
     pub fn info(&self, revision: &str) -> FailureInfo {
         FailureInfo {
-            location: Some(self.container.clone()),
-            reason: MODEL_LOAD_FAILED.to_owned(),
+            location: Some(self.container.clone()).filter(|c| !c.is_empty()),
+            reason: self.reason.to_owned(),
             message: self.message.clone(),
             model_revision_name: revision.to_owned(),
             time: self.finished_at.clone(),
@@ -138,6 +154,7 @@ pub fn keep_last_failure(
     if revisions.iter().any(|r| r.name == *revision && !r.serving()) && !failures.contains_key(revision) {
         let failure = LoadFailure {
             container: last.location.clone().unwrap_or_default(),
+            reason: CANNOT_START.into_iter().find(|r| *r == last.reason).unwrap_or(MODEL_LOAD_FAILED),
             message: last.message.clone(),
             exit_code: last.exit_code,
             finished_at: last.time.clone(),
@@ -149,8 +166,10 @@ pub fn keep_last_failure(
 /// Why revisions' replicas failed to load their model, by revision name (the pods'
 /// `skiff.dev/revision-name`), as KServe reads a pod for `ModelLoadFailed`: the storage initializer
 /// (an init container) whose current or last run ended with a non-zero exit code, else the model
-/// container (`kserve-container`), when it is not ready and its current or last run did.
-pub fn load_failures(pods: &[Pod]) -> BTreeMap<String, LoadFailure> {
+/// container (`kserve-container`), when it is not ready and its current or last run did; else a
+/// container of either kind that the kubelet cannot start ([`CANNOT_START`]); else, for a revision
+/// with no such pod, its Deployment's `ReplicaFailure` (`FailedCreate`).
+pub fn load_failures(pods: &[Pod], revisions: &[ObservedRevision]) -> BTreeMap<String, LoadFailure> {
     let mut failures = BTreeMap::new();
     for pod in pods {
         let Some(revision) = pod.labels().get(REVISION_NAME) else { continue };
@@ -159,11 +178,39 @@ pub fn load_failures(pods: &[Pod]) -> BTreeMap<String, LoadFailure> {
         let main = status.and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
         let fetch = init.iter().find(|c| c.name == STORAGE_INITIALIZER).and_then(failed_run);
         let model = || main.iter().find(|c| c.name == crate::desired::CONTAINER_NAME && !c.ready).and_then(failed_run);
-        if let Some(failure) = fetch.or_else(model) {
+        let unstartable = || init.iter().chain(main).find_map(cannot_start);
+        if let Some(failure) = fetch.or_else(model).or_else(unstartable) {
             failures.entry(revision.clone()).or_insert(failure);
         }
     }
+    for revision in revisions {
+        if let Some(message) = &revision.replica_failure {
+            failures.entry(revision.name.clone()).or_insert_with(|| LoadFailure {
+                container: String::new(),
+                reason: FAILED_CREATE,
+                message: message.clone(),
+                exit_code: 0,
+                finished_at: None,
+            });
+        }
+    }
     failures
+}
+
+/// A ReplicaSet's reason for a pod it cannot create.
+const FAILED_CREATE: &str = "FailedCreate";
+
+/// The container, if the kubelet cannot start it for one of the [`CANNOT_START`] reasons.
+fn cannot_start(status: &ContainerStatus) -> Option<LoadFailure> {
+    let waiting = status.state.as_ref()?.waiting.as_ref()?;
+    let reason = CANNOT_START.into_iter().find(|r| Some(*r) == waiting.reason.as_deref())?;
+    Some(LoadFailure {
+        container: status.name.clone(),
+        reason,
+        message: waiting.message.clone().filter(|m| !m.is_empty()).unwrap_or_else(|| reason.to_owned()),
+        exit_code: 0,
+        finished_at: None,
+    })
 }
 
 /// The container's current run if it ended with a non-zero exit code, else its last run if that did.
@@ -178,6 +225,7 @@ fn failed_run(status: &ContainerStatus) -> Option<LoadFailure> {
     );
     Some(LoadFailure {
         container: status.name.clone(),
+        reason: MODEL_LOAD_FAILED,
         message,
         exit_code: run.exit_code,
         finished_at: run.finished_at.as_ref().map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
@@ -276,7 +324,7 @@ mod tests {
             json!({"name": "queue-proxy", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
                    "state": {"terminated": {"exitCode": 1, "message": "not the model"}}}),
         );
-        let failures = load_failures(&[crash_looping, no_message, serving, completed, sidecar]);
+        let failures = load_failures(&[crash_looping, no_message, serving, completed, sidecar], &[]);
         let read: Vec<(&str, &str, i32, Cause)> =
             failures.iter().map(|(r, f)| (r.as_str(), f.message.as_str(), f.exit_code, f.cause())).collect();
         assert_eq!(
@@ -323,7 +371,7 @@ mod tests {
             json!({"name": "storage-initializer", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
                    "state": {"running": {}}}),
         );
-        let failures = load_failures(&[backing_off, failed_now, running]);
+        let failures = load_failures(&[backing_off, failed_now, running], &[]);
         let nope = &failures["nope-predictor-00001"];
         assert_eq!(
             (nope.container.as_str(), nope.message.as_str(), nope.finished_at.as_deref()),
@@ -345,6 +393,7 @@ mod tests {
     fn the_last_failure_is_kept_while_its_revision_has_no_replica_and_no_pod_says_otherwise() {
         let last = LoadFailure {
             container: "storage-initializer".into(),
+            reason: MODEL_LOAD_FAILED,
             message: "not found".into(),
             exit_code: 3,
             finished_at: None,
@@ -366,5 +415,50 @@ mod tests {
         keep_last_failure(&mut failures, Some(&last), &serving);
         keep_last_failure(&mut failures, Some(&last), &[]);
         assert!(failures.is_empty(), "a replica was ready, or the revision went");
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_pulled_or_a_pod_that_cannot_be_created_fails_its_revision() {
+        let no_image = pod(
+            "iris-predictor-00001",
+            json!({"name": "kserve-container", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"waiting": {"reason": "ImagePullBackOff",
+                                         "message": "Back-off pulling image \"example.com/nope:1\""}}}),
+        );
+        let starting = pod(
+            "iris-predictor-00002",
+            json!({"name": "kserve-container", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                   "state": {"waiting": {"reason": "ContainerCreating"}}}),
+        );
+        let mut refused = deployment("iris-predictor-00003", "3", "u1", 0);
+        refused.status.as_mut().unwrap().conditions =
+            Some(vec![serde_json::from_value(json!({
+            "type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+            "message": "pods \"iris-predictor-00003-x\" is forbidden: violates PodSecurity \"restricted:latest\""
+        }))
+        .unwrap()]);
+        let revisions = observe(&[refused], "u1");
+        let failures = load_failures(&[no_image, starting], &revisions);
+        let read: Vec<(&str, &str, &str, Cause)> =
+            failures.iter().map(|(r, f)| (r.as_str(), f.reason, f.message.as_str(), f.cause())).collect();
+        assert_eq!(
+            read,
+            [
+                (
+                    "iris-predictor-00001",
+                    "ImagePullBackOff",
+                    "Back-off pulling image \"example.com/nope:1\"",
+                    Cause::Unstartable
+                ),
+                (
+                    "iris-predictor-00003",
+                    "FailedCreate",
+                    "pods \"iris-predictor-00003-x\" is forbidden: violates PodSecurity \"restricted:latest\"",
+                    Cause::Unstartable
+                ),
+            ]
+        );
+        let info = failures["iris-predictor-00003"].info("iris-predictor-00003");
+        assert_eq!((info.reason.as_str(), info.location), ("FailedCreate", None));
     }
 }

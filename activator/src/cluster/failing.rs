@@ -1,7 +1,7 @@
 //! Which revisions fail for a cause a retry will not fix, as their InferenceService's status says
 //! it: `status.modelStatus.lastFailureInfo`, which the operator writes from the revision's pods (the
 //! storage initializer's or the model container's exit code and termination message). The rule is
-//! the data plane's, the same as in `skiff up` ([`Cause::of_container`], [`Cause::retry_helps`]):
+//! the data plane's, the same as in `skiff up` ([`Cause::of_failure`], [`Cause::retry_helps`]):
 //! requests for such a revision are answered at once with 503 and the status's reason and message
 //! ([`crate::Error::Failing`]); while a retry can still succeed (a cut transfer, a full disk, a
 //! crash), they keep being held. Each still pokes the autoscaler, so a pod keeps retrying, and the
@@ -29,7 +29,7 @@ const REAPPLY: Duration = Duration::from_secs(1);
 /// one does.
 pub fn failing_of(isvc: &InferenceServiceResource) -> Option<(RevisionKey, Failing)> {
     let info = isvc.status.as_ref()?.model_status.as_ref()?.last_failure_info.as_ref()?;
-    let cause = Cause::of_container(info.location.as_deref().unwrap_or_default(), info.exit_code);
+    let cause = Cause::of_failure(info.location.as_deref().unwrap_or_default(), &info.reason, info.exit_code);
     if cause.retry_helps() {
         return None;
     }
