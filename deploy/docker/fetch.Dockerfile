@@ -3,7 +3,7 @@
 #   docker build -f deploy/docker/fetch.Dockerfile --target fetch       -t ghcr.io/skiff-serving/skiff-fetch:0.1.0 .
 #   docker build -f deploy/docker/fetch.Dockerfile --target model-cache -t ghcr.io/skiff-serving/skiff-model-cache:0.1.0 .
 # skiff-fetch is the model pods' init container (`storage-initializer`: URI DIR [--node-cache URL]);
-# skiff-model-cache is the node cache DaemonSet (deploy/node-cache), listening on the node's IP:8095.
+# skiff-model-cache is the node cache DaemonSet (deploy/node-cache), listening on 8095 behind its node-local Service.
 # The runtime stage's base: distroless cc (glibc, libstdc++, CA certificates, user 65532 "nonroot").
 # The tests build it from Debian's packages (tests/cluster/images/base.sh) and pass it as BASE.
 # Digest (multi-arch OCI index) from NDDev-OpenNetwork/pi-setup-system Dockerfile (also chrisbennight/mcp-unifi-rs Dockerfile)

@@ -31,7 +31,8 @@ struct Cli {
     /// The bound on the whole fetch, in seconds.
     #[arg(long, default_value_t = skiff_fetch::fetcher::DEFAULT_TIMEOUT.as_secs())]
     timeout_secs: u64,
-    /// The node cache's base URL (`http://$(HOST_IP):8095` in a model pod): the model is copied
+    /// The node cache's base URL (its node-local Service in a model pod,
+    /// `http://skiff-model-cache.skiff-node.svc.cluster.local:8095`): the model is copied
     /// from it, fetched there first when it has not got it.
     #[arg(long)]
     node_cache: Option<String>,

@@ -30,9 +30,14 @@ impl Drop for NodeCache {
 }
 
 fn node_cache(args: &[&str]) -> NodeCache {
+    node_cache_at("127.0.0.1:0", args)
+}
+
+/// A `skiff-model-cache` listening on `listen`.
+fn node_cache_at(listen: &str, args: &[&str]) -> NodeCache {
     let root = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_skiff-model-cache"))
-        .args(["--listen", "127.0.0.1:0", "--root"])
+        .args(["--listen", listen, "--root"])
         .arg(root.path())
         .args(args)
         .stderr(Stdio::piped())
@@ -189,6 +194,35 @@ fn without_a_node_cache_the_init_container_fetches_directly() {
     assert_eq!(report(&out)["via"], "direct");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("does not reach 127.0.0.1 for a caller"), "{stderr}");
+}
+
+#[test]
+fn a_node_cache_that_admits_the_pod_a_moment_late_is_still_used() {
+    // A NetworkPolicy engine admits a new pod's address a moment after the pod starts: until then
+    // the node cache's address refuses the init container, which tries again for a moment.
+    let weights = bytes(100 << 10, 4);
+    let minio = minio_with(&[("iris/model.onnx", &weights)]);
+    let env = minio.s3_env(S3_KEY);
+    let pods = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let late = format!("http://127.0.0.1:{port}");
+    let dir = pods.path().join("late");
+    let fetch = std::thread::spawn({
+        let (late, dir, env) = (late.clone(), dir.clone(), env.clone());
+        move || init_container("s3://models/iris", &dir, &late, &env)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let _node = node_cache_at(&format!("127.0.0.1:{port}"), &["--allow-loopback"]);
+    let out = fetch.join().unwrap();
+    assert_eq!(report(&out)["via"], "node-cache", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(dir.join("model.onnx")).unwrap(), weights);
+
+    // A name that does not resolve is no node cache: it is not asked again, the fetch is direct.
+    let nxdomain = "http://skiff-model-cache.invalid:8095";
+    let out = init_container("s3://models/iris", &pods.path().join("nxdomain"), nxdomain, &env);
+    assert_eq!(report(&out)["via"], "direct");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("(resolving skiff-model-cache.invalid: "), "{stderr}");
 }
 
 #[test]

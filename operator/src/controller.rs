@@ -638,7 +638,10 @@ mod tests {
             named("AWS_ENDPOINT_URL"),
             Some(json!({"name": "AWS_ENDPOINT_URL", "value": "http://10.0.0.5:9000"}))
         );
-        assert!(named("HOST_IP").is_some(), "the node cache's address stays");
+        assert_eq!(
+            pod["initContainers"][0]["args"][3], "http://skiff-model-cache.skiff-node.svc.cluster.local:8095",
+            "the node cache's address stays"
+        );
         assert!(!deployment.to_string().contains("c2VjcmV0LXZhbHVl"), "no secret value in the Deployment");
         assert!(pod["containers"][0].get("env").is_none_or(|e| !e.to_string().contains("AWS_")), "{pod}");
 

@@ -7,10 +7,12 @@
 //!   `file://` or `pvc://`, with KServe's arguments and no node cache; absent or without an image,
 //!   Skiff's fetcher (`fetchImage`) does,
 //! - `skiff`: `{"serverImage": "...", "queueProxyImage": "...", "fetchImage": "...",
-//!   "nodeCachePort": 8095, "modelDir": "/mnt/models", "allowHostPath": true, "routerService":
-//!   "skiff-system/skiff-router", "routerAddress": ""}` (the model server, the queue-proxy sidecar of
-//!   custom containers, the init container that fetches models (`skiff-fetch`) and the port of the
-//!   node cache it asks first on the node's IP (`skiff-model-cache`; 0: none), whether
+//!   "nodeCacheService": "skiff-node/skiff-model-cache", "nodeCachePort": 8095, "modelDir":
+//!   "/mnt/models", "allowHostPath": true, "routerService": "skiff-system/skiff-router",
+//!   "routerAddress": ""}` (the model server, the queue-proxy sidecar of custom containers, the init
+//!   container that fetches models (`skiff-fetch`) and the node cache it asks first: the Service
+//!   `<namespace>/<name>` of `skiff-model-cache`, whose `internalTrafficPolicy: Local` sends each
+//!   pod to its own node's cache, and its port (0: none), whether
 //!   `storageUri: file://` may mount a directory of the node, and where transformers and explainers
 //!   reach the router: its Service `<namespace>/<name>`, or an address `host[:port]` that replaces
 //!   the Service's DNS name),
@@ -40,7 +42,9 @@ pub const DEFAULT_SERVER_IMAGE: &str = "ghcr.io/skiff-serving/skiff-server:0.1.0
 pub const DEFAULT_QUEUE_PROXY_IMAGE: &str = "ghcr.io/skiff-serving/skiff-activator:0.1.0";
 /// Skiff's fetcher, the model pods' init container when `storageInitializer` names no image.
 pub const DEFAULT_FETCH_IMAGE: &str = "ghcr.io/skiff-serving/skiff-fetch:0.1.0";
-/// The node cache's port on each node's IP (`skiff-model-cache`, deploy/node-cache).
+/// The node cache's Service, `<namespace>/<name>` (`skiff-model-cache`, deploy/node-cache).
+pub const DEFAULT_NODE_CACHE_SERVICE: &str = "skiff-node/skiff-model-cache";
+/// The node cache's port.
 pub const DEFAULT_NODE_CACHE_PORT: u16 = 8095;
 /// KServe's default domain.
 pub const DEFAULT_DOMAIN: &str = "example.com";
@@ -87,7 +91,7 @@ impl Default for Platform {
             server_image: DEFAULT_SERVER_IMAGE.to_owned(),
             initializer: Initializer::Skiff {
                 image: DEFAULT_FETCH_IMAGE.to_owned(),
-                node_cache_port: Some(DEFAULT_NODE_CACHE_PORT),
+                node_cache: Some(node_cache_url(DEFAULT_NODE_CACHE_SERVICE, DEFAULT_NODE_CACHE_PORT)),
             },
             queue_proxy_image: DEFAULT_QUEUE_PROXY_IMAGE.to_owned(),
             model_dir: DEFAULT_MODEL_DIR.to_owned(),
@@ -103,12 +107,13 @@ impl Default for Platform {
 /// The init container that downloads a model into the pod (KServe's `storage-initializer`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Initializer {
-    /// Skiff's fetcher (`skiff-fetch URI DIR`), asking the node cache first when it has a port.
+    /// Skiff's fetcher (`skiff-fetch URI DIR`), asking the node cache first when there is one.
     Skiff {
         /// Its image (`skiff.fetchImage`).
         image: String,
-        /// The node cache's port on the node's IP (`skiff.nodeCachePort`); `None`: no node cache.
-        node_cache_port: Option<u16>,
+        /// The node cache's URL, its Service's DNS name and port (`skiff.nodeCacheService`,
+        /// `skiff.nodeCachePort`); `None`: no node cache.
+        node_cache: Option<String>,
     },
     /// The image `storageInitializer.image` names (KServe's), run with KServe's arguments only.
     Kserve {
@@ -142,6 +147,7 @@ struct Skiff {
     server_image: Option<String>,
     queue_proxy_image: Option<String>,
     fetch_image: Option<String>,
+    node_cache_service: Option<String>,
     node_cache_port: Option<u16>,
     model_dir: Option<String>,
     allow_host_path: Option<bool>,
@@ -161,13 +167,16 @@ impl Platform {
         let kserve = key::<Image>(data, "storageInitializer")?.and_then(|init| init.image).filter(|i| !i.is_empty());
         let skiff = key::<Skiff>(data, "skiff")?;
         if let Some(skiff) = &skiff
-            && let Initializer::Skiff { image, node_cache_port } = &mut platform.initializer
+            && let Initializer::Skiff { image, node_cache } = &mut platform.initializer
         {
             set(image, skiff.fetch_image.clone());
-            *node_cache_port = match skiff.node_cache_port {
-                Some(0) => None,
-                Some(port) => Some(port),
-                None => *node_cache_port,
+            let service = skiff.node_cache_service.as_deref().unwrap_or(DEFAULT_NODE_CACHE_SERVICE);
+            if !is_service(service) {
+                return Err(invalid("skiff", format!("nodeCacheService must be <namespace>/<name>, not {service:?}")));
+            }
+            *node_cache = match skiff.node_cache_port.unwrap_or(DEFAULT_NODE_CACHE_PORT) {
+                0 => None,
+                port => Some(node_cache_url(service, port)),
             };
         }
         if let Some(image) = kserve {
@@ -191,7 +200,7 @@ impl Platform {
         if !platform.model_dir.starts_with('/') {
             return Err(invalid("skiff", format!("modelDir must be an absolute path, not {:?}", platform.model_dir)));
         }
-        if platform.router_service.split_once('/').is_none_or(|(ns, name)| ns.is_empty() || name.is_empty()) {
+        if !is_service(&platform.router_service) {
             return Err(invalid(
                 "skiff",
                 format!("routerService must be <namespace>/<name>, not {:?}", platform.router_service),
@@ -243,6 +252,17 @@ fn invalid(key: &str, message: String) -> Error {
     Error::Platform { name: CONFIG_MAP.to_owned(), key: key.to_owned(), message }
 }
 
+/// Whether `service` reads `<namespace>/<name>`.
+fn is_service(service: &str) -> bool {
+    service.split_once('/').is_some_and(|(namespace, name)| !namespace.is_empty() && !name.is_empty())
+}
+
+/// The node cache's URL: its Service's cluster DNS name and `port`.
+fn node_cache_url(service: &str, port: u16) -> String {
+    let (namespace, name) = service.split_once('/').unwrap_or(("", service));
+    format!("http://{name}.{namespace}.svc.cluster.local:{port}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,12 +299,23 @@ mod tests {
 
     #[test]
     fn skiffs_fetcher_is_the_initializer_unless_storage_initializer_names_an_image() {
-        let skiff = |image: &str, port| Initializer::Skiff { image: image.into(), node_cache_port: port };
-        assert_eq!(Platform::default().initializer, skiff(DEFAULT_FETCH_IMAGE, Some(DEFAULT_NODE_CACHE_PORT)));
+        let skiff = |image: &str, url: Option<&str>| Initializer::Skiff {
+            image: image.into(),
+            node_cache: url.map(Into::into),
+        };
+        assert_eq!(
+            Platform::default().initializer,
+            skiff(DEFAULT_FETCH_IMAGE, Some("http://skiff-model-cache.skiff-node.svc.cluster.local:8095")),
+            "each pod asks its own node's cache through the node-local Service"
+        );
         let parse = |pairs: &[(&str, &str)]| Platform::from_data(Some(&data(pairs))).unwrap().initializer;
         assert_eq!(
             parse(&[("skiff", r#"{"fetchImage": "fetch:2", "nodeCachePort": 9000}"#)]),
-            skiff("fetch:2", Some(9000))
+            skiff("fetch:2", Some("http://skiff-model-cache.skiff-node.svc.cluster.local:9000"))
+        );
+        assert_eq!(
+            parse(&[("skiff", r#"{"nodeCacheService": "cache/models"}"#)]),
+            skiff(DEFAULT_FETCH_IMAGE, Some("http://models.cache.svc.cluster.local:8095"))
         );
         assert_eq!(
             parse(&[("skiff", r#"{"nodeCachePort": 0}"#)]),
@@ -302,6 +333,8 @@ mod tests {
         );
         let err = Platform::from_data(Some(&data(&[("skiff", r#"{"nodeCachePort": 70000}"#)]))).unwrap_err();
         assert!(err.to_string().starts_with("config map inferenceservice-config, key skiff:"), "{err}");
+        let err = Platform::from_data(Some(&data(&[("skiff", r#"{"nodeCacheService": "models"}"#)]))).unwrap_err();
+        assert!(err.to_string().contains("nodeCacheService must be <namespace>/<name>"), "{err}");
     }
 
     #[test]

@@ -29,19 +29,35 @@ fn the_config_map_parses() {
     let platform = Platform::from_data(maps[0].data.as_ref()).unwrap();
     assert_eq!(platform.domain, "example.com");
     assert!(platform.server_image.contains("skiff-server"));
-    // Skiff's fetcher downloads models, asking the node cache of deploy/node-cache at its port.
+    // Skiff's fetcher downloads models, asking the node cache of deploy/node-cache first.
     let node_cache: Vec<DaemonSet> = documents("node-cache/daemonset.yaml", "DaemonSet");
     let cache = &node_cache[0].spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
-    // It listens in the pod network; model pods reach it at <node IP>:port through its hostPort.
+    // It listens in the pod network, with no hostPort; model pods reach it through its Service,
+    // which keeps each on its own node.
     let exposed = &cache.ports.as_ref().unwrap()[0];
     let port = exposed.container_port;
-    assert_eq!(exposed.host_port, Some(port), "the hostPort is the port the fetcher asks");
+    assert_eq!(exposed.host_port, None, "no hostPort: the CNI's portmap would hide the model pod from the policy");
     assert!(cache.args.as_ref().unwrap().contains(&format!("$(POD_IP):{port}")), "{:?}", cache.args);
-    let Initializer::Skiff { image, node_cache_port } = &platform.initializer else {
+    let services: Vec<k8s_openapi::api::core::v1::Service> = documents("node-cache/service.yaml", "Service");
+    let (meta, spec) = (&services[0].metadata, services[0].spec.as_ref().unwrap());
+    assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Local"), "each pod reaches its own node's cache");
+    assert_eq!(spec.selector, node_cache[0].spec.as_ref().unwrap().selector.match_labels);
+    let service_port = &spec.ports.as_ref().unwrap()[0];
+    let Initializer::Skiff { image, node_cache } = &platform.initializer else {
         panic!("KServe's initializer by default: {:?}", platform.initializer)
     };
     assert!(image.contains("skiff-fetch"), "{image}");
-    assert_eq!(node_cache_port.map(i32::from), Some(port));
+    let url = format!(
+        "http://{}.{}.svc.cluster.local:{}",
+        meta.name.as_deref().unwrap(),
+        meta.namespace.as_deref().unwrap(),
+        service_port.port
+    );
+    assert_eq!(node_cache.as_deref(), Some(url.as_str()), "the fetcher asks the node cache's Service");
+    assert_eq!(
+        service_port.target_port,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(exposed.name.clone().unwrap()))
+    );
     // Transformers and explainers reach their predictor through the router's Service, as deployed.
     let services: Vec<k8s_openapi::api::core::v1::Service> = documents("base/router.yaml", "Service");
     let router = &services[0].metadata;

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # End-to-end test of models from a real store on a local cluster (scripts/local-cluster.sh up: the
-# real control plane of tests/cluster, the node agent of tests/node-agent, deploy/base applied as it
-# is), with the node cache of deploy/node-cache and Skiff's fetcher as the storage initializer.
+# real control plane of tests/cluster, the real node of tests/cluster/node.sh, deploy/base applied
+# with the local images), with the node cache of deploy/node-cache and Skiff's fetcher (images built
+# from deploy/docker/fetch.Dockerfile) as the storage initializer.
 #
 #   tests/cluster/e2e-storage.sh     # build, local-cluster up, checks, local-cluster down
 #
 # MinIO (tests/stores/build.sh) runs on the host at the node's IP, with the bucket `models` holding
-# examples/models/iris/model.onnx at iris/model.onnx. The node agent's image map sends
-# ghcr.io/skiff-serving/skiff-fetch and skiff-model-cache to this checkout's binaries; deploy/node-cache
-# is applied as it is except its hostPath, which is moved under the cluster's state folder.
+# examples/models/iris/model.onnx at iris/model.onnx. deploy/node-cache is applied as it is except
+# its image (localhost/skiff-model-cache:$SKIFF_LOCAL_TAG) and its hostPath, which is moved under the
+# cluster's state folder.
 #   1. the DaemonSet skiff-model-cache is Ready in skiff-node (privileged namespace): its pod in the
-#      pod network (its own IP) answers on the node's IP through its hostPort (the agent forwards it
-#      as the CNI's portmap would), after its init step own-cache gave the cache folder to 65532
+#      pod network (its own IP) answers at its node-local Service (internalTrafficPolicy Local),
+#      after its init step own-cache gave the cache folder to 65532
 #   2. iris (storageUri s3://models/iris, serviceAccountName reader, minReplicas 0) in a namespace
 #      that enforces the restricted Pod Security profile: Secret minio (KServe's annotations
 #      s3-endpoint, s3-usehttps, s3-verifyssl, s3-region; AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and
 #      ServiceAccount reader listing it. The revision's storage-initializer is skiff-fetch with
-#      --node-cache http://$(HOST_IP):8095, its credentials secretKeyRefs (no value in the Deployment)
+#      --node-cache http://skiff-model-cache.skiff-node.svc.cluster.local:8095 (the Service, by the
+#      cluster DNS; NetworkPolicy skiff-model-cache admits the model pod), its credentials secretKeyRefs (no value in the Deployment)
 #   3. the first V2 infer through the router scales iris from zero: the init container's report says
 #      it came through the node cache, which downloaded the model (downloaded = its size)
 #   4. idle, iris scales to zero; the next infer brings a new pod whose init container's report
@@ -35,7 +37,7 @@
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips `cargo build --workspace`; SKIFF_E2E_TIMEOUT (seconds per
 # wait, 120); the local-cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-storage,
-# ports to 7143/3079/10957/10959, bridge skst0, pods 10.244.28.0/22).
+# ports to 7143/3079/10957/10959).
 set -euo pipefail
 
 e2e_name=e2e-storage
@@ -46,16 +48,12 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-7143}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-3079}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10957}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10959}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skst0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.28.0/22}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
-# Still on the node agent (its image map runs the test servers as host processes); issue 34 moves it.
-export SKIFF_LOCAL_NODE="${SKIFF_LOCAL_NODE:-agent}"
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e-storage
 
 e2e_build
-e2e_need_root "the node agent needs root"
+e2e_need_root "the real node needs root"
 for b in skiff-fetch skiff-model-cache; do
   [[ -x "$root/target/$SKIFF_LOCAL_PROFILE/$b" ]] || fail "no target/$SKIFF_LOCAL_PROFILE/$b: run cargo build --workspace"
 done
@@ -72,12 +70,9 @@ cleanup() {
     if ((passed)); then
       "$root/scripts/local-cluster.sh" down >/dev/null || rc=1
     else
-      for f in "$dir"/pods/skiff-system_skiff-controller*.log "$dir"/pods/skiff-node_*.log "$dir"/pods/"$ns"_*.log \
-        "$dir/minio.log" "$dir/logs/node-agent.log"; do
-        [[ -f "$f" ]] || continue
-        echo "---- $f (tail) ----"
-        tail -n 25 "$f"
-      done
+      e2e_log_tails skiff-system skiff-node "$ns"
+      echo "---- $dir/minio.log (tail) ----"
+      tail -n 25 "$dir/minio.log"
       KEEP_STATE=1 "$root/scripts/local-cluster.sh" down
       echo "state and logs kept in $dir"
     fi
@@ -112,26 +107,22 @@ curl -fsS -o /dev/null --aws-sigv4 aws:amz:us-east-1:s3 --user skiffadmin:skiffs
 pass "MinIO at $s3 holds s3://models/iris/model.onnx ($model_bytes bytes)"
 
 # --- 1. the node cache ------------------------------------------------------------------------------
-# The fetcher and the node cache -> this checkout's binaries (the agent rereads the map at each start).
-python3 - "$dir/image-map.json" "$root/target/$SKIFF_LOCAL_PROFILE" <<'PY'
-import json, sys
-path, bins = sys.argv[1], sys.argv[2]
-entries = json.load(open(path))
-for name in ("skiff-fetch", "skiff-model-cache"):
-    entries[name] = f"{bins}/{name}"
-json.dump(entries, open(path, "w"), indent=2)
-PY
-k kustomize "$root/deploy/node-cache" | sed "s#path: /var/lib/skiff/model-cache#path: $dir/model-cache#" | k apply -f - >/dev/null
+k kustomize "$root/deploy/node-cache" | sed -e "s#path: /var/lib/skiff/model-cache#path: $dir/model-cache#" \
+  -e "s#image: ghcr.io/skiff-serving/skiff-model-cache:.*#image: localhost/skiff-model-cache:$SKIFF_LOCAL_TAG#" |
+  k apply -f - >/dev/null
 k -n skiff-node rollout status daemonset/skiff-model-cache --timeout="${timeout}s" >/dev/null ||
   fail "1. the DaemonSet skiff-model-cache is not Ready"
-wait_until "the node cache on $node_ip:8095" curl -fsS -o /dev/null "http://$node_ip:8095/healthz"
+cache="$(k -n skiff-node get service skiff-model-cache -o jsonpath='{.spec.clusterIP}:{.spec.ports[0].port} {.spec.internalTrafficPolicy}')"
+[[ "$cache" == *" Local" ]] || fail "1. Service skiff-model-cache: $cache (wanted internalTrafficPolicy Local)"
+cache="${cache% *}"
+wait_until "the node cache at its Service $cache" curl -fsS -o /dev/null "http://$cache/healthz"
 cache_pod="$(k -n skiff-node get pods -l app.kubernetes.io/name=skiff-model-cache \
   -o jsonpath='{.items[0].spec.hostNetwork} {.items[0].status.podIP} {.items[0].status.initContainerStatuses[0].name}={.items[0].status.initContainerStatuses[0].state.terminated.exitCode}')"
 [[ "$cache_pod" == " "* && "$cache_pod" != *" $node_ip "* && "$cache_pod" == *" own-cache=0" ]] ||
   fail "1. the node cache's pod (hostNetwork, pod IP, init step): '$cache_pod' (wanted no host network, its own IP, own-cache=0)"
 [[ "$(stat -c %u:%g "$dir/model-cache")" == 65532:65532 ]] ||
   fail "1. the cache folder belongs to $(stat -c %u:%g "$dir/model-cache"), not 65532:65532"
-pass "1. DaemonSet skiff-model-cache Ready in skiff-node: pod IP ${cache_pod#* }, answering on the node's IP $node_ip:8095 through its hostPort; $dir/model-cache belongs to 65532:65532"
+pass "1. DaemonSet skiff-model-cache Ready in skiff-node: pod IP ${cache_pod#* }, answering at its node-local Service $cache; $dir/model-cache belongs to 65532:65532"
 
 # --- 2. the InferenceService, its credentials and its pod's profile ------------------------------------
 k -n skiff-system patch configmap inferenceservice-config --type merge \
@@ -192,7 +183,7 @@ init = pod["initContainers"][0]
 env = {e["name"]: e.get("value") or e.get("valueFrom") for e in init.get("env", [])}
 print(init["name"], init["image"], " ".join(init["args"]))
 print(json.dumps(env["AWS_SECRET_ACCESS_KEY"], sort_keys=True), env.get("AWS_ENDPOINT_URL"), pod.get("serviceAccountName"))')"
-[[ "$init" == *"storage-initializer ghcr.io/skiff-serving/skiff-fetch:"*" s3://models/iris /mnt/models --node-cache http://\$(HOST_IP):8095"* ]] ||
+[[ "$init" == *"storage-initializer localhost/skiff-fetch:$SKIFF_LOCAL_TAG"*" s3://models/iris /mnt/models --node-cache http://skiff-model-cache.skiff-node.svc.cluster.local:8095"* ]] ||
   fail "2. $rev's init container: $init"
 [[ "$init" == *'{"secretKeyRef": {"key": "AWS_SECRET_ACCESS_KEY", "name": "minio"}}'*"http://$node_ip:$minio_port reader"* ]] ||
   fail "2. $rev's credentials: $init"
@@ -208,8 +199,7 @@ infer() { # -> "code seconds"
     -H 'Content-Type: application/json' "http://$router/v2/models/iris/infer" -d "$body"
 }
 report() { # pod -> the storage initializer's JSON line
-  local file="$dir/pods/${ns}_${1}_storage-initializer.log"
-  grep -h '"fetched"' "$file" 2>/dev/null | tail -n 1
+  k -n "$ns" logs "$1" -c storage-initializer 2>/dev/null | grep -h '"fetched"' | tail -n 1
 }
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 [[ "$(pods iris)" == 0 ]] || fail "3. iris has pods before any request"
@@ -234,7 +224,7 @@ line="$(report "$second")"
 [[ "$(field "$line" via)" == node-cache && "$(field "$line" downloaded)" == 0 && "$(field "$line" cached)" == True ]] ||
   fail "4. the second cold start's init container reported '$line' (wanted via node-cache, downloaded 0)"
 pass "4. the second cold start (new pod $second) in ${warm} s downloaded nothing: $line"
-metric() { curl -fsS "http://$node_ip:8095/metrics" | awk -v name="$1" '$1 == name {print $2}'; }
+metric() { curl -fsS "http://$cache/metrics" | awk -v name="$1" '$1 == name {print $2}'; }
 counts="$(metric 'skiff_model_cache_requests_total{outcome="download"}') $(metric 'skiff_model_cache_requests_total{outcome="hit"}') $(metric skiff_model_cache_downloaded_bytes_total)"
 [[ "$counts" == "1 1 $model_bytes" ]] || fail "4. the node cache's metrics say downloads, hits, bytes: $counts (wanted 1 1 $model_bytes)"
 pass "4. the node cache's /metrics: 1 download, 1 hit, $model_bytes bytes downloaded in all"

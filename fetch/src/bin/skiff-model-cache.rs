@@ -1,5 +1,5 @@
 //! `skiff-model-cache`: the node cache of a cluster (the DaemonSet `skiff-model-cache`, in the pod
-//! network behind a hostPort, with the node's cache folder as a hostPath). It owns a
+//! network behind its node-local Service, with the node's cache folder as a hostPath). It owns a
 //! [`skiff_fetch::Cache`] and serves it to the model pods' init containers
 //! ([`skiff_fetch::node::server`]). With `--own-root UID:GID` it only gives the cache's folder to
 //! that user and exits: the DaemonSet's init step, the one part that runs as root.

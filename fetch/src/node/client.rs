@@ -1,7 +1,10 @@
 //! The init container's side of the node cache: ask it for a model with this process's store
 //! settings, then copy the files it holds into the model's folder. [`Outcome`] tells the store's
 //! answer about the model (final: a direct fetch would get it too) from a node cache that is not
-//! there or failed on its side (the caller fetches directly).
+//! there or failed on its side (the caller fetches directly). A node cache whose name resolves
+//! but which refuses or drops the connection is asked again for a moment ([`ADMISSION_WAIT`]):
+//! a NetworkPolicy engine admits a new pod's address only after the pod has started, and the init
+//! container is the first thing the pod runs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +20,17 @@ use crate::fetcher::Report;
 
 /// How long connecting to the node cache may take: it runs on the same node.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long a connection the node cache's address refuses or drops is tried again. The node
+/// cache admits model pods by a NetworkPolicy, and a policy engine learns a new pod's address a
+/// moment after the pod starts (kube-router, Calico and Cilium sync on the pod's update): on the
+/// test cluster's real node, the init container's first connection was refused every time.
+pub const ADMISSION_WAIT: Duration = Duration::from_secs(3);
+
+/// The first pause between two tries (doubled each time, up to [`MAX_PAUSE`]).
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// The longest pause between two tries.
+const MAX_PAUSE: Duration = Duration::from_millis(500);
 
 /// Why a fetch through the node cache did not give the model.
 #[derive(Debug)]
@@ -53,13 +67,20 @@ pub async fn fetch(
     let unavailable = |what: &str, e: &dyn std::fmt::Display| Outcome::Unavailable(format!("{what}: {e}"));
     let request = ModelRequest { uri: uri.to_owned(), env };
     let body = serde_json::to_vec(&request).map_err(|e| unavailable("the request", &e))?;
-    let response = client
-        .post(format!("{base}/v1/models"))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| unavailable("asking the node cache", &e))?;
+    resolves(base).await?;
+    let ask = || client.post(format!("{base}/v1/models")).header("content-type", "application/json").body(body.clone());
+    let (mut pause, mut tries) = (FIRST_PAUSE, 1);
+    let response = loop {
+        match ask().send().await {
+            Err(e) if e.is_connect() && started.elapsed() + pause < ADMISSION_WAIT => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+                tries += 1;
+            }
+            Err(e) => return Err(unavailable(&format!("asking the node cache ({tries} tries)"), &e)),
+            Ok(response) => break response,
+        }
+    };
     let status = response.status();
     let bytes = response.bytes().await.map_err(|e| unavailable("reading the node cache's answer", &e))?;
     if !status.is_success() {
@@ -92,6 +113,20 @@ pub async fn fetch(
         seconds: started.elapsed().as_secs_f64(),
         cached: answer.cached,
     })
+}
+
+/// Whether the node cache's host has an address: a name that does not resolve means no node cache
+/// here (no Service), which is not worth waiting for.
+async fn resolves(base: &str) -> Result<(), Outcome> {
+    let url =
+        reqwest::Url::parse(base).map_err(|e| Outcome::Unavailable(format!("the node cache's URL {base}: {e}")))?;
+    let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    let port = url.port_or_known_default().unwrap_or(80);
+    match tokio::net::lookup_host((host, port)).await.map(|mut addresses| addresses.next()) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(Outcome::Unavailable(format!("{host} has no address"))),
+        Err(e) => Err(Outcome::Unavailable(format!("resolving {host}: {e}"))),
+    }
 }
 
 /// Copies every file of `answer` into `dir`, recording each file it creates in `written`.

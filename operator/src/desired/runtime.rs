@@ -202,7 +202,15 @@ mod tests {
         let pod = pod_of(&d);
         let init = &pod["initContainers"][0];
         assert_eq!(init["name"], "storage-initializer");
-        assert_eq!(init["args"], json!(["gs://bucket/sum", "/mnt/models", "--node-cache", "http://$(HOST_IP):8095"]));
+        assert_eq!(
+            init["args"],
+            json!([
+                "gs://bucket/sum",
+                "/mnt/models",
+                "--node-cache",
+                "http://skiff-model-cache.skiff-node.svc.cluster.local:8095"
+            ])
+        );
         assert_eq!(pod["volumes"][1], json!({"name": MODEL_VOLUME, "emptyDir": {}}));
         assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/mnt/models");
 

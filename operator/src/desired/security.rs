@@ -130,13 +130,7 @@ mod tests {
             let mounts = c["volumeMounts"].as_array().unwrap();
             assert_eq!(mounts.last(), Some(&scratch), "{}: /tmp is mounted last", c["name"]);
         }
-        assert_eq!(
-            pod["initContainers"][0]["env"],
-            json!([
-                {"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-                {"name": "HOME", "value": "/tmp"}
-            ])
-        );
+        assert_eq!(pod["initContainers"][0]["env"], json!([{"name": "HOME", "value": "/tmp"}]));
         let volumes = pod["volumes"].as_array().unwrap();
         assert!(volumes.contains(&json!({"name": "skiff-scratch", "emptyDir": {}})), "{volumes:?}");
     }

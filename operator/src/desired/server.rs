@@ -55,8 +55,8 @@ pub(super) fn model_server(
     container.readiness_probe = Some(probe("/v2/health/ready", port, 1, 3));
     container.liveness_probe = Some(probe("/v2/health/live", port, 10, 3));
     storage::provision_model(model, &dir, platform, pod, &mut container)?;
-    // After the model's mount: a node agent that binds mounts in order resolves the model's host
-    // path before `/tmp` is covered.
+    // After the model's mount: a runtime that binds mounts in order resolves the model's host path
+    // before `/tmp` is covered.
     security::read_only_root(&mut container).map_err(|e| format!("spec.predictor.model.{e}"))?;
     pod.containers = vec![container];
     Ok(())

@@ -1,10 +1,11 @@
 //! How the model reaches the container that serves it: its `storageUri` as a read-only volume
 //! (a hostPath, a claim, or an emptyDir the storage initializer downloads into). The storage
-//! initializer is Skiff's fetcher (`skiff-fetch URI DIR --node-cache http://$(HOST_IP):PORT`, the
-//! node's IP from the downward API) or the image `storageInitializer` names (KServe's arguments
-//! only); [`crate::credentials`] adds the store's credentials from the pod's ServiceAccount.
+//! initializer is Skiff's fetcher (`skiff-fetch URI DIR --node-cache URL`, the node cache's
+//! Service, which sends each pod to its own node's cache) or the image `storageInitializer` names
+//! (KServe's arguments only); [`crate::credentials`] adds the store's credentials from the pod's
+//! ServiceAccount.
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, PodSpec, Volume, VolumeMount};
 use serde_json::{Value, json};
 use skiff_api::isvc::ModelSpec;
 
@@ -15,8 +16,6 @@ use crate::storage::{self, ModelSource};
 /// KServe's name for the volume the model is provided in.
 pub(super) const MODEL_VOLUME: &str = "kserve-provision-location";
 pub use skiff_dataplane::failing::STORAGE_INITIALIZER;
-/// The variable that holds the node's IP in the storage initializer (for the node cache).
-const HOST_IP: &str = "HOST_IP";
 
 /// Provides the model's `storageUri` to `container` at `dir`, read-only: `file://` as a hostPath
 /// volume (where the platform allows it), `pvc://` as the claim's volume (its sub-path), anything
@@ -53,22 +52,10 @@ pub(super) fn provision_model(
         ),
         ModelSource::Download(uri) => {
             let mut args = vec![uri, dir.clone()];
-            let mut env = Vec::new();
             let image = match &platform.initializer {
-                Initializer::Skiff { image, node_cache_port } => {
-                    if let Some(port) = node_cache_port {
-                        env.push(EnvVar {
-                            name: HOST_IP.into(),
-                            value_from: Some(EnvVarSource {
-                                field_ref: Some(ObjectFieldSelector {
-                                    field_path: "status.hostIP".into(),
-                                    ..ObjectFieldSelector::default()
-                                }),
-                                ..EnvVarSource::default()
-                            }),
-                            ..EnvVar::default()
-                        });
-                        args.extend(["--node-cache".to_owned(), format!("http://$({HOST_IP}):{port}")]);
+                Initializer::Skiff { image, node_cache } => {
+                    if let Some(url) = node_cache {
+                        args.extend(["--node-cache".to_owned(), url.clone()]);
                     }
                     image
                 }
@@ -78,7 +65,6 @@ pub(super) fn provision_model(
                 name: STORAGE_INITIALIZER.into(),
                 image: Some(image.clone()),
                 args: Some(args),
-                env: (!env.is_empty()).then_some(env),
                 volume_mounts: Some(vec![VolumeMount { read_only: None, ..mount(None) }]),
                 ..Container::default()
             };
@@ -122,12 +108,13 @@ mod tests {
         assert_eq!(init["image"], crate::platform::DEFAULT_FETCH_IMAGE);
         assert_eq!(
             init["args"],
-            json!(["gs://bucket/iris", "/mnt/models", "--node-cache", "http://$(HOST_IP):8095"]),
-            "Skiff's fetcher asks the node cache first"
-        );
-        assert_eq!(
-            init["env"][0],
-            json!({"name": "HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}})
+            json!([
+                "gs://bucket/iris",
+                "/mnt/models",
+                "--node-cache",
+                "http://skiff-model-cache.skiff-node.svc.cluster.local:8095"
+            ]),
+            "Skiff's fetcher asks the node cache first, through its node-local Service"
         );
         assert_eq!(init["volumeMounts"][0]["mountPath"], "/mnt/models");
         assert!(init["volumeMounts"][0].get("readOnly").is_none());
@@ -145,9 +132,9 @@ mod tests {
         let init = &pod_of(&d)["initContainers"][0];
         assert_eq!(init["image"], "kserve/storage-initializer:v0.15.2");
         assert_eq!(init["args"], json!(["s3://models/iris", "/mnt/models"]));
-        assert!(init["env"].as_array().unwrap().iter().all(|e| e["name"] != "HOST_IP"), "{init}");
+        assert_eq!(init["args"].as_array().unwrap().len(), 2, "{init}");
         let no_cache = Platform {
-            initializer: Initializer::Skiff { image: "fetch:1".into(), node_cache_port: None },
+            initializer: Initializer::Skiff { image: "fetch:1".into(), node_cache: None },
             ..Platform::default()
         };
         let d = deployment(&revision(), &owner(), &s3, &record(), None, &no_cache, None).unwrap();
