@@ -3,15 +3,16 @@
 # tests (tests/cluster/e2e-*.sh).
 #
 #   scripts/local-cluster.sh up       # control plane + node, kubectl apply -k deploy/base, wait
+#   scripts/local-cluster.sh node     # control plane + the real node and CoreDNS, Skiff's images
+#                                     # imported but nothing of Skiff applied (for a test or a user
+#                                     # that installs the parts itself, as e2e-operator.sh does)
 #   scripts/local-cluster.sh status   # the pods of skiff-system and the router's address
 #   scripts/local-cluster.sh down     # stop everything (safe to run twice)
 #
 # `up` builds no Rust (run `cargo build --workspace` first; `cargo build --release --bins` for
 # release binaries, which are used when all five Skiff binaries are there). It starts the real
 # control plane of tests/cluster (its Go build is cached in ~/.cache/skiff-cluster: about 15
-# minutes the first time) and a node, one of two kinds ($SKIFF_LOCAL_NODE):
-#
-# real (the default): the node of tests/cluster/node.sh, as a user's cluster has it: the kubelet
+# minutes the first time) and the node of tests/cluster/node.sh, as a user's cluster has it: the kubelet
 #   and kube-proxy of Kubernetes v1.35.8, containerd and runc, the CNI bridge, CoreDNS as the
 #   cluster DNS and kube-router enforcing NetworkPolicies. Skiff's images are built from
 #   deploy/docker/ on a Debian base (tests/cluster/images.sh, with this checkout's binaries; tag
@@ -21,27 +22,15 @@
 #   (kube-proxy's rules reach it from the host). Needs buildah, containerd, runc, mmdebstrap and
 #   iptables (scripts/setup.sh installs them).
 #
-# agent: the node agent of tests/node-agent (a kubelet written for the tests, being retired), which
-#   runs every pod's containers as local processes in a network namespace of their own (bridge
-#   $SKIFF_LOCAL_BRIDGE), as root, with no securityContext, kube-proxy or DNS. Its image map sends
-#   Skiff's images to this checkout's binaries (ghcr.io/skiff-serving/<binary>:* ->
-#   target/<profile>/<binary>) and image python-http to python3 ($SKIFF_CLUSTER_DIR/image-map.json;
-#   reread at each container start). Pods reach the API server at the `kubernetes` Service address
-#   (10.96.0.1:443), which the agent forwards; the router's address is a router pod's IP:8080. It
-#   cannot run beside another node agent that forwards 10.96.0.1.
-#
 # Needs root, kubectl, go (the first time), ip, curl, and ONNX Runtime (scripts/setup.sh;
 # .ort/env is sourced). One real node runs at a time on a machine (the tests take
 # /tmp/skiff-cluster.lock).
 #
 # Environment (all optional):
-#   SKIFF_LOCAL_NODE           real or agent                                         (real)
 #   SKIFF_CLUSTER_DIR          state, logs                                           (/tmp/skiff-local-cluster)
 #   SKIFF_APISERVER_PORT, SKIFF_ETCD_PORT (and +1), SKIFF_KCM_PORT, SKIFF_SCHEDULER_PORT
 #                              control plane ports                                   (6743, 2679, 10557, 10559)
 #   SKIFF_LOCAL_TAG            real: the images' tag (localhost/<image>:<tag>)       (local)
-#   SKIFF_LOCAL_BRIDGE         agent: pod bridge (also the pods' netns prefix)      (skloc0)
-#   SKIFF_LOCAL_POD_CIDR       agent: pod addresses                                  (10.244.8.0/22)
 #   SKIFF_LOCAL_PROFILE        release or debug                                      (release if built, else debug)
 #   SKIFF_LOCAL_READY_TIMEOUT  seconds to wait for every skiff-system pod to be Ready (180)
 #   SKIFF_STOP_GRACE           seconds down waits before SIGKILL                     (30)
@@ -56,13 +45,9 @@ export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10557}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10559}"
 export SKIFF_STOP_GRACE="${SKIFF_STOP_GRACE:-30}"
 dir="$SKIFF_CLUSTER_DIR"
-bridge="${SKIFF_LOCAL_BRIDGE:-skloc0}"
-pod_cidr="${SKIFF_LOCAL_POD_CIDR:-10.244.8.0/22}"
 ready_timeout="${SKIFF_LOCAL_READY_TIMEOUT:-180}"
-node_kind="${SKIFF_LOCAL_NODE:-real}"
 tag="${SKIFF_LOCAL_TAG:-local}"
 cluster="$root/tests/cluster"
-api_service_ip=10.96.0.1
 system_ns=skiff-system
 skiff_bins=(skiff-controller skiff-router skiff-activator skiff-server skiff-web)
 
@@ -89,70 +74,29 @@ running() {
   return 1
 }
 
-# The router's address: its Service's ClusterIP:80 on a real node; else "ip:port" of every Ready
-# router pod, one a line.
+# The router's address: its Service's ClusterIP:80 (kube-proxy's rules reach it from the host).
 router_addresses() {
-  if [[ "$(cat "$dir/node-kind" 2>/dev/null)" == real ]]; then
-    echo "$(k -n "$system_ns" get svc skiff-router -o jsonpath='{.spec.clusterIP}'):80"
-    return
-  fi
-  k -n "$system_ns" get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
-    awk '$2 == "True" && $1 != "" {print $1 ":8080"}'
+  echo "$(k -n "$system_ns" get svc skiff-router -o jsonpath='{.spec.clusterIP}'):80"
 }
 
-# Kills what still runs in our pods' network namespaces and removes them, their veths and the
-# bridge (what the agent does on SIGTERM; needed when it could not: SIGKILLed, crashed).
-sweep_network() {
-  local ns pid pids port left=0
-  command -v ip >/dev/null || return 0
-  for ns in $(ip netns list 2>/dev/null | awk -v p="$bridge-" 'index($1, p) == 1 {print $1}'); do
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-      pids="$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
-      [[ -n "${pids// /}" ]] || break
-      for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
-      sleep 0.2
-    done
-    ip netns del "$ns" 2>/dev/null || true
-    left=$((left + 1))
-  done
-  if ip link show dev "$bridge" >/dev/null 2>&1; then
-    for port in $(ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{split($2, a, "@"); print a[1]}'); do
-      ip link del dev "$port" 2>/dev/null || true
-    done
-    ip link del dev "$bridge" 2>/dev/null || true
-    left=$((left + 1))
-  fi
-  ((left == 0)) || log "removed $left network namespace(s)/bridge left behind by the node agent"
-}
-
-# Stops the control plane and the node, and removes the state (unless KEEP_STATE=1). A real node's
+# Stops the control plane and the node, and removes the state (unless KEEP_STATE=1). The node's
 # containers, mounts, bridge and iptables chains go with `node.sh clean`, which needs the state dir.
 stop_cluster() {
-  if [[ "$(cat "$dir/node-kind" 2>/dev/null)" == real ]]; then
-    # No pod is drained here (node.sh clean kills the containers), so the grace is only the API
-    # server's, which waits on the still-running Skiff pods' requests.
-    SKIFF_STOP_GRACE=10 KEEP_STATE=1 "$cluster/down.sh"
-    "$cluster/node.sh" clean
-    [[ "${KEEP_STATE:-0}" == 1 ]] || rm -rf "$dir"
-  else
-    "$cluster/down.sh"
-  fi
+  # No pod is drained here (node.sh clean kills the containers), so the grace is only the API
+  # server's, which waits on the still-running Skiff pods' requests.
+  SKIFF_STOP_GRACE=10 KEEP_STATE=1 "$cluster/down.sh"
+  "$cluster/node.sh" clean
+  [[ "${KEEP_STATE:-0}" == 1 ]] || rm -rf "$dir"
 }
 
 cmd_down() {
   if [[ -d "$dir" ]]; then
     log "stopping the cluster in $dir"
     stop_cluster
+    log "down: no process, network namespace, veth or bridge left"
   else
     log "no cluster state in $dir: nothing to stop"
   fi
-  sweep_network
-  # Check that nothing is left: no namespace, veth or bridge of ours.
-  local ns_left
-  ns_left="$(ip netns list 2>/dev/null | awk -v p="$bridge-" 'index($1, p) == 1' | wc -l)"
-  ((ns_left == 0)) || die "$ns_left network namespace(s) $bridge-* still exist"
-  ! ip link show dev "$bridge" >/dev/null 2>&1 || die "bridge $bridge still exists"
-  log "down: no process, network namespace, veth or bridge left"
 }
 
 # Prints the pods of skiff-system that are not Ready, with their state and log tails.
@@ -182,49 +126,16 @@ cmd_status() {
   echo "router: $(router_addresses | tr '\n' ' ')"
 }
 
-# The node agent's node: its image map, then up.sh with the agent as the node.
-start_agent_node() {
-  local agent="$root/target/$profile/skiff-node-agent" holder python b map="$dir/image-map.json"
-  # The node agent of the same build as the Skiff binaries (a stale one of the other profile would
-  # run pods as an older agent did).
-  [[ -x "$agent" ]] || die "no node agent (target/$profile/skiff-node-agent): run \`cargo build --workspace\` first"
-  # The kubernetes Service address must be ours to forward.
-  holder="$(ip -o addr show to "$api_service_ip/32" 2>/dev/null | awk '{print $2}' | grep -vx "$bridge" || true)"
-  [[ -z "$holder" ]] || die "$api_service_ip is already on $holder (another node agent forwards the API: stop that cluster first)"
-  sweep_network
-  mkdir -p "$dir"
-  # The interpreter itself, not a pyenv shim (a shim needs variables the pods do not get).
-  python="$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || true)"
-  {
-    printf '{\n'
-    for b in "${skiff_bins[@]}"; do
-      printf '  "%s": "%s",\n' "$b" "$root/target/$profile/$b"
-    done
-    # Custom-container examples and tests use image python-http (args: -m http.server ...).
-    printf '  "python-http": "%s"\n}\n' "${python:-/usr/bin/python3}"
-  } >"$map"
-  log "node agent ${agent#"$root"/}; image map $map"
-  # The node's InternalIP is the bridge's address (the pod CIDR's first): the kubelet serving
-  # certificate must name it, for the API server to reach the agent's log endpoint (kubectl logs,
-  # the web app's Logs tab).
-  export SKIFF_NODE_IP="${SKIFF_NODE_IP:-$(python3 -c 'import ipaddress, sys; print(ipaddress.ip_network(sys.argv[1], strict=False).network_address + 1)' "$pod_cidr")}"
-  export SKIFF_NODE_AGENT="$agent --image-map $map --bridge $bridge --pod-cidr $pod_cidr \
---api-service-ip $api_service_ip --backoff-max-secs 10 --pass-env PATH,HOME,LANG,ORT_DYLIB_PATH"
-  echo agent >"$dir/node-kind"
-  log "starting the control plane and the node agent (tests/cluster/up.sh)"
-  "$cluster/up.sh" 2>&1 | sed 's/^/    /'
-  [[ "${PIPESTATUS[0]}" == 0 ]] || die "tests/cluster/up.sh failed (it stopped what it started; state and logs kept in $dir)"
-  grep -q "forwarding the kubernetes Service address" "$dir/logs/node-agent.log" ||
-    die "the node agent does not forward $api_service_ip to the API server (see $dir/logs/node-agent.log): pods would have no API access"
-  log "kubectl apply -k deploy/base"
-  k apply -k "$root/deploy/base" 2>&1 | sed 's/^/    /'
-  [[ "${PIPESTATUS[0]}" == 0 ]] || die "kubectl apply -k deploy/base failed (the cluster is left running: scripts/local-cluster.sh down)"
-}
-
 # The real node: Skiff's images, up.sh with node.sh as the node, CoreDNS, then deploy/base through
 # an overlay that only names the local images.
 start_real_node() {
-  local tool bin overlay skiff_config name start
+  start_real_cluster
+  install_skiff
+}
+
+# The control plane and the real node (Skiff's images imported into its containerd) with CoreDNS.
+start_real_cluster() {
+  local tool bin start
   for tool in buildah containerd runc ctr mmdebstrap iptables; do
     command -v "$tool" >/dev/null || die "$tool not found (scripts/setup.sh installs the node's packages)"
   done
@@ -240,7 +151,7 @@ start_real_node() {
   SKIFF_NODE_IP="$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
   export SKIFF_NODE_IP SKIFF_ADVERTISE_ADDRESS="$SKIFF_NODE_IP" SKIFF_APISERVER_ARGS="--bind-address=0.0.0.0"
   export SKIFF_CLUSTER_BIN="$bin" SKIFF_NODE_IMAGES="$dir/images" SKIFF_NODE_PAUSE_IMAGE="localhost/skiff-pause:$tag"
-  export SKIFF_NODE_AGENT="$cluster/node.sh run" SKIFF_NODE_TIMEOUT=180
+  export SKIFF_NODE_COMMAND="$cluster/node.sh run" SKIFF_NODE_TIMEOUT=180
   log "starting the control plane and the node (tests/cluster/up.sh, node.sh)"
   "$cluster/up.sh" 2>&1 | sed 's/^/    /'
   [[ "${PIPESTATUS[0]}" == 0 ]] || die "tests/cluster/up.sh failed (state and logs kept in $dir; scripts/local-cluster.sh down)"
@@ -248,8 +159,11 @@ start_real_node() {
     die "applying CoreDNS failed"
   k -n kube-system rollout status deploy/coredns --timeout=120s >/dev/null || die "CoreDNS is not Ready"
   log "CoreDNS Ready behind kube-dns 10.96.0.10"
+}
 
-  overlay="$dir/skiff"
+# deploy/base through an overlay that only names the local images.
+install_skiff() {
+  local overlay="$dir/skiff" skiff_config name
   mkdir -p "$overlay"
   skiff_config="$(python3 - "$root/deploy/base/config.yaml" "$tag" <<'PY'
 import json, re, sys
@@ -280,9 +194,10 @@ PY
   [[ "${PIPESTATUS[0]}" == 0 ]] || die "kubectl apply -k $overlay failed (the cluster is left running: scripts/local-cluster.sh down)"
 }
 
-cmd_up() {
-  [[ "$(id -u)" == 0 ]] || die "a node needs root (containerd and iptables, or the node agent's network namespaces)"
-  [[ "$node_kind" == real || "$node_kind" == agent ]] || die "SKIFF_LOCAL_NODE must be real or agent"
+# Checks shared by up and node: root, the tools, this checkout's binaries (sets $profile) and ONNX
+# Runtime; then removes the state a failed run left.
+prepare() {
+  [[ "$(id -u)" == 0 ]] || die "a node needs root (containerd and iptables)"
   local tool
   for tool in kubectl ip curl; do
     command -v "$tool" >/dev/null || die "$tool not found on PATH"
@@ -314,14 +229,25 @@ cmd_up() {
   log "binaries: target/$profile ($(
     IFS=,
     echo "${skiff_bins[*]}"
-  )); node: $node_kind"
+  ))"
 
   # A state dir kept by a failed run would make up.sh a restart: start from nothing.
   if [[ -d "$dir" ]]; then
     log "removing the state left in $dir"
     KEEP_STATE=0 stop_cluster >/dev/null
   fi
-  "start_${node_kind}_node"
+}
+
+cmd_node() {
+  prepare
+  start_real_cluster
+  echo "export KUBECONFIG=$dir/admin.kubeconfig" >"$dir/env"
+  log "the control plane and the real node are up in $((SECONDS - t0)) s; images localhost/<image>:$tag imported, nothing of Skiff applied"
+}
+
+cmd_up() {
+  prepare
+  start_real_node
   k wait --for=condition=Established crd/inferenceservices.serving.kserve.io --timeout=60s >/dev/null ||
     die "the InferenceService CRD is not Established"
 
@@ -379,6 +305,7 @@ EOF
 
 case "${1:-}" in
   up) cmd_up ;;
+  node) cmd_node ;;
   down) cmd_down ;;
   status) cmd_status ;;
   -h | --help | help) usage 0 ;;

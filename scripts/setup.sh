@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Skiff needs on a fresh Debian machine with Rust and Python: system packages
-# (cmake, procps, curl, iproute2 for the node agent's network namespaces, chromium, chromium-driver
+# (cmake, procps, curl, iproute2 for the real node's network, chromium, chromium-driver
 # and prometheus for the web app's tests, and the real node's: mmdebstrap, buildah, containerd,
 # runc, containernetworking-plugins, iptables, conntrack, ipset; shellcheck, which
 # scripts/actionlint.sh has check the workflows' run: blocks),

@@ -3,12 +3,12 @@
 # build), checks formatting and lints, runs every unit and integration test, then the end-to-end
 # tests on a real local Kubernetes control plane (tests/cluster; its Go build, with the real node's
 # kubelet, kube-proxy, CoreDNS and kube-router, is cached in ~/.cache/skiff-cluster, about 30 minutes
-# the first time). On tests/node-agent (pods as host processes): the agent's own e2e, the operator's,
-# models from real stores (e2e-storage) and the burst at zero that must hold its peak in panic mode
-# for a stable window (e2e-burst). On the real node of scripts/local-cluster.sh (the kubelet,
-# containerd and runc, kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's images
-# built from deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in
-# ~/.cache/skiff-images): the serverless one (scale from and to zero, scale out, canary, custom
+# the first time), all on the real node of scripts/local-cluster.sh (the kubelet, containerd and
+# runc, kube-proxy, CoreDNS, kube-router enforcing NetworkPolicies; Skiff's images built from
+# deploy/docker/ with buildah on a Debian base made by mmdebstrap, cached in ~/.cache/skiff-images):
+# the operator's (its controllers on the host, the model pods on the node), models from real stores
+# through the node cache (e2e-storage), the burst at zero that must hold its peak in panic mode for
+# a stable window (e2e-burst), the serverless one (scale from and to zero, scale out, canary, custom
 # containers, transformer by DNS, no loss through kills, deletion), KServe's autoscaler classes
 # (e2e-classes), KServe's runtimes and an LLM's OpenAI streams with their model servers as images
 # (e2e-runtimes), the web app's (headless Chromium as a non-admin user: listing, 403s, CSRF,
@@ -82,7 +82,6 @@ done
 step cargo build --workspace --quiet
 export SKIFF_E2E_NO_BUILD=1
 if [[ "$(id -u)" == 0 ]]; then
-  step tests/node-agent/e2e.sh
   step tests/cluster/e2e-operator.sh
   step tests/cluster/e2e-serverless.sh
   step tests/cluster/e2e-burst.sh
@@ -92,7 +91,7 @@ if [[ "$(id -u)" == 0 ]]; then
   step tests/cluster/e2e-web.sh
   step tests/cluster/e2e-node.sh
 else
-  # Pods need network namespaces, so root; without it the operator is tested without a node.
-  echo "not root: the node agent cannot run pods here; the operator e2e runs without a node, the serverless and web e2e do not run"
-  SKIFF_E2E_NODE_AGENT=0 step tests/cluster/e2e-operator.sh
+  # A node needs root (containerd, iptables); without it the operator is tested without a node.
+  echo "not root: no node can run pods here; the operator e2e runs without a node, the other e2e scripts do not run"
+  SKIFF_E2E_NODE=0 step tests/cluster/e2e-operator.sh
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Stops everything up.sh started in $SKIFF_CLUSTER_DIR (default /tmp/skiff-cluster): the node
-# agent, kube-scheduler, kube-controller-manager and kube-apiserver first, etcd last. Each was
+# Stops everything up.sh started in $SKIFF_CLUSTER_DIR (default /tmp/skiff-cluster): the node,
+# kube-scheduler, kube-controller-manager and kube-apiserver first, etcd last. Each was
 # started in its own session, so the whole process group gets SIGTERM, then SIGKILL after
 # $SKIFF_STOP_GRACE seconds (default 10). Fails if any process is left. Removes the state dir
 # unless KEEP_STATE=1.

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # End-to-end test of skiff-controller against the real local control plane (tests/cluster) with
-# the node agent (tests/node-agent) running pods as local processes.
+# the real node (tests/cluster/node.sh: kubelet, containerd, CoreDNS) running the model pods from
+# Skiff's server image.
 #
-#   tests/cluster/e2e-operator.sh       # build, up.sh (+ node agent), checks, figures, down.sh
+#   tests/cluster/e2e-operator.sh       # build, local-cluster.sh node, checks, figures, down
 #
-# 1. cargo build --workspace (debug); an image map sends image `skiff-server` to
-#    target/debug/skiff-server (ORT_DYLIB_PATH is passed to pods from .ort/env).
-# 2. up.sh with the node agent (own bridge, pod range and ports, so it runs beside another cluster).
+# 1. cargo build --workspace (debug); Skiff's images are built from deploy/docker/ with those
+#    binaries (tests/cluster/images.sh) and the revisions' server image is localhost/skiff-server.
+# 2. scripts/local-cluster.sh node: the control plane and the real node, nothing of Skiff applied.
 # 3. The KServe sample-manifest corpus (tests/fixtures/kserve-corpus/admission.py): every manifest
 #    through kubectl apply --dry-run=server with KServe's own CRD installed, then with Skiff's; every
 #    manifest KServe's CRD admits must be admitted by Skiff's, and both outcomes must be those
@@ -28,18 +29,20 @@
 #    `kubectl get isvc` shows the columns; an idle controller leaves every
 #    resourceVersion alone for 10 s; `kubectl delete isvc` removes every child; an empty model.onnx
 #    gives the pod's lastState.terminated.message and PredictorReady False (ModelLoadFailed) the
-#    server's reason (node agent and controller); with
+#    server's reason (the kubelet's termination message and the controller); with
 #    inferenceservice-config skiff.allowHostPath false, a file:// InferenceService gets no revision
 #    and its status says why (InvalidSpec, naming spec.predictor.model.storageUri and the setting).
-# 6. Figures: time to Ready for one InferenceService and for $SKIFF_E2E_BULK (200) created at once,
-#    the controller's CPU time (/proc/<pid>/stat) and peak RSS (VmHWM).
+# 6. Figures: time to Ready for one InferenceService and for $SKIFF_E2E_BULK (200) created at once
+#    without pods, then $SKIFF_E2E_BULK_PODS (100: the kubelet's default maxPods is 110) with a pod
+#    each, the controller's CPU time (/proc/<pid>/stat) and peak RSS (VmHWM).
 # Exit status 0 only if every check passed; down.sh runs on every exit (state kept on failure).
 #
 # Environment: SKIFF_E2E_NO_BUILD=1 skips cargo build; SKIFF_E2E_TIMEOUT (seconds per wait, 120);
-# SKIFF_E2E_BULK (200; 0 skips: once with initial scale 0, control plane only, then with a pod each);
-# SKIFF_E2E_BULK_PODS (1; 0 skips the round with pods); SKIFF_E2E_CORPUS (1; 0 skips the corpus); SKIFF_E2E_NODE_AGENT (1; 0 runs without a node: no pods,
-# the pod checks are skipped and say so); the tests/cluster variables (SKIFF_CLUSTER_DIR defaults to
-# /tmp/skiff-e2e-operator, ports to 6643/2579/10457/10459).
+# SKIFF_E2E_BULK (200; 0 skips: the round with initial scale 0, control plane only);
+# SKIFF_E2E_BULK_PODS (100; 0 skips the round with a pod each); SKIFF_E2E_CORPUS (1; 0 skips the
+# corpus); SKIFF_E2E_NODE (1; 0 runs without a node: no pods, the pod checks are skipped and say so);
+# the tests/cluster variables (SKIFF_CLUSTER_DIR defaults to /tmp/skiff-e2e-operator, ports to
+# 6643/2579/10457/10459).
 set -euo pipefail
 
 e2e_name=e2e-operator
@@ -50,12 +53,11 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6643}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2579}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10457}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10459}"
-# The node agent stops hundreds of pods at down.sh.
-export SKIFF_STOP_GRACE="${SKIFF_STOP_GRACE:-60}"
+export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
 bulk="${SKIFF_E2E_BULK:-200}"
-bulk_pods="${SKIFF_E2E_BULK_PODS:-1}"
-use_agent="${SKIFF_E2E_NODE_AGENT:-1}"
+bulk_pods="${SKIFF_E2E_BULK_PODS:-100}"
+use_node="${SKIFF_E2E_NODE:-1}"
 corpus="${SKIFF_E2E_CORPUS:-1}"
 admin_port_a=18181
 admin_port_b=18182
@@ -73,16 +75,16 @@ if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
   # shellcheck source=/dev/null
   source "$root/.ort/env"
 fi
-agent="$root/target/debug/skiff-node-agent"
 pods=0
-if [[ "$use_agent" == 1 ]]; then
-  [[ -x "$agent" ]] || fail "no node agent at $agent (SKIFF_E2E_NODE_AGENT=0 runs without pods)"
-  [[ "$(id -u)" == 0 ]] || fail "the node agent needs root (SKIFF_E2E_NODE_AGENT=0 runs without pods)"
-  [[ -f "${ORT_DYLIB_PATH:-}" ]] || fail "ORT_DYLIB_PATH is not set to ONNX Runtime's library (run scripts/setup.sh)"
+if [[ "$use_node" == 1 ]]; then
+  [[ "$(id -u)" == 0 ]] || fail "the real node needs root (SKIFF_E2E_NODE=0 runs without pods)"
   pods=1
 fi
+server_image="localhost/skiff-server:$SKIFF_LOCAL_TAG"
 
 work="$(mktemp -d /tmp/skiff-e2e-operator.XXXXXX)"
+# The model pods run as uid 65532 and read the copies of the model made here through a hostPath.
+chmod 755 "$work"
 cluster_started=0
 passed=0
 controller_pids=()
@@ -94,14 +96,15 @@ cleanup() {
   done
   if ((cluster_started)); then
     if ((passed)); then
-      "$root/tests/cluster/down.sh" >/dev/null || rc=1
+      stop_cluster >/dev/null || rc=1
     else
-      for f in "$dir"/logs/controller-*.log "$dir/logs/node-agent.log"; do
+      for f in "$dir"/logs/controller-*.log; do
         [[ -f "$f" ]] || continue
         echo "---- $f (tail) ----"
         tail -n 25 "$f"
       done
-      KEEP_STATE=1 "$root/tests/cluster/down.sh" || true
+      ((pods)) && e2e_log_tails "$ns"
+      KEEP_STATE=1 stop_cluster || true
       echo "state and logs kept in $dir"
     fi
   fi
@@ -112,21 +115,23 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- cluster -----------------------------------------------------------------------------------
-if ((pods)); then
-  printf '{"skiff-server": "%s"}\n' "$root/target/debug/skiff-server" >"$work/image-map.json"
-  # Its own bridge, pod range and no API proxy, so that it can run beside another agent.
-  export SKIFF_NODE_AGENT="$agent --image-map $work/image-map.json --bridge skop0 --pod-cidr 10.244.4.0/22 \
---no-api-proxy --max-pods 400 --pass-env PATH,HOME,LANG,ORT_DYLIB_PATH"
-else
-  unset SKIFF_NODE_AGENT
-fi
-# A state dir kept by a failed run would make up.sh a restart: start from nothing.
-if [[ -d "$dir" ]]; then
-  KEEP_STATE=0 "$root/tests/cluster/down.sh" >/dev/null
-fi
-log "starting the cluster ($([[ $pods == 1 ]] && echo "with the node agent" || echo "without a node"))"
+stop_cluster() {
+  if ((pods)); then
+    "$root/scripts/local-cluster.sh" down
+  else
+    "$root/tests/cluster/down.sh"
+  fi
+}
+log "starting the cluster ($([[ $pods == 1 ]] && echo "with the real node" || echo "without a node"))"
 cluster_started=1
-"$root/tests/cluster/up.sh" | sed 's/^/    /'
+if ((pods)); then
+  "$root/scripts/local-cluster.sh" node 2>&1 | sed 's/^/    /'
+else
+  # A state dir kept by a failed run would make up.sh a restart: start from nothing.
+  [[ -d "$dir" ]] && KEEP_STATE=0 "$root/tests/cluster/down.sh" >/dev/null
+  unset SKIFF_NODE_COMMAND
+  "$root/tests/cluster/up.sh" | sed 's/^/    /'
+fi
 export KUBECONFIG="$dir/admin.kubeconfig"
 
 # --- KServe's sample manifests through admission: KServe's CRD, then Skiff's (before any object) ---
@@ -146,14 +151,18 @@ k wait --for=condition=Established crd/inferenceservices.serving.kserve.io --tim
 for f in namespace config rbac-controller rbac-router rbac-activator; do
   k apply -f "$root/deploy/base/$f.yaml" >/dev/null
 done
-# The image the node agent maps, and zero initial scale allowed (for SKIFF_E2E_BULK_PODS=0).
-k -n skiff-system patch configmap inferenceservice-config --type merge -p \
-  '{"data": {"skiff": "{\"serverImage\": \"skiff-server\"}", "autoscaler": "{\"allow-zero-initial-scale\": \"true\"}"}}' \
-  >/dev/null
+# The server image built from deploy/docker/, and zero initial scale allowed (for the bulk round
+# without pods).
+skiff_config() { # allowHostPath
+  local skiff="{\"serverImage\": \"$server_image\", \"allowHostPath\": $1}"
+  k -n skiff-system patch configmap inferenceservice-config --type merge \
+    -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"skiff": sys.argv[1], "autoscaler": "{\"allow-zero-initial-scale\": \"true\"}"}}))' "$skiff")" >/dev/null
+}
+skiff_config true
 pass "CRD established; namespace, RBAC and inferenceservice-config applied from deploy/"
 
 # --- controllers ----------------------------------------------------------------------------------
-controller_args=(--namespace skiff-system --lease-duration-secs 6 --lease-renew-secs 2 --revision-retention-secs 2)
+controller_args=(--namespace skiff-system --lease-duration-secs 15 --lease-renew-secs 2 --revision-retention-secs 2)
 started_pid=""
 start_controller() { # name kubeconfig admin-port; sets started_pid
   KUBECONFIG="$2" RUST_LOG=info,kube=warn "$root/target/debug/skiff-controller" "${controller_args[@]}" \
@@ -255,8 +264,9 @@ check_pod_serves() { # revision number
   [[ "$answer" == "iris 1" ]] || fail "V2 infer to $ip:8080 answered '$answer', not model iris label 1"
   pid="$(pgrep -f "skiff-server --model-dir /mnt/models --model-name iris" | head -n 1 || true)"
   [[ -n "$pid" ]] || fail "no skiff-server process for iris"
-  grep -q . "$dir/pods/${ns}_${pod}_kserve-container.log" || fail "no container log for $pod"
-  pass "revision $1: pod $pod ($ip) runs skiff-server under the node agent; V2 infer [6.8,2.8,4.8,1.4] -> label 1"
+  [[ "$(stat -c %u "/proc/$pid")" == 65532 ]] || fail "iris's skiff-server runs as uid $(stat -c %u "/proc/$pid"), not 65532"
+  k -n "$ns" logs "$pod" -c kserve-container | grep -q . || fail "no container log for $pod"
+  pass "revision $1: pod $pod ($ip) runs $server_image's skiff-server as uid 65532; V2 infer [6.8,2.8,4.8,1.4] -> label 1"
 }
 
 k -n "$ns" wait --for=condition=Ready isvc/iris --timeout="${timeout}s" >/dev/null || fail "iris not Ready"
@@ -269,7 +279,7 @@ pass "iris Ready in $(secs "$ready_ms") s (apply to Ready, through the controlle
 if ((pods)); then
   check_pod_serves 1
 else
-  skip "pods: revisions at zero replicas, no skiff-server process, no V2 infer (no node agent)"
+  skip "pods: revisions at zero replicas, no skiff-server process, no V2 infer (no node)"
 fi
 [[ "$(k -n "$ns" get service iris-predictor-00001 -o jsonpath='{.spec.ports[0].port}->{.spec.ports[0].targetPort}')" == "80->8080" ]] \
   || fail "Service iris-predictor-00001 does not map 80 to 8080"
@@ -432,6 +442,7 @@ pass "kubectl delete isvc iris: Deployments, ReplicaSets, Services and pods are 
 # --- a model that does not load: PredictorReady says why (the server's termination message) ----------
 if ((pods)); then
   broken="$(mktemp -d)"
+  chmod 755 "$broken"
   : >"$broken/model.onnx"
   iris "file://$broken" | sed 's/name: iris/name: broken/' | k apply -f - >/dev/null
   predictor() { k -n "$ns" get isvc broken -o jsonpath="{.status.conditions[?(@.type==\"PredictorReady\")].$1}"; }
@@ -450,11 +461,6 @@ if ((pods)); then
 fi
 
 # --- the admin switch: allowHostPath false refuses file:// storage, in the status ----------------------
-skiff_config() { # allowHostPath
-  local skiff="{\"serverImage\": \"skiff-server\", \"allowHostPath\": $1}"
-  k -n skiff-system patch configmap inferenceservice-config --type merge \
-    -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"skiff": sys.argv[1]}}))' "$skiff")" >/dev/null
-}
 skiff_config false
 iris "file://$model" | sed 's/name: iris/name: hostpath/' | k apply -f - >/dev/null
 ready_reason() { k -n "$ns" get isvc hostpath -o jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'; }
@@ -489,18 +495,18 @@ if ((pods)); then
 else
   log "  one InferenceService: n/a (no pods)"
 fi
-# One bulk round: $bulk InferenceServices created by 4 kubectl processes at once, then polled
+# One bulk round: COUNT InferenceServices created by 4 kubectl processes at once, then polled
 # until all are Ready. Prints the wall time, the spread of creation-to-Ready per object (from the
 # API's timestamps, whole seconds), and the controller's CPU time over the round.
-bulk_round() { # namespace with-pods(0|1)
-  local bns="$1" with_pods="$2" annotations="" extra="" cpu0 cpu1 start_ms created_ms bulk_ms deadline mode
+bulk_round() { # namespace with-pods(0|1) count
+  local bns="$1" with_pods="$2" n="$3" annotations="" extra="" cpu0 cpu1 start_ms created_ms bulk_ms deadline mode
   k create namespace "$bns" >/dev/null
   if ((!with_pods)); then
     annotations='  annotations: {autoscaling.knative.dev/initial-scale: "0"}'
     extra="    minReplicas: 0"
   fi
   rm -f "$work"/bulk-*.yaml
-  for i in $(seq 0 $((bulk - 1))); do
+  for i in $(seq 0 $((n - 1))); do
     printf -- '---\napiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\nmetadata:\n  name: m%03d\n  namespace: %s\n%s\nspec:\n  predictor:\n%s\n    model:\n      modelFormat: {name: onnx}\n      storageUri: file://%s\n' \
       "$i" "$bns" "$annotations" "$extra" "$model" >>"$work/bulk-$((i % 4)).yaml"
   done
@@ -522,14 +528,14 @@ bulk_round() { # namespace with-pods(0|1)
   for c in "${creators[@]}"; do wait "$c" || fail "kubectl create of the bulk InferenceServices failed"; done
   created_ms=$(($(now_ms) - start_ms))
   deadline=$((SECONDS + timeout * 5))
-  while (($(count_ready) < bulk)); do
-    ((SECONDS < deadline)) || fail "only $(count_ready) of $bulk InferenceServices Ready after $((timeout * 5)) s"
+  while (($(count_ready) < n)); do
+    ((SECONDS < deadline)) || fail "only $(count_ready) of $n InferenceServices Ready after $((timeout * 5)) s"
     sleep 0.5
   done
   bulk_ms=$(($(now_ms) - start_ms))
   cpu1="$(proc_cpu_s "$pid_b")"
   mode="$( ((with_pods)) && echo "one skiff-server pod each" || echo "initial scale 0: no pods, control plane only")"
-  log "  $bulk InferenceServices ($mode): created by 4 kubectl in $(secs "$created_ms") s, all Ready $(secs "$bulk_ms") s after the first create"
+  log "  $n InferenceServices ($mode): created by 4 kubectl in $(secs "$created_ms") s, all Ready $(secs "$bulk_ms") s after the first create"
   k -n "$bns" get isvc -o json | python3 -c '
 import json, sys
 from datetime import datetime
@@ -540,7 +546,7 @@ q = lambda p: d[min(len(d) - 1, int(p * len(d)))]
 print(f"      creation to Ready per InferenceService: p50 {q(0.5):.0f} s, p90 {q(0.9):.0f} s, max {d[-1]:.0f} s")' |
     while IFS= read -r line; do log "$line"; done
   if ((with_pods)); then
-    # Where the time goes: the pod's own Ready (node agent, skiff-server start, probe) versus the
+    # Where the time goes: the pod's own Ready (kubelet, containerd, skiff-server start, probe) versus the
     # InferenceService's Ready after it (the controller noticing the available Deployment).
     { k -n "$bns" get pods -o json; k -n "$bns" get deployments -o json; k -n "$bns" get isvc -o json; } | python3 -c '
 import json, sys
@@ -555,7 +561,7 @@ pods, deployments, isvcs = (d["items"] for d in docs)
 pod = {}
 for p in pods: pod[owner(p)] = min(pod.get(owner(p), cond(p, "Ready")), cond(p, "Ready"))
 available = {owner(d): cond(d, "Available") for d in deployments}
-steps = {"creation to pod Ready (scheduler, node agent, skiff-server start, probe)": [],
+steps = {"creation to pod Ready (scheduler, kubelet, containerd, skiff-server start, probe)": [],
          "pod Ready to Deployment Available (kube-controller-manager)": [],
          "Deployment Available to InferenceService Ready (skiff-controller)": []}
 for i in isvcs:
@@ -571,12 +577,14 @@ for k, v in steps.items():
   log "      CPU over the round (user+system): skiff-controller $(delta "$cpu0" "$cpu1") s, kube-apiserver $(delta "$api0" "$(proc_cpu_s "$api_pid")") s, kube-controller-manager $(delta "$kcm0" "$(proc_cpu_s "$kcm_pid")") s"
 }
 if ((bulk > 0)); then
-  bulk_round e2e-bulk-nopods 0
-  if ((pods && bulk_pods)); then
-    bulk_round e2e-bulk 1
-  else
-    skip "$bulk InferenceServices with a pod each ($( ((pods)) && echo "SKIFF_E2E_BULK_PODS=0" || echo "no node agent"))"
-  fi
+  bulk_round e2e-bulk-nopods 0 "$bulk"
+fi
+if ((pods && bulk_pods > 0)); then
+  bulk_round e2e-bulk 1 "$bulk_pods"
+else
+  skip "InferenceServices with a pod each ($( ((pods)) && echo "SKIFF_E2E_BULK_PODS=0" || echo "no node"))"
+fi
+if ((bulk > 0 || (pods && bulk_pods > 0))); then
   failures="$(curl -fsS "http://127.0.0.1:$admin_port_b/metrics" |
     sed -n 's/^skiff_controller_reconcile_failures_total{error="\(.*\)"} \(.*\)/\1=\2/p' | tr '\n' ' ')"
   log "  controller totals: reconciles $(metric "$admin_port_b" skiff_controller_reconciles_total), status writes $(metric "$admin_port_b" skiff_controller_status_writes_total) (+ $(metric "$admin_port_b" skiff_controller_status_conflicts_total) refused as stale and retried), failed reconciles by kind: ${failures:-none}"

@@ -73,7 +73,6 @@ export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
-export SKIFF_LOCAL_NODE=real
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e-runtimes
 # The model servers' images (tests/cluster/images.sh ... runtimes) and the custom containers' python3.

@@ -72,7 +72,6 @@ export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2779}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10657}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10659}"
 export SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
-export SKIFF_LOCAL_NODE=real
 dir="$SKIFF_CLUSTER_DIR"
 # Custom containers (e, h, k): Debian's python3 (tests/cluster/images.sh).
 py_image="localhost/skiff-python:$SKIFF_LOCAL_TAG"

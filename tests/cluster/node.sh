@@ -5,7 +5,7 @@
 # plane's version, and kube-router's firewall controller (from its Go module) enforcing
 # NetworkPolicies. All state lives in $SKIFF_CLUSTER_DIR/node; pods' cgroups under /skiff-node.
 #
-#   node.sh run      the node, in the foreground: up.sh starts it as its SKIFF_NODE_AGENT (so
+#   node.sh run      the node, in the foreground: up.sh starts it as its SKIFF_NODE_COMMAND (so
 #                    down.sh stops it); imports every OCI archive in $SKIFF_NODE_IMAGES into
 #                    containerd's k8s.io namespace before the kubelet starts
 #   node.sh clean    after down.sh: kills what containerd left running (containers, shims), unmounts

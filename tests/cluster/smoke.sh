@@ -65,7 +65,7 @@ pass "namespace + ConfigMap round trip"
 exists() { "${admin[@]}" -n "$ns" get "$@" -o name | grep -q .; }
 eventually 60 "Deployment controller created a ReplicaSet" exists replicasets -l app=web
 eventually 60 "ReplicaSet controller created a Pod" exists pods -l app=web
-# With no node the scheduler reports the pod Unschedulable; with a node agent it binds it.
+# With no node the scheduler reports the pod Unschedulable; with a node it binds it.
 scheduled_condition() {
   "${admin[@]}" -n "$ns" get pods -l app=web \
     -o jsonpath='{.items[0].status.conditions[?(@.type=="PodScheduled")].status}' | grep -Eqx 'True|False'

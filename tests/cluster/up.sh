@@ -2,7 +2,7 @@
 # Starts a local Kubernetes control plane for Skiff's cluster end-to-end tests:
 # embedded etcd, kube-apiserver, kube-controller-manager and kube-scheduler, all
 # on 127.0.0.1, with state (pki, etcd data, logs, pid files) in $SKIFF_CLUSTER_DIR.
-# Optionally starts a node agent ($SKIFF_NODE_AGENT) and waits for a Ready node.
+# Optionally starts a node ($SKIFF_NODE_COMMAND, e.g. node.sh run) and waits for it to be Ready.
 # Stop everything with down.sh.
 #
 # Environment (all optional):
@@ -14,17 +14,17 @@
 #   SKIFF_SCHEDULER_PORT    scheduler healthz port             (10259)
 #   SKIFF_ADVERTISE_ADDRESS --advertise-address of the apiserver (default: the apiserver picks the
 #                           host's default-route address; loopback is not allowed there)
-#   SKIFF_NODE_AGENT        command line of the node agent (run by bash -c, in its own process group,
-#                           log logs/node-agent.log); its environment has KUBECONFIG=admin.kubeconfig,
+#   SKIFF_NODE_COMMAND      command line of the node (run by bash -c, in its own process group,
+#                           log logs/node.log); its environment has KUBECONFIG=admin.kubeconfig,
 #                           SKIFF_NODE_KUBECONFIG=node.kubeconfig (system:node:<name>, for the Node
 #                           authorizer), SKIFF_NODE_NAME, SKIFF_CLUSTER_DIR and the kubelet API's
 #                           SKIFF_KUBELET_TLS_CERT/_KEY (pki/kubelet.crt, .key), SKIFF_KUBELET_CLIENT_CA
 #                           (pki/ca.crt) and SKIFF_KUBELET_PORT
-#   SKIFF_NODE_NAME         node name exported to the agent, also in node.crt (skiff-node)
+#   SKIFF_NODE_NAME         node name exported to the node, also in node.crt (skiff-node)
 #   SKIFF_NODE_IP           node InternalIP: the IP SAN of pki/kubelet.crt, which the apiserver checks
-#                           when it calls the node (10.244.0.1, the agent's default); exported to the
-#                           agent only when set
-#   SKIFF_KUBELET_PORT      the agent's kubelet API port (10250), checked to be free with an agent
+#                           when it calls the node (10.244.0.1 by default); exported to the node only
+#                           when set
+#   SKIFF_KUBELET_PORT      the kubelet API port (10250), checked to be free with a node
 #   SKIFF_NODE_TIMEOUT      seconds to wait for a Ready node   (120)
 #   SKIFF_READY_TIMEOUT     seconds to wait for each component (120)
 #   SKIFF_APISERVER_ARGS    extra kube-apiserver flags (word-split)
@@ -88,7 +88,7 @@ if compgen -G "$dir/pids/*.pid" >/dev/null; then
   done
 fi
 ports=("$etcd_port" "$etcd_peer_port" "$api_port" "$kcm_port" "$sched_port")
-[[ -n "${SKIFF_NODE_AGENT:-}" ]] && ports+=("$kubelet_port")
+[[ -n "${SKIFF_NODE_COMMAND:-}" ]] && ports+=("$kubelet_port")
 for p in "${ports[@]}"; do
   if ss -Hltn "sport = :$p" | grep -q .; then
     die "port $p is already in use (set SKIFF_*_PORT or stop the other cluster)"
@@ -257,22 +257,22 @@ wait_for kube-controller-manager "$ready_timeout" "the default ServiceAccount in
   "${admin[@]}" -n default get serviceaccount default
 step_done "default ServiceAccount exists"
 
-# --- optional node agent ----------------------------------------------------------------------
-if [[ -n "${SKIFF_NODE_AGENT:-}" ]]; then
+# --- optional node -------------------------------------------------------------------------------
+if [[ -n "${SKIFF_NODE_COMMAND:-}" ]]; then
   [[ -n "${SKIFF_NODE_IP:-}" ]] && export SKIFF_NODE_IP
   KUBECONFIG="$dir/admin.kubeconfig" SKIFF_NODE_KUBECONFIG="$dir/node.kubeconfig" SKIFF_NODE_NAME="$node_name" \
     SKIFF_KUBELET_TLS_CERT="$pki/kubelet.crt" SKIFF_KUBELET_TLS_KEY="$pki/kubelet.key" \
     SKIFF_KUBELET_CLIENT_CA="$pki/ca.crt" SKIFF_KUBELET_PORT="$kubelet_port" \
-    start node-agent bash -c "$SKIFF_NODE_AGENT"
+    start node bash -c "$SKIFF_NODE_COMMAND"
   node_ready() {
     "${admin[@]}" get nodes \
       -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' \
       | grep -qx True
   }
-  wait_for node-agent "$node_timeout" "a Ready node (node agent: $SKIFF_NODE_AGENT)" node_ready
+  wait_for node "$node_timeout" "a Ready node ($SKIFF_NODE_COMMAND)" node_ready
   step_done "node Ready ($("${admin[@]}" get nodes -o name | tr '\n' ' '))"
 else
-  log "SKIFF_NODE_AGENT not set: no node (pods will stay Pending)"
+  log "SKIFF_NODE_COMMAND not set: no node (pods will stay Pending)"
 fi
 
 version="$("${admin[@]}" version -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | tail -1)"

@@ -1,5 +1,5 @@
 """What KServe's framework servers (sklearnserver, xgbserver, lgbserver) share, for running them
-as local processes in `skiff up` and on the test cluster's node agent.
+as local processes in `skiff up` and as the test cluster's runtime images.
 
 KServe builds those servers from its repository (python/sklearnserver, ...) into its images; they
 are not on PyPI, and this repository takes no code from KServe's. These packages are stand-ins of
