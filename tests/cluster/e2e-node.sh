@@ -28,6 +28,11 @@
 #      in front of a warm predictor reaches it by the router's cluster DNS name, as KServe's
 #      --predictor_host gives it, in the namespace that enforces Pod Security restricted (d)
 #   h. that predictor's pod, reachable through the router (g), is closed to a pod in another namespace
+#   i. replicas that cannot start are answered at once, not held for the activator's 300 s: ghost
+#      (a custom container whose image no registry has: the kubelet's ErrImagePull/ImagePullBackOff)
+#      and loose (a container that adds the capability NET_RAW, which the namespace's Pod Security refuses:
+#      the ReplicaSet's FailedCreate) get 503 from zero naming the reason, and their status says it
+#      (PredictorReady False with the reason, modelStatus BlockedByFailedLoad)
 # Exit status 0 only if every check passed. On every exit `local-cluster.sh down` stops the cluster
 # and cleans the node (node.sh clean: containers, mounts, cgroups, bridge, iptables chains); state
 # and logs are kept on failure.
@@ -44,7 +49,7 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
-export SKIFF_LOCAL_NODE=real SKIFF_LOCAL_TAG=e2e SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
+export SKIFF_LOCAL_TAG=e2e SKIFF_LOCAL_PROFILE="${SKIFF_LOCAL_PROFILE:-debug}"
 dir="$SKIFF_CLUSTER_DIR"
 ns=e2e
 tag=e2e
@@ -243,6 +248,35 @@ predictor_ip="$(k -n "$ns" get pods -l serving.kserve.io/inferenceservice=pipe,c
 reach "$predictor_ip" 8080
 [[ "$reached" == closed ]] || fail "h. from namespace outsider, pipe's predictor pod $predictor_ip:8080 is $reached (want closed)"
 pass "h. from another namespace, pipe's predictor pod ($predictor_ip:8080) is closed; through the router it answered (g)"
+
+# i. replicas that cannot start: an image no registry has, a pod Pod Security refuses.
+unstartable() { # name container-json
+  k -n "$ns" apply -f - >/dev/null <<EOF
+{"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+ "metadata": {"name": "$1", "namespace": "$ns"},
+ "spec": {"predictor": {"minReplicas": 0, "containers": [$2]}}}
+EOF
+}
+unstartable ghost '{"name": "kserve-container", "image": "localhost/skiff-nope:'"$tag"'"}'
+unstartable loose '{"name": "kserve-container", "image": "localhost/skiff-python:'"$tag"'", "args": ["-m", "http.server", "8080"], "securityContext": {"capabilities": {"add": ["NET_RAW"]}}}'
+for name in ghost loose; do
+  ready_of() { [[ "$(k -n "$ns" get isvc "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]; }
+  wait_until "$name Ready at zero" ready_of "$name"
+  url="$(k -n "$ns" get isvc "$name" -o jsonpath='{.status.url}')"
+  t_req="$(now_ms)"
+  code="$(curl -sS -o "$dir/$name.json" -w '%{http_code}' --max-time 100 -H "Host: ${url#*://}" "http://$router_ip/")" ||
+    fail "i. the request to $name failed: $(cat "$dir/$name.json" 2>/dev/null)"
+  took="$(secs $(($(now_ms) - t_req)))"
+  reason="$(k -n "$ns" get isvc "$name" -o jsonpath='{.status.conditions[?(@.type=="PredictorReady")].reason} {.status.modelStatus.transitionStatus}')"
+  case "$name" in
+    ghost) want='^(ErrImagePull|ImagePullBackOff) BlockedByFailedLoad$' ;;
+    loose) want='^FailedCreate BlockedByFailedLoad$' ;;
+  esac
+  [[ "$code" == 503 && "$reason" =~ $want ]] ||
+    fail "i. $name answered $code in ${took}s ($(cat "$dir/$name.json")), status '$reason' (wanted 503 and $want)"
+  grep -q "${reason%% *}" "$dir/$name.json" || fail "i. $name's answer does not name ${reason%% *}: $(cat "$dir/$name.json")"
+  pass "i. $name: 503 in ${took}s from zero, naming ${reason%% *}; status $reason: $(k -n "$ns" get isvc "$name" -o jsonpath='{.status.conditions[?(@.type=="PredictorReady")].message}' | cut -c1-140)"
+done
 
 passed=1
 log "all checks passed"
