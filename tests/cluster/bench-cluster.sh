@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Benchmark: Skiff on a local Kubernetes cluster (scripts/local-cluster.sh) side by side with
+# Benchmark: Skiff on a local Kubernetes cluster (scripts/local-cluster.sh up: the control plane and
+# the real node of tests/cluster/node.sh, the kubelet v1.35 with containerd and runc, kube-proxy,
+# CoreDNS; Skiff's images built from deploy/docker with the release binaries) side by side with
 # standalone mode (`skiff up`), in one run on the same machine, for docs/benchmarks.md.
 #
-#   cargo build --release --bins && tests/cluster/bench-cluster.sh
+#   cargo build --release --bins && flock /tmp/skiff-cluster.lock tests/cluster/bench-cluster.sh
 #
 # Both run the same three InferenceServices on examples/models/iris with the same autoscaler
 # settings (stable-window 6s, scale-to-zero-grace-period 2s, allow-zero-initial-scale, initial-scale
@@ -12,31 +14,39 @@
 #   bench-step/iris  minReplicas 0, maxReplicas 10, cc 4      the 0 -> 200 step
 # and measures (tests/cluster/bench_cluster.py):
 #   1. cold starts, N of each alternating cluster / standalone, each from 0 replicas and 0 pods: one
-#      V2 infer through the router (Host iris.bench-cold.example.com) timed to the first byte, and,
-#      from the components' logs (ms timestamps, one clock), where the time went: autoscaler "scaled"
-#      (controller pod) -> "starting pod" / "container started" (node agent) -> skiff-server
-#      "listening" / "ready: every model is loaded" (the model pod) -> "a starting pod answered its
-#      readiness path" or "revision endpoints changed" (activator pod) -> first byte; and, off the
-#      path, the node agent's "status written" that carried the pod's Ready (the activator and node
-#      agent log those at debug, for those modules only);
-#   2. the warm path with skiff-loadgen at 1 and 16 connections, alternated, 3 runs each: through a
-#      router pod (IP:8080) and straight to the model pod (IP:8080), through skiff up's router and
-#      straight to its replica. skiff-loadgen sends Host = the address it connects to, so the routers
-#      resolve /v2/models/iris/infer by model name (namespace default), not by the Host route;
+#      V2 infer through the router (Host iris.bench-cold.example.com) timed to the first byte, and
+#      where the time went, in ms on this machine's one clock, each step from its own source:
+#      autoscaler "scaled" (controller pod's log) -> pod created, pod bound to the node (the helper's
+#      watch of the API server) -> the kubelet has the pod (kubelet.log: the first line naming it)
+#      -> RunPodSandbox called / returns, CreateContainer / StartContainer kserve-container returns
+#      (containerd.log) -> skiff-server "listening" / "ready: every model is loaded" (the model
+#      container's log) -> "a starting pod answered its readiness path" (activator pod's log, at debug
+#      for skiff_dataplane::probe only) or the EndpointSlice's ready endpoint (watch) -> first byte;
+#      and, off the request's path, the pod's Ready condition and the EndpointSlice's ready endpoint
+#      as the watch saw them (the kubelet's readiness probe, every 1 s) and the kubelet's own
+#      "Observed pod startup duration";
+#   2. the warm path with skiff-loadgen at 1 and 16 connections, alternated, 3 runs each: through the
+#      router's Service (ClusterIP:80, kube-proxy's rules spread connections over the two router
+#      pods) and straight to the model pod (pod IP:8080), through skiff up's router and straight to
+#      its replica. skiff-loadgen sends Host = the address it connects to, so the routers resolve
+#      /v2/models/iris/infer by model name (namespace default), not by the Host route;
 #   3. a 0 -> 200 concurrency step (skiff-loadgen, 200 keep-alive connections for 10 s, through the
-#      router with the /serving/bench-step/iris/ path): replicas the autoscaler asks for, time until
-#      they are ready (cluster: ready endpoints in the revision's EndpointSlices, from a watch;
-#      standalone: skiff up's status every 50 ms), failures, p50/p99. skiff up is stopped before the
-#      cluster's step, so the two steps do not share the cores.
+#      router (cluster: its Service) with the /serving/bench-step/iris/ path): replicas the
+#      autoscaler asks for, time until they are ready (cluster: ready endpoints in the revision's
+#      EndpointSlices, from a watch; standalone: skiff up's status every 50 ms), failures, p50/p99.
+#      skiff up is stopped before the cluster's step, so the two steps do not share the cores.
 # Then a summary table. Everything is torn down on every exit (local-cluster.sh down; skiff up
-# SIGTERMed). Needs root, release binaries (skiff, skiff-server, skiff-loadgen, skiff-controller,
-# skiff-router, skiff-activator, skiff-web, skiff-node-agent), kubectl, python3, ONNX Runtime (.ort/env), and
-# the machine to itself: it refuses to start while a kube-apiserver runs.
+# SIGTERMed). Needs root (the real node: containerd, iptables), the real node's tools
+# (scripts/setup.sh: buildah, containerd, runc, mmdebstrap, iptables), release binaries (skiff,
+# skiff-server, skiff-loadgen, skiff-controller, skiff-router, skiff-activator, skiff-web), kubectl,
+# python3, ONNX Runtime (.ort/env), and the machine to itself: it refuses to start while a
+# kube-apiserver runs (take /tmp/skiff-cluster.lock, as the cluster tests do: one real node at a
+# time on a machine).
 #
 # Environment: SKIFF_BENCH_COLD_STARTS (5), SKIFF_BENCH_WARM_SECONDS (3), SKIFF_BENCH_WARM_RUNS (3),
 # SKIFF_BENCH_STEP (200), SKIFF_BENCH_STEP_SECONDS (10), SKIFF_BENCH_KEEP=1 (keep the work dir and
 # the cluster state dir), the local-cluster variables (SKIFF_CLUSTER_DIR /tmp/skiff-bench-cluster,
-# ports 6943/2879/10757/10759, bridge skbch0, pods 10.244.16.0/22).
+# ports 6943/2879/10757/10759).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -45,8 +55,7 @@ export SKIFF_APISERVER_PORT="${SKIFF_APISERVER_PORT:-6943}"
 export SKIFF_ETCD_PORT="${SKIFF_ETCD_PORT:-2879}"
 export SKIFF_KCM_PORT="${SKIFF_KCM_PORT:-10757}"
 export SKIFF_SCHEDULER_PORT="${SKIFF_SCHEDULER_PORT:-10759}"
-export SKIFF_LOCAL_BRIDGE="${SKIFF_LOCAL_BRIDGE:-skbch0}"
-export SKIFF_LOCAL_POD_CIDR="${SKIFF_LOCAL_POD_CIDR:-10.244.16.0/22}"
+export SKIFF_LOCAL_NODE=real
 export SKIFF_LOCAL_PROFILE=release
 export SKIFF_STOP_GRACE="${SKIFF_STOP_GRACE:-10}"
 dir="$SKIFF_CLUSTER_DIR"
@@ -66,11 +75,11 @@ die() {
 }
 
 # --- preconditions ---------------------------------------------------------------------------------
-[[ "$(id -u)" == 0 ]] || die "the node agent needs root"
+[[ "$(id -u)" == 0 ]] || die "the real node needs root (containerd, iptables)"
 for tool in kubectl python3 ip curl setsid; do
   command -v "$tool" >/dev/null || die "$tool not found on PATH"
 done
-for b in skiff skiff-server skiff-loadgen skiff-controller skiff-router skiff-activator skiff-web skiff-node-agent; do
+for b in skiff skiff-server skiff-loadgen skiff-controller skiff-router skiff-activator skiff-web; do
   [[ -x "$bin/$b" ]] || die "target/release/$b is missing: cargo build --release --bins"
 done
 if [[ -z "${ORT_DYLIB_PATH:-}" && -f "$root/.ort/env" ]]; then
@@ -113,6 +122,11 @@ cleanup() {
   trap - EXIT INT TERM
   stop_standalone
   if ((cluster_started)); then
+    # The pods' logs live in the node's state, which node.sh clean removes: keep Skiff's.
+    if [[ -d "$dir/node/pod-logs" ]]; then
+      mkdir -p "$work/pod-logs"
+      cp -r "$dir"/node/pod-logs/skiff-system_* "$work/pod-logs/" 2>/dev/null
+    fi
     if ((ok)) && [[ "${SKIFF_BENCH_KEEP:-0}" != 1 ]]; then
       "$root/scripts/local-cluster.sh" down >"$work/local-cluster-down.log" 2>&1 || {
         cat "$work/local-cluster-down.log" >&2
@@ -184,10 +198,9 @@ RUST_LOG="info,skiff::standalone::backend=debug" NO_COLOR=1 setsid "$bin/skiff" 
 sa_pid=$!
 
 # --- cluster ---------------------------------------------------------------------------------------
-log "scripts/local-cluster.sh up (release binaries; state $dir)"
+log "scripts/local-cluster.sh up (the real node, images from the release binaries; state $dir)"
 cluster_started=1
-# RUST_LOG reaches the node agent (not its pods): "status written" lines time the pod's Ready.
-if ! RUST_LOG="info,kube=warn,skiff_node_agent::pod=debug" "$root/scripts/local-cluster.sh" up >"$work/local-cluster-up.log" 2>&1; then
+if ! "$root/scripts/local-cluster.sh" up >"$work/local-cluster-up.log" 2>&1; then
   tail -n 40 "$work/local-cluster-up.log" >&2
   die "local-cluster.sh up failed"
 fi
@@ -218,9 +231,8 @@ PY
 k -n skiff-system patch configmap inferenceservice-config --type merge \
   -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"autoscaler": sys.argv[1]}}))' "$autoscaler_json")" >/dev/null
 log "inferenceservice-config autoscaler = $autoscaler_json"
-# The activator logs when its own probe finds a starting pod ready and when a revision's ready
-# endpoints change in its EndpointSlices (debug, those two modules only).
-activator_log="info,skiff_dataplane::probe=debug,skiff_dataplane::discovery=debug"
+# The activator logs when its own probe finds a starting pod ready (debug, that module only).
+activator_log="info,skiff_dataplane::probe=debug"
 k -n skiff-system set env deployment/skiff-activator RUST_LOG="$activator_log" >/dev/null
 k -n skiff-system rollout status deployment/skiff-activator --timeout=120s >/dev/null ||
   die "the activator rollout (RUST_LOG) did not finish"
@@ -236,14 +248,11 @@ log "activator pods restarted with RUST_LOG=$activator_log"
 # As e2e-serverless.sh: give the autoscaler's ConfigMap watch a moment before the first revision.
 sleep 2
 
-router=""
-for _ in $(seq 1 120); do
-  router="$(k -n skiff-system get pods -l app.kubernetes.io/name=skiff-router -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
-    awk '$2 == "True" && $1 != "" {print $1 ":8080"}' | sort | head -n 1)"
-  [[ -n "$router" ]] && break
-  sleep 0.5
-done
-[[ -n "$router" ]] || die "no Ready router pod"
+# The router as a client on this machine reaches it: its Service's ClusterIP:80 (kube-proxy's rules),
+# as local-cluster.sh writes it to $dir/env.
+router="$(k -n skiff-system get svc skiff-router -o jsonpath='{.spec.clusterIP}')"
+[[ -n "$router" ]] || die "the skiff-router Service has no ClusterIP"
+router="$router:80"
 
 k create namespace bench-cold >/dev/null
 k create namespace bench-step >/dev/null
@@ -254,7 +263,7 @@ for ns in default bench-cold bench-step; do
   k -n "$ns" wait --for=condition=Ready isvc/iris --timeout=120s >/dev/null ||
     die "isvc $ns/iris is not Ready"
 done
-log "cluster: router pod $router; InferenceServices Ready (default/iris warm, bench-cold/iris, bench-step/iris)"
+log "cluster: router Service $router; InferenceServices Ready (default/iris warm, bench-cold/iris, bench-step/iris)"
 
 python3 - "$work/env.json" <<PY
 import json, sys

@@ -10,8 +10,16 @@
 
 ENV is a JSON file written by the shell script: the addresses, the cluster dir, the kubeconfig
 files, the work dir (results go to <work>/results/<phase>.json) and the settings. Every timestamp
-is in milliseconds of the wall clock (time.time()); the cluster's pods and node agent run on this
-machine, so their log timestamps share that clock.
+is in milliseconds of the wall clock (time.time()); the control plane, the node (kubelet,
+containerd) and its pods run on this machine, so their log timestamps share that clock.
+
+The logs read (the cluster dir is $SKIFF_CLUSTER_DIR):
+  logs/kubelet.log          the kubelet's klog lines (its default verbosity: node.sh passes no -v)
+  logs/containerd.log       containerd's CRI service: RunPodSandbox, CreateContainer, StartContainer
+  node/pod-logs/<ns>_<pod>_<uid>/<container>/N.log
+                            the pods' logs as the kubelet keeps them (CRI format: "<RFC 3339> stdout|stderr
+                            F|P <line>"); Skiff's components log JSON lines. A deleted pod's logs go
+                            with it, so a cold start's model container log is read while it runs.
 """
 
 import argparse
@@ -76,22 +84,6 @@ def read_lines(path):
         return []
 
 
-def json_events(paths):
-    """(ts_ms, fields, target) of every JSON log line in `paths`."""
-    for path in paths:
-        for line in read_lines(path):
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            t = ts_ms(obj.get("timestamp", ""))
-            if t is not None:
-                yield t, obj.get("fields", {}), obj.get("target", "")
-
-
 def text_events(path):
     """(ts_ms, line without colours) of every text log line that starts with a timestamp."""
     for line in read_lines(path):
@@ -99,6 +91,83 @@ def text_events(path):
         t = ts_ms(line[:40])
         if t is not None:
             yield t, line
+
+
+CRI = re.compile(r"^(\S+) (stdout|stderr) ([FP]) (.*)$")
+
+
+def cri_content(lines):
+    """The container's own lines of a CRI-format pod log ("<RFC 3339> <stream> <F|P> <line>"; a line
+    split in P parts joined again). Lines that are not CRI-formatted (kubectl logs) pass as they are."""
+    part = ""
+    for line in lines:
+        m = CRI.match(line)
+        if not m:
+            yield line
+            continue
+        if m.group(3) == "P":
+            part += m.group(4)
+            continue
+        yield part + m.group(4)
+        part = ""
+
+
+def pod_log_files(env, namespace, pod_prefix, container="*"):
+    """The kubelet's log files of the pods of `namespace` whose names start with `pod_prefix`."""
+    files = glob.glob(f"{env['cluster_dir']}/node/pod-logs/{namespace}_{pod_prefix}*/{container}/*.log*")
+    return sorted(f for f in files if not f.endswith(".gz"))
+
+
+def component_events(env, component):
+    """(ts_ms, fields, target) of the JSON log lines of the skiff-system pods of `component`
+    (skiff-controller, skiff-activator), over every pod of it the node has run."""
+    for path in pod_log_files(env, "skiff-system", f"{component}-"):
+        yield from json_lines(cri_content(read_lines(path)))
+
+
+def json_lines(lines):
+    for line in lines:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        t = ts_ms(obj.get("timestamp", ""))
+        if t is not None:
+            yield t, obj.get("fields", {}), obj.get("target", "")
+
+
+KLOG = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)\s")
+
+
+def klog_ms(line):
+    """Milliseconds since the epoch of a klog line ("I1128 20:00:02.320929 ..."): the kubelet writes
+    this machine's local time, without the year (this year's, or last year's for a later month)."""
+    m = KLOG.match(line)
+    if not m:
+        return None
+    mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 6))
+    now = time.localtime()
+    year = now.tm_year - (1 if mo > now.tm_mon else 0)
+    return (time.mktime((year, mo, d, h, mi, sec, 0, 0, -1)) + float(m.group(6))) * 1000.0
+
+
+GO_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)? ([+-])(\d\d)(\d\d)")
+
+
+def go_time_ms(text):
+    """Milliseconds since the epoch of a Go time.Time's String() ("2026-11-28 19:58:12.3649 +0000 UTC m=+1.2")."""
+    m = GO_TIME.search(text or "")
+    if not m:
+        return None
+    import calendar
+
+    y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
+    t = calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) + float(m.group(7) or 0.0)
+    t -= (1 if m.group(8) == "+" else -1) * (int(m.group(9)) * 3600 + int(m.group(10)) * 60)
+    return t * 1000.0
 
 
 def field(line, name):
@@ -363,88 +432,183 @@ def cmd_wait_ready(env, args):
 
 # --- cold starts --------------------------------------------------------------------------------------------
 
+# A cluster cold start's steps, in order: (key, what the step is, where its end's timestamp comes from).
+# Each step runs from the previous step's timestamp to its own.
 CLUSTER_STEPS = [
-    ("decision", "request sent → autoscaler scaled the Deployment 0→N (poke, decide, PATCH scale)"),
-    ("pod", "→ pod starting on the node (ReplicaSet creates it, scheduler binds it, node agent sees it)"),
-    ("container", "→ container process started (sandbox: netns, veth, mounts, exec)"),
-    ("listening", "→ skiff-server listening (process start, ONNX Runtime init)"),
-    ("loaded", "→ model loaded, server ready"),
-    ("endpoint", "→ the activator has a ready pod (its own probe of the starting pod, or the EndpointSlice)"),
-    ("first_byte", "→ first byte at the client (activator forwards, inference, answer)"),
+    ("decision", "request sent → the autoscaler wrote the Deployment's scale 0→N (activator poke, decide, PATCH)",
+     "controller pod's log: \"scaled\""),
+    ("pod_created", "→ pod created (kube-controller-manager's ReplicaSet controller)",
+     "helper's watch of the pods: ADDED"),
+    ("pod_bound", "→ pod bound to the node (kube-scheduler)", "pod watch: spec.nodeName set"),
+    ("kubelet_seen", "→ the kubelet has the pod (its watch, admission, the volume manager)",
+     "kubelet.log: its first line naming the pod (at -v=0: the volume manager's or the status manager's)"),
+    ("sandbox_called", "→ the kubelet asks containerd for the sandbox (volumes set up, SyncPod)",
+     "containerd.log: \"RunPodSandbox for\""),
+    ("sandbox_ready", "→ pod sandbox ready (pause container by runc, CNI bridge: veth, IP, portmap)",
+     "containerd.log: RunPodSandbox \"returns sandbox id\""),
+    ("ctr_created", "→ kserve-container created (image's rootfs snapshot, OCI spec)",
+     "containerd.log: CreateContainer \"returns container id\""),
+    ("container", "→ kserve-container started (runc start)", "containerd.log: StartContainer \"returns successfully\""),
+    ("listening", "→ skiff-server listening (process start, ONNX Runtime init)", "model container's log: \"listening\""),
+    ("loaded", "→ model loaded, server ready", "model container's log: \"ready: every model is loaded\""),
+    ("endpoint", "→ the activator has a ready pod (its own probe of the starting pod, else the EndpointSlice)",
+     "activator pod's log (debug): \"a starting pod answered its readiness path\" / EndpointSlice watch"),
+    ("first_byte", "→ first byte at the client (the activator forwards, inference, answer)", "the client's socket"),
 ]
 
-
 ACTIVATOR_PROBED = "a starting pod answered its readiness path"
-ACTIVATOR_SLICE = "revision endpoints changed"
+ACTIVATOR_SLICE = "EndpointSlice ready endpoint (watch)"
 
 
-def cluster_breakdown(env, rev, sent, first):
-    d = env["cluster_dir"]
+class ColdWatch:
+    """Watches the pods and EndpointSlices of a revision; records, per pod, when this process first
+    saw it created, bound to a node, Ready, and its endpoint ready in an EndpointSlice (ms, this
+    machine's clock: a watch event arrives a few ms after the API server stored the change)."""
+
+    def __init__(self, kube, namespace, revision):
+        self.pods = {}  # name -> {"created", "bound", "ready", "slice_ready", "ip"}
+        self.stop = threading.Event()
+        sel = urllib.parse.quote(f"skiff.dev/revision-name={revision}")
+        ssel = urllib.parse.quote(f"kubernetes.io/service-name={revision}")
+        for path, cb in (
+            (f"/api/v1/namespaces/{namespace}/pods?labelSelector={sel}", self.on_pod),
+            (f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices?labelSelector={ssel}", self.on_slice),
+        ):
+            threading.Thread(target=kube.watch, args=(path, cb, self.stop), daemon=True).start()
+        time.sleep(1.0)  # the watches' initial (empty) lists
+
+    def on_pod(self, t, typ, obj):
+        name = obj.get("metadata", {}).get("name")
+        if not name:
+            return
+        rec = self.pods.setdefault(name, {"created": t})
+        if obj.get("spec", {}).get("nodeName"):
+            rec.setdefault("bound", t)
+        status = obj.get("status", {})
+        if status.get("podIP"):
+            rec["ip"] = status["podIP"]
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []):
+            rec.setdefault("ready", t)
+
+    def on_slice(self, t, typ, obj):
+        if typ == "DELETED":
+            return
+        for e in obj.get("endpoints") or []:
+            pod = (e.get("targetRef") or {}).get("name")
+            if pod and (e.get("conditions") or {}).get("ready") is True:
+                self.pods.setdefault(pod, {"created": t}).setdefault("slice_ready", t)
+
+    def started_after(self, t):
+        """The name and record of the first pod created at or after t, or (None, None)."""
+        new = sorted((r["created"], n) for n, r in list(self.pods.items()) if r["created"] >= t)
+        return (new[0][1], self.pods[new[0][1]]) if new else (None, None)
+
+
+def server_log(env, pod):
+    """The model container's log lines of `pod` (bench-cold): the kubelet's file, else kubectl logs."""
+    lines = []
+    for path in pod_log_files(env, NS_COLD, f"{pod}_", "kserve-container"):
+        lines += list(cri_content(read_lines(path)))
+    if lines:
+        return lines
+    p = subprocess.run(
+        ["kubectl", "--kubeconfig", os.path.join(env["cluster_dir"], "admin.kubeconfig"), "-n", NS_COLD, "logs",
+         "--timestamps", pod, "-c", "kserve-container"],
+        capture_output=True, text=True, timeout=30,
+    )
+    # --timestamps puts the runtime's receipt time first; the line's own timestamp follows it.
+    return [line.split(" ", 1)[1] if " " in line else line for line in p.stdout.splitlines()]
+
+
+def containerd_steps(env, pod):
+    """RunPodSandbox (called, returned), CreateContainer and StartContainer (returned) of
+    kserve-container in containerd's log, for pod `pod` of bench-cold (attempt 0)."""
+    out, sandbox, container = {}, None, None
+    meta = f"&PodSandboxMetadata{{Name:{pod},"
+    for line in read_lines(os.path.join(env["cluster_dir"], "logs", "containerd.log")):
+        if "RunPodSandbox for " in line and meta in line and f"Namespace:{NS_COLD}," in line:
+            m = re.search(r'returns sandbox id \\"([0-9a-f]+)\\"', line)
+            if m:
+                sandbox = m.group(1)
+                out["sandbox_ready"] = ts_ms(line)
+            else:
+                out.setdefault("sandbox_called", ts_ms(line))
+        elif sandbox and f'CreateContainer within sandbox \\"{sandbox}\\"' in line and "Name:kserve-container," in line:
+            m = re.search(r'returns container id \\"([0-9a-f]+)\\"', line)
+            if m:
+                container = m.group(1)
+                out["ctr_created"] = ts_ms(line)
+        elif container and f'StartContainer for \\"{container}\\" returns successfully' in line:
+            out["container"] = ts_ms(line)
+            break
+    return out
+
+
+def kubelet_steps(env, pod):
+    """The kubelet's first line naming the pod, and its "Observed pod startup duration" line's
+    observedRunningTime (the kubelet saw every container running) and watchObservedRunningTime."""
+    out, key = {}, f'pod="{NS_COLD}/{pod}"'
+    for line in read_lines(os.path.join(env["cluster_dir"], "logs", "kubelet.log")):
+        if key not in line:
+            continue
+        t = klog_ms(line)
+        if t is None:
+            continue
+        if "kubelet_seen" not in out:
+            out["kubelet_seen"] = t
+            m = re.search(r'\] "([^"]{0,60})', line)
+            out["kubelet_seen_line"] = m.group(1) if m else line[:60]
+        if '"Observed pod startup duration"' in line:
+            out["kubelet_running"] = go_time_ms(field(line, "observedRunningTime"))
+            out["kubelet_watch_running"] = go_time_ms(field(line, "watchObservedRunningTime"))
+            break
+    return out
+
+
+def cluster_breakdown(env, rev, trial):
     key = f"{NS_COLD}/{rev}"
-    out = {"sent": sent, "first_byte": first}
+    sent = trial["sent"]
+    out = {"sent": sent, "first_byte": trial["first_byte"]}
     scaled = [
         (t, f)
-        for t, f, target in json_events(glob.glob(f"{d}/pods/skiff-system_skiff-controller-*.log"))
+        for t, f, target in component_events(env, "skiff-controller")
         if f.get("message") == "scaled" and f.get("revision") == key and f.get("from") == 0 and t >= sent - 1
     ]
     if scaled:
         t, f = min(scaled, key=lambda x: x[0])
         out["decision"], out["scaled_to"] = t, f.get("to")
-    pod = None
-    for t, line in text_events(f"{d}/logs/node-agent.log"):
-        if t < sent - 1:
+    pod, rec = trial.get("pod_name"), trial.get("pod") or {}
+    if not pod:
+        return out
+    out["pod_name"] = pod
+    out["pod_created"], out["pod_bound"] = rec.get("created"), rec.get("bound")
+    out["pod_ready_api"], out["slice_ready"] = rec.get("ready"), rec.get("slice_ready")
+    out.update(kubelet_steps(env, pod))
+    out.update(containerd_steps(env, pod))
+    for t, line in ((ts_ms(ANSI.sub("", l)[:40]), ANSI.sub("", l)) for l in trial.get("server_log", [])):
+        if t is None:
             continue
-        p = field(line, "pod")
-        if "starting pod" in line and p and p.startswith(f"{key}-") and pod is None:
-            pod, out["pod"] = p, t
-        elif pod and "container started" in line and field(line, "pod") == pod and field(line, "container") == "kserve-container":
-            out["container"] = t
-            break
-    if pod:
-        out["pod_name"] = pod
-        name = pod.split("/", 1)[1]
-        for t, line in text_events(f"{d}/pods/{NS_COLD}_{name}_kserve-container.log"):
-            if ": listening" in line and "listening" not in out:
-                out["listening"] = t
-            elif "ready: every model is loaded" in line and "loaded" not in out:
-                out["loaded"] = t
-            elif ": model loaded" in line:
-                out["load_ms"] = float(field(line, "millis") or "nan")
-    # The activator (at debug for skiff_dataplane::probe and ::discovery) logs when its own probe of
-    # a starting pod answers, and when a revision's ready endpoints change in its EndpointSlices.
+        if ": listening" in line and "listening" not in out:
+            out["listening"] = t
+        elif "ready: every model is loaded" in line and "loaded" not in out:
+            out["loaded"] = t
+        elif ": model loaded" in line:
+            out["load_ms"] = float(field(line, "millis") or "nan")
+    # The activator (at debug for skiff_dataplane::probe) logs when its own probe of a starting pod
+    # answers; else it learnt of the ready pod from the EndpointSlice (the helper's watch of it).
     after = out.get("loaded", sent)
     seen = [
-        (t, f.get("message"))
-        for t, f, target in json_events(glob.glob(f"{d}/pods/skiff-system_skiff-activator-*.log"))
-        if f.get("message") in (ACTIVATOR_PROBED, ACTIVATOR_SLICE) and f.get("revision") == key and t >= after - 1
+        t
+        for t, f, target in component_events(env, "skiff-activator")
+        if f.get("message") == ACTIVATOR_PROBED and f.get("revision") == key and t >= after - 1
+        and (not rec.get("ip") or str(f.get("addr", "")).startswith(rec["ip"] + ":"))
     ]
-    if seen:
-        out["endpoint"], out["endpoint_via"] = min(seen)
-    # Off the request's path: when the node agent wrote the pod's Ready (node agent at debug for
-    # skiff_node_agent::pod), which makes the EndpointSlice call the pod ready (what the router
-    # waits for). Its readiness probe runs at the container's start (too early) and then every
-    # second, so the Ready write is the first status write after the model was loaded and at
-    # least half a second after the container started (earlier writes carry Running).
-    if pod and "loaded" in out and "container" in out:
-        writes = [
-            t
-            for t, line in text_events(f"{d}/logs/node-agent.log")
-            if "status written" in line
-            and field(line, "pod") == pod
-            and t >= out["loaded"]
-            and t >= out["container"] + 500
-        ]
-        if writes:
-            out["ready_written"] = min(writes)
+    candidates = [(min(seen), ACTIVATOR_PROBED)] if seen else []
+    if out.get("slice_ready") is not None:
+        candidates.append((out["slice_ready"], ACTIVATOR_SLICE))
+    if candidates:
+        out["endpoint"], out["endpoint_via"] = min(candidates)
     return out
-
-
-STANDALONE_STEPS = {
-    "decision": "container",  # the replica is spawned: the decision and the process start are one step
-    "listening": "listening",
-    "loaded": "loaded",
-    "endpoint": "endpoint",
-}
 
 
 def standalone_breakdown(env, rev, sent, first):
@@ -481,11 +645,24 @@ def standalone_breakdown(env, rev, sent, first):
     return out
 
 
+
+
+STANDALONE_KEYS = ["container", "listening", "loaded", "endpoint", "first_byte"]
+# Off the request's path (cluster): (key, from, to, label).
+OFF_PATH = [
+    ("kubelet_running", "container", "kubelet_running",
+     "kserve-container started → the kubelet saw every container running (PLEG relist; kubelet.log"
+     " \"Observed pod startup duration\" observedRunningTime)"),
+    ("pod_ready_api", "loaded", "pod_ready_api",
+     "model loaded → pod Ready in the API (the kubelet's readiness probe, every 1 s, then its status patch; pod watch)"),
+    ("slice_ready", "loaded", "slice_ready",
+     "model loaded → the pod's endpoint ready in the EndpointSlice (kube-controller-manager; EndpointSlice watch)"),
+]
+
+
 def steps_of(b, mode):
     """Durations (ms) of the steps of one cold start, from its timestamps."""
-    names = [s for s, _ in CLUSTER_STEPS]
-    if mode == "standalone":
-        names = ["container", "listening", "loaded", "endpoint", "first_byte"]
+    names = [s for s, _, _ in CLUSTER_STEPS] if mode == "cluster" else STANDALONE_KEYS
     durations, prev = {}, b["sent"]
     for n in names:
         t = b.get(n)
@@ -496,13 +673,11 @@ def steps_of(b, mode):
         prev = t
     if mode == "standalone":
         durations["decision"] = durations.pop("container")
-        durations["pod"] = None
-        durations["container"] = None
+        for n, _, _ in CLUSTER_STEPS:
+            durations.setdefault(n, None)
     durations["total"] = b["first_byte"] - b["sent"]
-    # Off the path: model ready -> pod Ready written by the node agent (cluster only).
-    durations["ready_written"] = (
-        b["ready_written"] - b["loaded"] if b.get("ready_written") is not None and b.get("loaded") is not None else None
-    )
+    for key, a, z, _ in OFF_PATH:
+        durations[key] = b[z] - b[a] if b.get(a) is not None and b.get(z) is not None else None
     return durations
 
 
@@ -513,6 +688,7 @@ def cmd_cold(env, args):
     rev_s = sa_revision(env, NS_COLD)["name"]
     host = f"{NAME}.{NS_COLD}.example.com"
     trials = {"cluster": [], "standalone": []}
+    watch = ColdWatch(kube, NS_COLD, rev_c)
 
     def both_at_zero():
         return kube.at_zero(NS_COLD, rev_c) and sa_counts(env, NS_COLD) == (0, 0)
@@ -525,15 +701,27 @@ def cmd_cold(env, args):
             status, headers, payload, sent, first, done = request(addr, host, INFER)
             if status != 200 or label_of(payload) != 1:
                 fail(f"cold start {i + 1} ({mode}) answered {status}: {payload[:300]!r}")
-            trials[mode].append({"sent": sent, "first_byte": first, "revision_header": headers.get("x-skiff-revision")})
+            trial = {"sent": sent, "first_byte": first, "revision_header": headers.get("x-skiff-revision")}
             log(f"cold {i + 1}/{args.n} {mode}: first byte {first - sent:.0f} ms")
-    # The logs are read once every trial is over: some lines (the pod's Ready, written by the node
-    # agent a second after the container started) come after the first byte.
-    wait("both cold revisions at zero (0 replicas, 0 pods)", both_at_zero, 90, interval=0.25)
+            if mode == "cluster":
+                # The pod's log goes when the pod is deleted (scale to zero): read it now, once the
+                # watch has seen the pod Ready and its endpoint ready (off the path, after the byte).
+                pod, rec = watch.started_after(sent - 1)
+                if pod is None:
+                    fail(f"cold start {i + 1}: no pod of {NS_COLD}/{rev_c} created after the request")
+                deadline = time.monotonic() + 15
+                while time.monotonic() < deadline and not ("ready" in rec and "slice_ready" in rec):
+                    time.sleep(0.1)
+                trial.update(pod_name=pod, pod=dict(rec), server_log=server_log(env, pod))
+            trials[mode].append(trial)
+    watch.stop.set()
+    # The kubelet's, containerd's and the components' logs are read once every trial is over.
     for mode, rev in (("cluster", rev_c), ("standalone", rev_s)):
         for i, t in enumerate(trials[mode]):
-            breakdown = cluster_breakdown if mode == "cluster" else standalone_breakdown
-            b = breakdown(env, rev, t["sent"], t["first_byte"])
+            if mode == "cluster":
+                b = cluster_breakdown(env, rev, t)
+            else:
+                b = standalone_breakdown(env, rev, t["sent"], t["first_byte"])
             b["revision_header"] = t["revision_header"]
             trials[mode][i] = b
             s = steps_of(b, mode)
@@ -560,43 +748,40 @@ def print_cold(trials):
     sc = [steps_of(t, "cluster") for t in trials["cluster"]]
     ss = [steps_of(t, "standalone") for t in trials["standalone"]]
     print(
-        "\nMedian of each step (ms; each step from the previous one's timestamp, taken from the logs;"
+        "\nMedian of each step (ms; each step from the previous one's timestamp, all on this machine's clock;"
         " a step's median is over the trials, so the medians need not add up to the total's):\n"
     )
     rows = []
     standalone_label = {
         "decision": "request sent → replica process spawned (poke, decide, spawn)",
-        "pod": "(no pod)",
-        "container": "(the spawn above)",
         "listening": "same",
         "loaded": "same",
         "endpoint": "→ seen ready by skiff up's backend (polls /v2/health/ready every 2 ms)",
         "first_byte": "same",
     }
-    for key, label in CLUSTER_STEPS:
+    for key, label, source in CLUSTER_STEPS:
         rows.append(
-            [label, fmt(median([s[key] for s in sc])), fmt(median([s[key] for s in ss])), standalone_label[key]]
+            [label, source, fmt(median([s[key] for s in sc])), fmt(median([s[key] for s in ss])),
+             standalone_label.get(key, "(the spawn above)" if key == "container" else "")]
         )
     rows.append(
         [
             "**total: request sent → first byte**",
+            "",
             fmt(median([s["total"] for s in sc])),
             fmt(median([s["total"] for s in ss])),
             "",
         ]
     )
-    print(table(["cluster step", "cluster ms", "standalone ms", "standalone step"], rows, left=(0, 3)))
+    print(table(["cluster step", "cluster: from", "cluster ms", "standalone ms", "standalone step"], rows, left=(0, 1, 4)))
     via = [t.get("endpoint_via") for t in trials["cluster"]]
     print(
-        f"\nThe activator got its ready pod from its own probe in {sum(v == ACTIVATOR_PROBED for v in via)}"
-        f" of {len(via)} cluster trials (else from the EndpointSlice)."
+        f"\nThe activator's own probe found the pod ready first in {sum(v == ACTIVATOR_PROBED for v in via)}"
+        f" of {len(via)} cluster trials (else the EndpointSlice had it first)."
     )
-    rw = median([s["ready_written"] for s in sc])
-    if rw is not None:
-        print(
-            f"Off the request's path: the node agent wrote the pod's Ready {rw:.0f} ms (median) after the model was"
-            " loaded (kubelet-style readiness probe every 1 s); the EndpointSlice, and the router, follow that."
-        )
+    off = [[label, fmt(median([s[key] for s in sc]))] for key, _, _, label in OFF_PATH]
+    print("\nOff the request's path (cluster, medians):\n")
+    print(table(["", "ms"], off))
     loads = [t.get("load_ms") for t in trials["cluster"] if t.get("load_ms") is not None]
     if loads:
         print(f"\n(cluster: skiff-server's own 'model loaded' millis, median {median(loads):.0f} ms)")
@@ -830,7 +1015,7 @@ def cmd_step(env, args):
     if mode == "cluster":
         # When the activators' own probes found each new pod ready (earliest over the activators).
         first_seen = {}
-        for t, f, target in json_events(glob.glob(f"{env['cluster_dir']}/pods/skiff-system_skiff-activator-*.log")):
+        for t, f, target in component_events(env, "skiff-activator"):
             if f.get("message") == ACTIVATOR_PROBED and f.get("revision") == f"{NS_STEP}/{rev}" and t >= t0:
                 first_seen[f.get("addr")] = min(t, first_seen.get(f.get("addr"), t))
         times = sorted(first_seen.values())
@@ -840,7 +1025,7 @@ def cmd_step(env, args):
         # The autoscaler's writes of deployments/scale while the load ran ("scaled" from -> to).
         writes = sorted(
             (t, f.get("from"), f.get("to"))
-            for t, f, target in json_events(glob.glob(f"{env['cluster_dir']}/pods/skiff-system_skiff-controller-*.log"))
+            for t, f, target in component_events(env, "skiff-controller")
             if f.get("message") == "scaled" and f.get("revision") == f"{NS_STEP}/{rev}" and t0 - 1000 <= t <= t_end + 1000
         )
         res["scale_writes"] = [[round((t - t0) / 1000.0, 3), a, b] for t, a, b in writes]
@@ -860,9 +1045,9 @@ def problems(env, mode, start, end):
     """WARN and ERROR lines logged by the Skiff components during [start, end] (ms)."""
     out = []
     if mode == "cluster":
-        for path in sorted(glob.glob(f"{env['cluster_dir']}/pods/skiff-system_*.log")):
-            pod = os.path.basename(path).split("_")[1]
-            for line in read_lines(path):
+        for path in pod_log_files(env, "skiff-system", "skiff-"):
+            pod = os.path.basename(os.path.dirname(os.path.dirname(path))).split("_")[1]
+            for line in cri_content(read_lines(path)):
                 try:
                     obj = json.loads(line)
                 except ValueError:
@@ -911,8 +1096,8 @@ def print_step(env):
         rows.append([label] + [fmt(rs[m].get(key), d) if rs[m] else "—" for m in ("cluster", "standalone")])
     print(table(["", "cluster", "standalone"], rows))
     print(
-        "\n(ready: the cluster counts ready endpoints in the revision's EndpointSlices — the node agent's"
-        " readiness, what the router sends to; the activator also sends to pods its own probe found ready."
+        "\n(ready: the cluster counts ready endpoints in the revision's EndpointSlices — the kubelet's"
+        " readiness probe, every 1 s, what the router sends to; the activator also sends to pods its own probe found ready."
         " Standalone counts the replicas its backend published.)"
     )
     for m in ("cluster", "standalone"):
@@ -941,8 +1126,9 @@ def cmd_report(env, args):
     print(f"# Cluster vs standalone, one run — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"machine: {os.cpu_count()} CPUs; load average before {env.get('load_before', '?')}, now {open('/proc/loadavg').read().split()[:3]}")
     print(
-        "cluster: scripts/local-cluster.sh (kube-apiserver/controller-manager/scheduler v1.35, node agent; release"
-        " binaries; 2 routers, 2 activators, 2 controllers); standalone: target/release/skiff up; autoscaler for"
+        "cluster: scripts/local-cluster.sh up (kube-apiserver/controller-manager/scheduler v1.35; the real node:"
+        " kubelet v1.35.8, containerd + runc, kube-proxy (iptables), CoreDNS, kube-router; Skiff's images from"
+        " deploy/docker with the release binaries; 2 routers behind their Service, 2 activators, 2 controllers); standalone: target/release/skiff up; autoscaler for"
         " both: stable-window 6s, scale-to-zero-grace-period 2s, allow-zero-initial-scale, initial-scale 0"
     )
     if cold:
@@ -961,7 +1147,7 @@ def cmd_report(env, args):
             return median([t[b] - t[a] if t.get(a) is not None and t.get(b) is not None else None for t in trials])
 
         for a_key, b_key, label in (
-            ("sent", "container", "… request → process started (cluster: scale, pod, schedule, sandbox)"),
+            ("sent", "container", "… request → process started (cluster: scale, pod, bind, kubelet, sandbox, StartContainer)"),
             ("container", "loaded", "… process started → model loaded, server ready"),
             ("loaded", "first_byte", "… model loaded → first byte (activator finds the pod, forwards)"),
         ):
