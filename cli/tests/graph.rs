@@ -26,7 +26,7 @@ const IRIS: &str = r#"{"instances": [[6.8, 2.8, 4.8, 1.4], [6.0, 3.4, 4.5, 1.6]]
 
 /// KServe's `success_200_isvc` and `error_404_isvc` (`python/test_resources/graph/*/model.py`),
 /// as a stdlib V1 server: `MODE=success` answers `{"predictions": [{"message": "SUCCESS"}]}`,
-/// `MODE=error` 404 `{"detail": "Intentional 404 code"}`; it echoes the headers it got in `seen`.
+/// `MODE=error` 404 `{"detail": "Intentional 404 code"}`.
 const NODE: &str = r#"
 import json, os, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
