@@ -28,7 +28,7 @@ const IRIS: &str = r#"{"instances": [[6.8, 2.8, 4.8, 1.4], [6.0, 3.4, 4.5, 1.6]]
 /// as a stdlib V1 server: `MODE=success` answers `{"predictions": [{"message": "SUCCESS"}]}`,
 /// `MODE=error` 404 `{"detail": "Intentional 404 code"}`.
 const NODE: &str = r#"
-import json, os, sys
+import json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 name = sys.argv[1]
 port = int(os.environ["PORT"])
@@ -47,6 +47,8 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path != f"/v1/models/{name}:predict":
             return self.answer(404, {"error": f"no {self.path}"})
+        if mode == "slow":
+            time.sleep(3)
         if mode == "error":
             return self.answer(404, {"detail": "Intentional 404 code"})
         self.answer(200, {"predictions": [{"message": "SUCCESS"}]})
@@ -230,6 +232,15 @@ async fn kserves_graph_samples_run_unchanged_through_skiff_up() {
     std::fs::write(&script, NODE).unwrap();
     write(dir, "success.yaml", &python_isvc("success-200-isvc", &script, "{name: MODE, value: success}"));
     write(dir, "error.yaml", &python_isvc("error-404-isvc", &script, "{name: MODE, value: error}"));
+    write(dir, "slow.yaml", &python_isvc("slow-isvc", &script, "{name: MODE, value: slow}"));
+    write(
+        dir,
+        "slow-graph.yaml",
+        &format!(
+            "{}  timeout: 1\n",
+            graph("slow", "    root:\n      routerType: Sequence\n      steps: [{serviceName: slow-isvc}]\n")
+        ),
+    );
     for (file, text) in SAMPLES {
         write(dir, file, text);
     }
@@ -262,7 +273,7 @@ async fn kserves_graph_samples_run_unchanged_through_skiff_up() {
     let status = up
         .wait_for("every graph listed", Duration::from_secs(120), |s| {
             let graphs = graphs_of(s);
-            graphs.len() == 11 && graphs.iter().filter(|g| g["ready"] == true).count() == 10
+            graphs.len() == 12 && graphs.iter().filter(|g| g["ready"] == true).count() == 11
         })
         .await;
     let errors = status["errors"].to_string();
@@ -336,6 +347,11 @@ async fn kserves_graph_samples_run_unchanged_through_skiff_up() {
         "{}",
         a.body
     );
+
+    // A step that outlasts the graph's `timeout` ends the call with 504 naming it.
+    let a = post(&up, &path("slow"), None, IRIS).await;
+    assert_eq!(a.status, StatusCode::GATEWAY_TIMEOUT, "{}", a.body);
+    assert_eq!(a.body["cause"], "the graph did not answer within its timeout (1s)");
 
     // `skiff get` lists the graphs.
     let get = std::process::Command::new(env!("CARGO_BIN_EXE_skiff"))

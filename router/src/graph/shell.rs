@@ -277,12 +277,15 @@ impl Proxy {
         let caller = StepCaller { proxy: self, graph: &graph, headers, timings: Mutex::default(), deadline };
         let point = || rand::random_range(0..100u32);
         let executor = Executor::new(&graph.spec, &caller, &point);
+        let timed_out = || GraphError {
+            status: 504,
+            cause: format!("the graph did not answer within its timeout ({}s)", limit.as_secs()),
+        };
         let outcome = match tokio::time::timeout_at(deadline, executor.run(input)).await {
+            // A step cut short by the graph's deadline fails as the graph's timeout, not its own.
+            Ok(Err(_)) if tokio::time::Instant::now() >= deadline => Err(timed_out()),
             Ok(outcome) => outcome,
-            Err(_) => Err(GraphError {
-                status: 504,
-                cause: format!("the graph did not answer within its timeout ({}s)", limit.as_secs()),
-            }),
+            Err(_) => Err(timed_out()),
         };
         let timings = caller.timings.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (status, body) = match &outcome {
