@@ -18,6 +18,7 @@ pub mod autoscaling;
 pub mod error;
 pub mod example;
 pub mod fields;
+pub mod graph;
 pub mod image;
 pub mod isvc;
 pub mod labels;

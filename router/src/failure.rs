@@ -211,7 +211,7 @@ pub(crate) async fn respond(session: &mut ServerSession, status: u16, content_ty
 }
 
 /// Answers with a whole body and `extra` headers; false when the connection cannot be used any more.
-async fn respond_with(
+pub(crate) async fn respond_with(
     session: &mut ServerSession,
     status: u16,
     content_type: &str,

@@ -31,6 +31,7 @@ mod config;
 mod downstream;
 mod error;
 mod failure;
+pub mod graph;
 pub mod metrics;
 pub mod openai;
 pub mod peek;
@@ -74,6 +75,8 @@ struct Inner {
     activators: Arc<RevisionEndpoints>,
     metrics: RouterMetrics,
     registry: Registry,
+    graphs: Arc<ArcSwap<graph::GraphTable>>,
+    waker: graph::shell::Waker,
 }
 
 impl Router {
@@ -89,7 +92,9 @@ impl Router {
         let metrics = RouterMetrics::default();
         let mut registry = Registry::with_prefix("skiff_router");
         metrics.register(&mut registry);
-        Ok(Router { inner: Arc::new(Inner { config, table, endpoints, activators, metrics, registry }) })
+        let graphs = Arc::new(ArcSwap::from_pointee(graph::GraphTable::default()));
+        let waker = graph::shell::Waker::default();
+        Ok(Router { inner: Arc::new(Inner { config, table, endpoints, activators, metrics, registry, graphs, waker }) })
     }
 
     /// The configuration it was built with.
@@ -103,6 +108,18 @@ impl Router {
         let table = RouteTable::new(self.inner.config.domain.clone(), routes);
         tracing::debug!(services = table.len(), "router routes published");
         self.inner.table.store(Arc::new(table));
+    }
+
+    /// Replaces every InferenceGraph ([`graph`]); `propagate` are the patterns of the request
+    /// headers passed on to each step (KServe's `PROPAGATE_HEADERS`).
+    pub fn publish_graphs(&self, graphs: Vec<graph::GraphRoute>, propagate: &[String]) {
+        let table = graph::GraphTable::new(&self.inner.config.domain, graphs, propagate);
+        self.inner.graphs.store(Arc::new(table));
+    }
+
+    /// The autoscaler a graph pokes to wake its steps at zero, all at once (where the process runs one).
+    pub fn set_poker(&self, poker: Arc<dyn skiff_dataplane::Poker>) {
+        let _ = self.inner.waker.0.set(poker);
     }
 
     /// The activators requests for revisions without room go to (least loaded first); a
@@ -151,6 +168,8 @@ impl Router {
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |since| since.as_secs()),
+            graphs: self.inner.graphs.clone(),
+            waker: self.inner.waker.clone(),
         };
         server::start(&self.inner.config, proxy)
     }

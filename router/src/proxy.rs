@@ -73,6 +73,10 @@ pub(crate) struct Proxy {
     pub(crate) stream_idle: Duration,
     /// When the router started, in Unix seconds: the `created` of its OpenAI model list.
     pub(crate) started: u64,
+    /// The InferenceGraphs it runs ([`crate::graph`]).
+    pub(crate) graphs: Arc<ArcSwap<crate::graph::GraphTable>>,
+    /// The autoscaler's poke, which a graph uses to wake its steps at once.
+    pub(crate) waker: crate::graph::shell::Waker,
 }
 
 /// The request body as it goes upstream.
@@ -130,6 +134,14 @@ impl Proxy {
         let started = Instant::now();
         if session.req_header().uri.path() == HEALTHZ_PATH {
             return failure::respond(session, 200, "text/plain", Bytes::from_static(b"ok\n")).await;
+        }
+        if !failure::refused_method(&session.req_header().method)
+            && let Some(graph) = self.graph_for(session)
+        {
+            if expects_continue(session.req_header()) && continue_100(session).await.is_err() {
+                return false;
+            }
+            return self.serve_graph(session, graph).await;
         }
         if let Some(reusable) = self.answer_own(session).await {
             return reusable;
@@ -521,7 +533,7 @@ fn revision_name(ctx: &RequestCtx) -> &str {
 }
 
 /// The request's host: the Host header, else the authority of an absolute URI.
-fn host_of(req: &RequestHeader) -> &str {
+pub(crate) fn host_of(req: &RequestHeader) -> &str {
     req.headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())

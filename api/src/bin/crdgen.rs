@@ -1,11 +1,12 @@
 //! `crdgen`: prints a CustomResourceDefinition generated from the Rust types: the InferenceService's
 //! by default, or the one named by the first argument (`inferenceservices`, `servingruntimes`,
-//! `clusterservingruntimes`).
+//! `clusterservingruntimes`, `inferencegraphs`).
 //!
 //! ```text
 //! cargo run -q -p skiff-api --bin crdgen > deploy/crds/serving.kserve.io_inferenceservices.yaml
 //! cargo run -q -p skiff-api --bin crdgen servingruntimes > deploy/crds/serving.kserve.io_servingruntimes.yaml
 //! cargo run -q -p skiff-api --bin crdgen clusterservingruntimes > deploy/crds/serving.kserve.io_clusterservingruntimes.yaml
+//! cargo run -q -p skiff-api --bin crdgen inferencegraphs > deploy/crds/serving.kserve.io_inferencegraphs.yaml
 //! ```
 
 use skiff_api::runtime;
@@ -18,9 +19,10 @@ fn main() {
         "clusterservingruntimes" => {
             runtime::crd_yaml(&runtime::clusterservingruntimes_crd(), runtime::CLUSTERSERVINGRUNTIMES_CRD_PATH)
         }
+        "inferencegraphs" => skiff_api::graph::crd_yaml(),
         other => {
             eprintln!(
-                "crdgen: unknown CRD {other:?}; one of inferenceservices, servingruntimes, clusterservingruntimes"
+                "crdgen: unknown CRD {other:?}; one of inferenceservices, servingruntimes, clusterservingruntimes, inferencegraphs"
             );
             std::process::exit(2);
         }

@@ -28,6 +28,7 @@ use super::backend::LocalProcesses;
 use super::config::UpConfig;
 use super::container::knative_env;
 use super::folder::ManifestFolder;
+use super::graphs::{self, GraphManifest, GraphStatus};
 use super::manifests::{Manifest, ModelSource, Predictor};
 use super::replica::{ContainerReplica, ReplicaSpec};
 use super::status::{AutoscalerStatus, RevisionStatus, ServiceStatus, Status};
@@ -97,6 +98,13 @@ pub struct Controller {
     errors: Vec<String>,
     warnings: Vec<String>,
     routes: Vec<ServiceRoute>,
+    /// The folder's valid InferenceGraphs, and what the router was given of them.
+    graphs: Vec<GraphManifest>,
+    graph_routes: Vec<skiff_router::graph::GraphRoute>,
+    /// Graph refusals already logged.
+    graph_errors: Vec<String>,
+    /// KServe's `PROPAGATE_HEADERS`: the request headers a graph passes on to its steps.
+    propagate: Vec<String>,
 }
 
 impl Controller {
@@ -111,6 +119,12 @@ impl Controller {
             errors: Vec::new(),
             warnings: Vec::new(),
             routes: Vec::new(),
+            graphs: Vec::new(),
+            graph_routes: Vec::new(),
+            graph_errors: Vec::new(),
+            propagate: std::env::var("PROPAGATE_HEADERS")
+                .map(|v| v.split(',').map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect())
+                .unwrap_or_default(),
         }
     }
 
@@ -147,6 +161,7 @@ impl Controller {
         }
         self.warnings.extend(warnings);
         self.publish_routes();
+        self.publish_graphs(&folder.graph_files);
         let live: BTreeSet<RevisionKey> = self.services.values().flat_map(Service::active_keys).collect();
         let known: BTreeSet<RevisionKey> = self.services.values().flat_map(Service::revision_keys).collect();
         // `skiff up` tells these as events (a removed service, a new traffic split).
@@ -181,6 +196,61 @@ impl Controller {
             self.plane.router.publish(routes.clone());
             self.routes = routes;
         }
+    }
+
+    /// Reads the folder's InferenceGraphs and gives them to the router.
+    fn publish_graphs(&mut self, files: &[std::path::PathBuf]) {
+        let isvcs: BTreeMap<String, skiff_api::InferenceService> =
+            self.services.iter().map(|(key, s)| (key.clone(), s.manifest.isvc.clone())).collect();
+        let (graphs, errors) = graphs::read(files, &isvcs);
+        if errors != self.graph_errors {
+            for error in errors.iter().filter(|e| !self.graph_errors.contains(e)) {
+                tracing::warn!("refused {error}");
+            }
+            self.graph_errors.clone_from(&errors);
+        }
+        self.errors.extend(errors);
+        let routes: Vec<_> = graphs.iter().map(|g| graphs::route(g, &isvcs)).collect();
+        if routes != self.graph_routes {
+            self.plane.router.publish_graphs(routes.clone(), &self.propagate);
+            self.graph_routes = routes;
+        }
+        self.graphs = graphs;
+    }
+
+    fn graph_status(&self) -> Vec<GraphStatus> {
+        let isvcs: BTreeMap<String, skiff_api::InferenceService> =
+            self.services.iter().map(|(key, s)| (key.clone(), s.manifest.isvc.clone())).collect();
+        self.graphs
+            .iter()
+            .map(|g| {
+                let missing = graphs::missing(g, &isvcs);
+                let not_ready: Vec<&str> = skiff_api::graph::reachable_services(&g.graph.spec)
+                    .into_iter()
+                    .filter(|s| {
+                        self.services
+                            .get(&format!("{}/{s}", g.namespace()))
+                            .is_some_and(|svc| !svc.components.values().all(|c| c.rollout.latest_ready().is_some()))
+                    })
+                    .collect();
+                let reason = if !missing.is_empty() {
+                    Some(format!("no InferenceService {} in namespace {}", missing.join(", "), g.namespace()))
+                } else if !not_ready.is_empty() {
+                    Some(format!("InferenceService {} not ready", not_ready.join(", ")))
+                } else {
+                    None
+                };
+                GraphStatus {
+                    name: g.name().to_owned(),
+                    namespace: g.namespace().to_owned(),
+                    url: format!("http://{}.{}.{}", g.name(), g.namespace(), self.config.domain),
+                    ready: reason.is_none(),
+                    reason,
+                    file: g.path.display().to_string(),
+                    nodes: graphs::nodes(g),
+                }
+            })
+            .collect()
     }
 
     /// A snapshot for `skiff get`.
@@ -254,7 +324,7 @@ impl Controller {
                 }
             })
             .collect();
-        Status { services, errors: self.errors.clone(), warnings: self.warnings.clone() }
+        Status { services, errors: self.errors.clone(), warnings: self.warnings.clone(), graphs: self.graph_status() }
     }
 
     /// Tears every revision down (on shutdown); replicas drain in the background.

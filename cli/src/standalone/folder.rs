@@ -174,8 +174,13 @@ impl Scan {
             .collect();
         paths.sort();
         let mut checked = Vec::new();
+        let mut graph_files = Vec::new();
         for path in paths {
             let Some(parsed) = self.look(&root, &path) else { continue };
+            if matches!(&parsed, Err(message) if message == super::graphs::GRAPH_FILE) {
+                graph_files.push(path);
+                continue;
+            }
             let manifest = parsed.and_then(|p| check(&path, p.isvc, p.unknown, p.text, p.created, config));
             let key = manifest.as_ref().map(|m| format!("{}/{}", m.isvc.namespace(), m.isvc.name())).ok();
             checked.push((path, key, manifest));
@@ -189,7 +194,7 @@ impl Scan {
             .collect();
         let owners = owners(&claims, &self.owners);
         let present: BTreeSet<PathBuf> = checked.iter().map(|(path, _, _)| path.clone()).collect();
-        let mut folder = Folder::default();
+        let mut folder = Folder { graph_files, ..Folder::default() };
         let mut said = BTreeMap::new();
         for (path, key, manifest) in checked {
             let taken = key.as_ref().and_then(|key| owners.get(key).filter(|owner| **owner != path).map(|o| (key, o)));
@@ -313,6 +318,9 @@ fn read_file(target: &Path, meta: &Metadata) -> (Stamp, Result<Parsed, String>) 
 /// [`MAX_MANIFEST_BYTES`], YAML, an InferenceService.
 fn parse_text(text: String, created: Option<SystemTime>) -> Result<Parsed, String> {
     within_limit(text.len() as u64)?;
+    if super::graphs::is_graph(&text) {
+        return Err(super::graphs::GRAPH_FILE.to_owned());
+    }
     read(&text).map(|isvc| Parsed { unknown: unknown(&text, &isvc), isvc, text: Arc::from(text), created })
 }
 

@@ -98,6 +98,8 @@ pub struct Folder {
     pub errors: Vec<String>,
     /// `file: unknown field "path"` for every unknown field of a manifest that was accepted.
     pub warnings: Vec<String>,
+    /// Files that hold an InferenceGraph, read by [`super::graphs`].
+    pub graph_files: Vec<PathBuf>,
 }
 
 /// The fields of the manifest `text` (read as `isvc`) that KServe does not have, by path.

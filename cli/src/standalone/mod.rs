@@ -12,6 +12,7 @@ mod edit;
 mod events;
 mod failure;
 mod folder;
+mod graphs;
 mod lifecycle;
 mod logs;
 mod manifests;
@@ -255,6 +256,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         ..RouterConfig::default()
     };
     let router = Arc::new(Router::new(router_config, endpoints).context("router configuration")?);
+    router.set_poker(Arc::new(GraphPoker(autoscaler.clone())));
     let router_handle = router.start().context("starting the router")?;
     let listen = router_handle.listen_addr();
 
@@ -362,4 +364,14 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
         Output::Table => print!("{}", status::table(&status)),
     }
     Ok(())
+}
+
+/// Wakes a revision at zero for an InferenceGraph that is about to call it: the autoscaler's
+/// poke, as from an activator of its own (`graph`), so the activator's own held count stays its own.
+struct GraphPoker<B: skiff_dataplane::ReplicaBackend, S: skiff_dataplane::MetricSource>(Arc<Runner<B, S>>);
+
+impl<B: skiff_dataplane::ReplicaBackend, S: skiff_dataplane::MetricSource> skiff_dataplane::Poker for GraphPoker<B, S> {
+    fn poke(&self, revision: &skiff_dataplane::RevisionKey, held: usize) {
+        self.0.poke(revision, "graph", held);
+    }
 }

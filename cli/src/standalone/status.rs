@@ -22,6 +22,9 @@ pub struct Status {
     /// Unknown fields of the manifests that were accepted, `file: unknown field "path"`.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// InferenceGraphs by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graphs: Vec<super::graphs::GraphStatus>,
 }
 
 /// One InferenceService.
@@ -250,6 +253,19 @@ pub fn table(status: &Status) -> String {
             }
         }
     }
+    if !status.graphs.is_empty() {
+        let _ = writeln!(out, "\nINFERENCEGRAPHS");
+        for graph in &status.graphs {
+            let ready = if graph.ready { "True" } else { "False" };
+            let _ = writeln!(out, "{}   {}   {}   {ready}", graph.namespace, graph.name, graph.url);
+            for node in &graph.nodes {
+                let _ = writeln!(out, "  {node}");
+            }
+            if let Some(reason) = &graph.reason {
+                let _ = writeln!(out, "  not ready: {reason}");
+            }
+        }
+    }
     for warning in &status.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
@@ -302,6 +318,7 @@ mod tests {
             }],
             errors: vec!["bad.yaml: spec.predictor.timeout: 0 is less than 1".into()],
             warnings: vec!["iris.yaml: unknown field \"spec.predictor.minReplica\"".into()],
+            graphs: Vec::new(),
         };
         let text = table(&status);
         let lines: Vec<&str> = text.lines().collect();
