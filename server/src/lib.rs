@@ -51,11 +51,14 @@ pub async fn run(config: ServerConfig) -> Result<()> {
     config.validate()?;
     let mut terminate = signal(SignalKind::terminate())?;
     let sources = model::discover(&config.model_dir()?, config.model_name.as_deref())?;
-    let env = ort::init_from(config.ort_dylib()?)
+    let dylib = config.ort_dylib()?;
+    let ort_started = std::time::Instant::now();
+    let env = ort::init_from(&dylib)
         .map_err(|e| Error::Config(format!("cannot load ONNX Runtime: {e}")))?
         .with_name("skiff-server")
         .build()
         .map_err(|e| Error::Config(format!("cannot start ONNX Runtime: {e}")))?;
+    let ort_millis = ort_started.elapsed().as_secs_f64() * 1e3;
 
     let metrics = Metrics::default();
     let admission =
@@ -70,16 +73,31 @@ pub async fn run(config: ServerConfig) -> Result<()> {
     let app = Arc::new(App::new(Models::new(sources), admission, metrics, body, logger));
 
     let listener = TcpListener::bind(SocketAddr::new(config.bind, config.http_port)).await?;
-    tracing::info!(address = %listener.local_addr()?, models = ?app.models.names(), "listening");
+    tracing::info!(
+        address = %listener.local_addr()?,
+        models = ?app.models.names(),
+        ort_millis = format!("{ort_millis:.1}"),
+        "listening"
+    );
 
-    let options = config.load_options();
+    let mut options = config.load_options();
+    options.compiled = config.ort_cache_dir().map(|dir| {
+        let runtime = model::compiled::runtime_label(&dylib, ort::info());
+        model::compiled::CompiledCache::new(dir, model::compiled::Key::current(&runtime))
+    });
     let loader = tokio::task::spawn_blocking({
         let app = app.clone();
+        let options = options.clone();
+        let env = env.clone();
         move || app.models.load_all(&env, &options, &app.metrics)
     });
     let loaded = async {
-        loader.await.map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
+        let pending = loader.await.map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
         tracing::info!("ready: every model is loaded");
+        if !pending.is_empty() {
+            // After readiness: the first answers do not wait for the cached forms.
+            tokio::task::spawn_blocking(move || model::write_cached_forms(&env, &options, &pending));
+        }
         std::future::pending::<Result<()>>().await
     };
     let shutdown = async {

@@ -2,6 +2,7 @@
 
 mod batch;
 pub mod check;
+pub mod compiled;
 mod executor;
 mod inline;
 mod onnx;
@@ -11,6 +12,8 @@ pub mod stats;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+use ort::session::builder::PrepackedWeights;
 
 pub use executor::{BatchConfig, Executor, Ran};
 pub use repository::{MODEL_FILE, ModelSource, discover};
@@ -51,6 +54,31 @@ pub struct LoadOptions {
     /// The batch size a model that batches advertises (Triton's `max_batch_size`): the batcher's
     /// when it is on, and the same flag's value when it is off (the server then takes any size).
     pub max_batch_size: usize,
+    /// Prepacked weights (ONNX Runtime's `session.disable_prepacking` off), shared by the
+    /// model's sessions.
+    pub prepacking: bool,
+    /// The cached forms of models ([`compiled`]); `None`: off.
+    pub compiled: Option<compiled::CompiledCache>,
+}
+
+/// Where a model's sessions were loaded from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadedFrom {
+    /// Its ONNX file, no cached form asked for.
+    Onnx,
+    /// Its ONNX file, the cached form missing or refused (the reason); it is written next.
+    OnnxThenCache(String),
+    /// Its cached form.
+    Cached,
+}
+
+/// A model whose cached form is to be written once the server is ready.
+#[derive(Debug, Clone)]
+pub struct PendingCache {
+    /// The model's name.
+    pub name: String,
+    /// Its ONNX file.
+    pub path: std::path::PathBuf,
 }
 
 /// How a loaded model is served: what its Triton configuration describes.
@@ -74,6 +102,10 @@ pub struct LoadedModel {
     pub serving: Serving,
     /// Its statistics.
     pub stats: Arc<stats::Stats>,
+    /// Where its sessions were loaded from.
+    pub from: LoadedFrom,
+    /// The weights its sessions prepacked (kept while they live).
+    _prepacked: Option<PrepackedWeights>,
 }
 
 /// Every model the server was started with; each becomes loaded once.
@@ -121,13 +153,15 @@ impl Models {
         self.slots.values().all(|(_, loaded)| loaded.get().is_some())
     }
 
-    /// Loads every model, one after the other; blocks, so call it off the async runtime.
+    /// Loads every model, one after the other; blocks, so call it off the async runtime. Returns
+    /// the models whose cached form is to be written ([`write_cached_forms`]).
     pub fn load_all(
         &self,
         env: &ort::environment::Environment,
         options: &LoadOptions,
         metrics: &Metrics,
-    ) -> Result<()> {
+    ) -> Result<Vec<PendingCache>> {
+        let mut pending = Vec::new();
         for (source, slot) in self.slots.values() {
             let started = std::time::Instant::now();
             let model = load(env, source, options, metrics)?;
@@ -136,13 +170,81 @@ impl Models {
                 path = %source.path.display(),
                 inputs = ?model.spec.inputs,
                 outputs = ?model.spec.outputs,
+                from = ?model.from,
                 millis = started.elapsed().as_millis() as u64,
                 "model loaded"
             );
+            if matches!(model.from, LoadedFrom::OnnxThenCache(_)) {
+                pending.push(PendingCache { name: source.name.clone(), path: source.path.clone() });
+            }
             let _ = slot.set(model);
         }
-        Ok(())
+        Ok(pending)
     }
+}
+
+/// Writes the cached form of each of `pending` ([`compiled::CompiledCache::write`]), one after
+/// the other; blocks. A failure is logged: the model serves on from its ONNX file.
+pub fn write_cached_forms(env: &ort::environment::Environment, options: &LoadOptions, pending: &[PendingCache]) {
+    let Some(cache) = &options.compiled else { return };
+    for model in pending {
+        let build = onnx::Build { intra_threads: options.intra_threads, prepacked: None };
+        let written =
+            cache.write(&model.path, |out| onnx::save_ort(env, &model.path, out, build).map_err(|e| e.to_string()));
+        match written {
+            Ok(meta) => tracing::info!(
+                model = %model.name,
+                dir = %cache.dir().display(),
+                bytes = meta.len,
+                millis = meta.build_ms,
+                "cached form written"
+            ),
+            Err(error) => {
+                tracing::warn!(model = %model.name, dir = %cache.dir().display(), %error, "cached form not written")
+            }
+        }
+    }
+}
+
+/// The model's sessions: from its cached form when there is a valid one, else from its ONNX file.
+fn sessions(
+    env: &ort::environment::Environment,
+    source: &ModelSource,
+    options: &LoadOptions,
+    build: onnx::Build<'_>,
+) -> ort::Result<(Vec<ort::session::Session>, LoadedFrom)> {
+    let workers = options.workers.max(1);
+    let from = match &options.compiled {
+        None => LoadedFrom::Onnx,
+        Some(cache) => match cache.read(&source.path) {
+            Ok(entry) => {
+                let built = (0..workers)
+                    .map(|_| onnx::load_session_in_place(env, &entry.bytes, build))
+                    .collect::<ort::Result<Vec<_>>>();
+                match built {
+                    Ok(sessions) => {
+                        // The sessions read the graph and the weights from these bytes for as
+                        // long as they live, which is as long as the process.
+                        let _ = Box::leak(entry.bytes);
+                        return Ok((sessions, LoadedFrom::Cached));
+                    }
+                    // The sessions built so far are dropped (by `collect`) before the bytes.
+                    Err(e) => {
+                        cache.discard(&entry.path);
+                        LoadedFrom::OnnxThenCache(format!("the runtime refused the cached form: {e}"))
+                    }
+                }
+            }
+            Err(compiled::Miss::Absent) => LoadedFrom::OnnxThenCache("none yet".into()),
+            Err(compiled::Miss::Invalid(reason)) => LoadedFrom::OnnxThenCache(reason),
+        },
+    };
+    if let LoadedFrom::OnnxThenCache(reason) = &from {
+        tracing::info!(model = %source.name, %reason, "loading the ONNX file: no valid cached form");
+    }
+    let sessions =
+        (0..workers).map(|_| onnx::load_session(env, &source.path, build)).collect::<ort::Result<Vec<_>>>()?;
+    Ok((sessions, from))
 }
 
 fn load(
@@ -157,10 +259,9 @@ fn load(
         reason,
     };
     check::check_file(&source.path).map_err(fail)?;
-    let sessions = (0..options.workers.max(1))
-        .map(|_| onnx::load_session(env, &source.path, options.intra_threads))
-        .collect::<ort::Result<Vec<_>>>()
-        .map_err(|e| fail(e.to_string()))?;
+    let prepacked = options.prepacking.then(PrepackedWeights::new);
+    let build = onnx::Build { intra_threads: options.intra_threads, prepacked: prepacked.as_ref() };
+    let (sessions, from) = sessions(env, source, options, build).map_err(|e| fail(e.to_string()))?;
     let spec = Arc::new(onnx::spec_of(&source.name, &sessions[0]).map_err(fail)?);
     let batching = options.batching.filter(|_| {
         let ok = spec.batchable();
@@ -179,5 +280,5 @@ fn load(
         options.queue,
         metrics.batch_sizes(&spec.name),
     )?;
-    Ok(LoadedModel { spec, executor, serving, stats })
+    Ok(LoadedModel { spec, executor, serving, stats, from, _prepacked: prepacked })
 }
