@@ -60,8 +60,11 @@ pub struct ServerConfig {
     /// time a model loads and loaded in place on later starts (`off`, or unset: none).
     #[arg(long, env = "SKIFF_ORT_CACHE_DIR")]
     pub ort_cache_dir: Option<PathBuf>,
-    /// ONNX Runtime's prepacking of weights (shared by a model's sessions): `true` or `false`.
-    #[arg(long, env = "SKIFF_ORT_PREPACKING", default_value_t = true, action = clap::ArgAction::Set)]
+    /// ONNX Runtime's prepacking of weights (shared by a model's sessions): `true` or `false`. Off
+    /// by default: prepacking copies every packable weight at each start (a 1 GiB MatMul's cached
+    /// form loads in 0.6 s without it, 12 s with it, and holds 1 GiB instead of 3), for a faster
+    /// run only where a kernel gains from packed weights (docs/benchmarks.md, issue 37).
+    #[arg(long, env = "SKIFF_ORT_PREPACKING", default_value_t = false, action = clap::ArgAction::Set)]
     pub prepacking: bool,
     /// Stack concurrent requests to a model into one run (KServe `batcher`).
     #[command(flatten)]
