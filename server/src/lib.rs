@@ -88,18 +88,25 @@ pub async fn run(config: ServerConfig) -> Result<()> {
     let loader = tokio::task::spawn_blocking({
         let app = app.clone();
         let options = options.clone();
-        let env = env.clone();
         move || app.models.load_all(&env, &options, &app.metrics)
     });
-    let loaded = async {
+    // Whether cached forms are being finished: a shutdown waits for them (up to the drain
+    // timeout), so that a replica scaled to zero right after its first start still leaves one.
+    let (finishing, mut finished) = tokio::sync::watch::channel(false);
+    let loaded = async move {
         let pending = loader.await.map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
         tracing::info!("ready: every model is loaded");
         if !pending.is_empty() {
-            // After readiness: the first answers do not wait for the cached forms.
-            tokio::task::spawn_blocking(move || model::write_cached_forms(&env, &options, &pending));
+            // After readiness: the first answers do not wait for the disk.
+            finishing.send_replace(true);
+            tokio::task::spawn_blocking(move || {
+                model::finish_cached_forms(&options, pending);
+                finishing.send_replace(false);
+            });
         }
         std::future::pending::<Result<()>>().await
     };
+    let drain_timeout = limits.drain_timeout;
     let shutdown = async {
         tokio::select! {
             _ = terminate.recv() => {},
@@ -107,10 +114,15 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         }
         tracing::info!("shutting down: no new connections, draining in-flight requests");
     };
-    tokio::select! {
+    let result = tokio::select! {
         () = serve(listener, app, shutdown, limits) => Ok(()),
         failed = loaded => failed,
+    };
+    if *finished.borrow() {
+        tracing::info!("waiting for the cached forms to be written");
+        let _ = tokio::time::timeout(drain_timeout, finished.wait_for(|busy| !busy)).await;
     }
+    result
 }
 
 /// Serves `app` on `listener` under `limits` until `shutdown` completes, then turns readiness

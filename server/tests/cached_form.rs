@@ -196,3 +196,17 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+#[tokio::test]
+async fn a_replica_stopped_right_after_its_first_start_still_leaves_its_cached_forms() {
+    let (_tmp, models, cache) = setup();
+    let mut server = start(&models, &cache.display().to_string());
+    server.wait_ready().await;
+    // Scaled to zero at once: SIGTERM waits for the forms being finished.
+    server.terminate();
+    assert!(server.wait_exit(Duration::from_secs(30)).success());
+    assert_eq!((entries(&cache, "ort").len(), entries(&cache, "json").len()), (3, 3));
+    let server = start(&models, &cache.display().to_string());
+    answers_match(&server).await;
+    assert_eq!(loaded_from(&wait_loaded(&server, false)), all_from("Cached"));
+}

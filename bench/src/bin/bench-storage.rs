@@ -220,7 +220,7 @@ impl Up {
     /// With cached forms on: waits until the form of the model of `bytes` is written (the
     /// replica writes it once it is ready), so that the next start finds it and nothing is
     /// written meanwhile.
-    async fn cached_form_written(&self, bytes: u64) -> anyhow::Result<()> {
+    async fn cached_form_written(&self, bytes: u64, under: &Path) -> anyhow::Result<()> {
         if self.label != ORT_FORM {
             return Ok(());
         }
@@ -232,12 +232,14 @@ impl Up {
                 meta.is_some_and(|m| {
                     use std::os::unix::fs::MetadataExt;
                     let source = &m["source"];
-                    std::fs::metadata(source["path"].as_str().unwrap_or_default()).is_ok_and(|f| {
-                        f.len() == bytes
-                            && source["len"].as_u64() == Some(bytes)
-                            && source["ino"].as_u64() == Some(f.ino())
-                            && source["mtime_ns"].as_i64() == Some(f.mtime() * 1_000_000_000 + f.mtime_nsec())
-                    })
+                    let path = Path::new(source["path"].as_str().unwrap_or_default());
+                    path.starts_with(under)
+                        && std::fs::metadata(path).is_ok_and(|f| {
+                            f.len() == bytes
+                                && source["len"].as_u64() == Some(bytes)
+                                && source["ino"].as_u64() == Some(f.ino())
+                                && source["mtime_ns"].as_i64() == Some(f.mtime() * 1_000_000_000 + f.mtime_nsec())
+                        })
                 })
             });
             if written {
@@ -426,14 +428,14 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
                             push(&mut cells, size, &path("store"), up.cold(&service("store", size), &body).await?);
                             up.all_at_zero().await?;
                             // Its first load wrote the cached form of the entry just fetched.
-                            up.cached_form_written(bytes).await?;
+                            up.cached_form_written(bytes, &up.cache.join("models")).await?;
                             push(&mut cells, size, &path("cache"), up.cold(&service("cache", size), &body).await?);
                         }
                         "disk" => {
                             if round == 0 && up.label == ORT_FORM {
                                 // The first start from disk writes its cached form: a warm-up.
                                 up.cold(&service("disk", size), &body).await?;
-                                up.cached_form_written(bytes).await?;
+                                up.cached_form_written(bytes, &std::fs::canonicalize(args.models.join(size))?).await?;
                                 up.all_at_zero().await?;
                             }
                             push(&mut cells, size, &path("disk"), up.cold(&service("disk", size), &body).await?)
@@ -453,7 +455,7 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
                             push(&mut cells, size, &path("kserve-storage"), cold);
                             // A new file each time: its cached form is written after each start.
                             up.all_at_zero().await?;
-                            up.cached_form_written(bytes).await?;
+                            up.cached_form_written(bytes, &work.join("kserve")).await?;
                         }
                     }
                 }

@@ -151,6 +151,16 @@ pub struct CompiledCache {
     key: Key,
 }
 
+/// An entry being written: its ORT file goes to `tmp_ort` first.
+#[derive(Debug)]
+pub struct Pending {
+    model: PathBuf,
+    source: Source,
+    /// Where the ORT file is to be written.
+    pub tmp_ort: PathBuf,
+    started: Instant,
+}
+
 /// An entry read and checked: its ORT bytes, to build sessions from.
 pub struct Entry {
     /// The ORT format model.
@@ -210,35 +220,52 @@ impl CompiledCache {
     /// `fsync` and renames: a reader sees the whole entry or none. Entries of this folder whose
     /// model is gone or changed, or that are for another runtime, are removed.
     pub fn write(&self, model: &Path, build: impl FnOnce(&Path) -> Result<(), String>) -> Result<Meta, String> {
-        let started = Instant::now();
+        let pending = self.begin(model)?;
+        match build(&pending.tmp_ort) {
+            Ok(()) => self.finish(pending),
+            Err(e) => {
+                let _ = fs::remove_file(&pending.tmp_ort);
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts an entry for the model at `model`: the folder exists, and the ORT file is to be
+    /// written at the returned [`Pending::tmp_ort`] (by a session built with
+    /// `optimized_model_filepath`), then [`CompiledCache::finish`]ed.
+    pub fn begin(&self, model: &Path) -> Result<Pending, String> {
         let source = Source::of(model).map_err(|e| format!("cannot stat the model: {e}"))?;
         fs::create_dir_all(&self.dir).map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
-        let (ort, json) = self.paths(&source);
         let tmp_ort = self.dir.join(format!(".tmp-{}-{}.ort", std::process::id(), source.digest()));
-        let tmp_json = tmp_ort.with_extension("json");
+        Ok(Pending { model: model.to_path_buf(), source, tmp_ort, started: Instant::now() })
+    }
+
+    /// Flushes the ORT file `pending` names, checksums it, writes its meta and renames both into
+    /// place (the ORT file first, the meta last); on failure nothing is left.
+    pub fn finish(&self, pending: Pending) -> Result<Meta, String> {
+        let (ort, json) = self.paths(&pending.source);
+        let tmp_json = pending.tmp_ort.with_extension("json");
         let result = (|| {
-            build(&tmp_ort)?;
-            let (len, crc32) = sync_and_checksum(&tmp_ort)?;
+            let (len, crc32) = sync_and_checksum(&pending.tmp_ort)?;
             let meta = Meta {
                 format: FORMAT,
                 key: self.key.clone(),
-                source: Source::of(model).map_err(|e| format!("cannot stat the model: {e}"))?,
+                source: Source::of(&pending.model).map_err(|e| format!("cannot stat the model: {e}"))?,
                 len,
                 crc32,
-                build_ms: started.elapsed().as_millis() as u64,
+                build_ms: pending.started.elapsed().as_millis() as u64,
             };
-            if meta.source != source {
+            if meta.source != pending.source {
                 return Err("the model changed while its cached form was built".to_owned());
             }
             let text = serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?;
             write_synced(&tmp_json, &text)?;
-            // The ORT file first, its meta last: the meta is what makes the entry exist.
-            fs::rename(&tmp_ort, &ort).map_err(|e| format!("cannot rename into {}: {e}", ort.display()))?;
+            fs::rename(&pending.tmp_ort, &ort).map_err(|e| format!("cannot rename into {}: {e}", ort.display()))?;
             fs::rename(&tmp_json, &json).map_err(|e| format!("cannot rename into {}: {e}", json.display()))?;
             sync_dir(&self.dir)?;
             Ok(meta)
         })();
-        let _ = fs::remove_file(&tmp_ort);
+        let _ = fs::remove_file(&pending.tmp_ort);
         let _ = fs::remove_file(&tmp_json);
         if result.is_ok() {
             self.collect(&json);

@@ -72,13 +72,14 @@ pub enum LoadedFrom {
     Cached,
 }
 
-/// A model whose cached form is to be written once the server is ready.
-#[derive(Debug, Clone)]
+/// A model whose cached form was written by its first session, to be finished (flushed,
+/// checked, renamed into place) once the server is ready.
+#[derive(Debug)]
 pub struct PendingCache {
     /// The model's name.
     pub name: String,
-    /// Its ONNX file.
-    pub path: std::path::PathBuf,
+    /// The entry.
+    pub entry: compiled::Pending,
 }
 
 /// How a loaded model is served: what its Triton configuration describes.
@@ -104,6 +105,8 @@ pub struct LoadedModel {
     pub stats: Arc<stats::Stats>,
     /// Where its sessions were loaded from.
     pub from: LoadedFrom,
+    /// Its cached form, written as it loaded, to be finished.
+    pending: Option<compiled::Pending>,
     /// The weights its sessions prepacked (kept while they live).
     _prepacked: Option<PrepackedWeights>,
 }
@@ -164,7 +167,7 @@ impl Models {
         let mut pending = Vec::new();
         for (source, slot) in self.slots.values() {
             let started = std::time::Instant::now();
-            let model = load(env, source, options, metrics)?;
+            let mut model = load(env, source, options, metrics)?;
             tracing::info!(
                 model = %source.name,
                 path = %source.path.display(),
@@ -174,8 +177,8 @@ impl Models {
                 millis = started.elapsed().as_millis() as u64,
                 "model loaded"
             );
-            if matches!(model.from, LoadedFrom::OnnxThenCache(_)) {
-                pending.push(PendingCache { name: source.name.clone(), path: source.path.clone() });
+            if let Some(entry) = model.pending.take() {
+                pending.push(PendingCache { name: source.name.clone(), entry });
             }
             let _ = slot.set(model);
         }
@@ -183,15 +186,13 @@ impl Models {
     }
 }
 
-/// Writes the cached form of each of `pending` ([`compiled::CompiledCache::write`]), one after
-/// the other; blocks. A failure is logged: the model serves on from its ONNX file.
-pub fn write_cached_forms(env: &ort::environment::Environment, options: &LoadOptions, pending: &[PendingCache]) {
+/// Finishes the cached form of each of `pending` ([`compiled::CompiledCache::finish`]: flushed,
+/// checked and renamed into place), one after the other; blocks. A failure is logged: the model
+/// serves on from its ONNX file and the next start writes it again.
+pub fn finish_cached_forms(options: &LoadOptions, pending: Vec<PendingCache>) {
     let Some(cache) = &options.compiled else { return };
     for model in pending {
-        let build = onnx::Build { intra_threads: options.intra_threads, prepacked: None };
-        let written =
-            cache.write(&model.path, |out| onnx::save_ort(env, &model.path, out, build).map_err(|e| e.to_string()));
-        match written {
+        match cache.finish(model.entry) {
             Ok(meta) => tracing::info!(
                 model = %model.name,
                 dir = %cache.dir().display(),
@@ -212,7 +213,7 @@ fn sessions(
     source: &ModelSource,
     options: &LoadOptions,
     build: onnx::Build<'_>,
-) -> ort::Result<(Vec<ort::session::Session>, LoadedFrom)> {
+) -> ort::Result<(Vec<ort::session::Session>, LoadedFrom, Option<compiled::Pending>)> {
     let workers = options.workers.max(1);
     let from = match &options.compiled {
         None => LoadedFrom::Onnx,
@@ -226,7 +227,7 @@ fn sessions(
                         // The sessions read the graph and the weights from these bytes for as
                         // long as they live, which is as long as the process.
                         let _ = Box::leak(entry.bytes);
-                        return Ok((sessions, LoadedFrom::Cached));
+                        return Ok((sessions, LoadedFrom::Cached, None));
                     }
                     // The sessions built so far are dropped (by `collect`) before the bytes.
                     Err(e) => {
@@ -239,12 +240,30 @@ fn sessions(
             Err(compiled::Miss::Invalid(reason)) => LoadedFrom::OnnxThenCache(reason),
         },
     };
-    if let LoadedFrom::OnnxThenCache(reason) = &from {
+    let mut sessions = Vec::with_capacity(workers);
+    let mut pending = None;
+    if let (LoadedFrom::OnnxThenCache(reason), Some(cache)) = (&from, &options.compiled) {
         tracing::info!(model = %source.name, %reason, "loading the ONNX file: no valid cached form");
+        // The first session writes the optimized graph as it is built (to the page cache: the
+        // flush waits until the server is ready), so no second build is needed.
+        match cache.begin(&source.path) {
+            Ok(entry) => match onnx::load_session_saving(env, &source.path, &entry.tmp_ort, build) {
+                Ok(session) => {
+                    sessions.push(session);
+                    pending = Some(entry);
+                }
+                Err(error) => {
+                    let _ = std::fs::remove_file(&entry.tmp_ort);
+                    tracing::warn!(model = %source.name, %error, "cached form not written");
+                }
+            },
+            Err(error) => tracing::warn!(model = %source.name, %error, "cached form not written"),
+        }
     }
-    let sessions =
-        (0..workers).map(|_| onnx::load_session(env, &source.path, build)).collect::<ort::Result<Vec<_>>>()?;
-    Ok((sessions, from))
+    while sessions.len() < workers {
+        sessions.push(onnx::load_session(env, &source.path, build)?);
+    }
+    Ok((sessions, from, pending))
 }
 
 fn load(
@@ -261,7 +280,7 @@ fn load(
     check::check_file(&source.path).map_err(fail)?;
     let prepacked = options.prepacking.then(PrepackedWeights::new);
     let build = onnx::Build { intra_threads: options.intra_threads, prepacked: prepacked.as_ref() };
-    let (sessions, from) = sessions(env, source, options, build).map_err(|e| fail(e.to_string()))?;
+    let (sessions, from, pending) = sessions(env, source, options, build).map_err(|e| fail(e.to_string()))?;
     let spec = Arc::new(onnx::spec_of(&source.name, &sessions[0]).map_err(fail)?);
     let batching = options.batching.filter(|_| {
         let ok = spec.batchable();
@@ -280,5 +299,5 @@ fn load(
         options.queue,
         metrics.batch_sizes(&spec.name),
     )?;
-    Ok(LoadedModel { spec, executor, serving, stats, from, _prepacked: prepacked })
+    Ok(LoadedModel { spec, executor, serving, stats, from, pending, _prepacked: prepacked })
 }

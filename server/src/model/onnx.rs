@@ -60,16 +60,20 @@ pub fn load_session_in_place(
         .commit_from_memory(bytes)
 }
 
-/// Builds a session on the ONNX file at `path` that writes its optimized graph in ORT format to
-/// `out` as it is built, and drops it.
-pub fn save_ort(env: &ort::environment::Environment, path: &Path, out: &Path, build: Build<'_>) -> ort::Result<()> {
+/// Loads the ONNX file at `path` into a session that writes its optimized graph in ORT format to
+/// `out` as it is built.
+pub fn load_session_saving(
+    env: &ort::environment::Environment,
+    path: &Path,
+    out: &Path,
+    build: Build<'_>,
+) -> ort::Result<Session> {
     builder(env, build)?
         .with_config_entry("session.save_model_format", "ORT")
         .map_err(ort::Error::<()>::from)?
         .with_optimized_model_path(out)
         .map_err(ort::Error::<()>::from)?
         .commit_from_file(path)
-        .map(drop)
 }
 
 /// Reads the model's signature from the session; fails on inputs or outputs that are not tensors.
