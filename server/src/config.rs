@@ -56,6 +56,16 @@ pub struct ServerConfig {
     /// ONNX Runtime intra-op threads per session.
     #[arg(long, default_value_t = 1)]
     pub intra_op_threads: usize,
+    /// Folder of the models' cached forms: the optimized graph in ORT format, written the first
+    /// time a model loads and loaded in place on later starts (`off`, or unset: none).
+    #[arg(long, env = "SKIFF_ORT_CACHE_DIR")]
+    pub ort_cache_dir: Option<PathBuf>,
+    /// ONNX Runtime's prepacking of weights (shared by a model's sessions): `true` or `false`. Off
+    /// by default: prepacking copies every packable weight at each start (a 1 GiB MatMul's cached
+    /// form loads in 0.6 s without it, 12 s with it, and holds 1 GiB instead of 3), for a faster
+    /// run only where a kernel gains from packed weights (docs/benchmarks.md, issue 37).
+    #[arg(long, env = "SKIFF_ORT_PREPACKING", default_value_t = false, action = clap::ArgAction::Set)]
+    pub prepacking: bool,
     /// Stack concurrent requests to a model into one run (KServe `batcher`).
     #[command(flatten)]
     pub batching: BatchingArgs,
@@ -165,7 +175,14 @@ impl ServerConfig {
             }),
             queue: INFERENCE_QUEUE,
             max_batch_size: self.batching.max_batch_size,
+            prepacking: self.prepacking,
+            compiled: None,
         }
+    }
+
+    /// The cached forms' folder, unless it is unset, empty or `off`.
+    pub fn ort_cache_dir(&self) -> Option<PathBuf> {
+        self.ort_cache_dir.clone().filter(|d| !d.as_os_str().is_empty() && d.as_os_str() != "off")
     }
 }
 

@@ -51,11 +51,14 @@ pub async fn run(config: ServerConfig) -> Result<()> {
     config.validate()?;
     let mut terminate = signal(SignalKind::terminate())?;
     let sources = model::discover(&config.model_dir()?, config.model_name.as_deref())?;
-    let env = ort::init_from(config.ort_dylib()?)
+    let dylib = config.ort_dylib()?;
+    let ort_started = std::time::Instant::now();
+    let env = ort::init_from(&dylib)
         .map_err(|e| Error::Config(format!("cannot load ONNX Runtime: {e}")))?
         .with_name("skiff-server")
         .build()
         .map_err(|e| Error::Config(format!("cannot start ONNX Runtime: {e}")))?;
+    let ort_millis = ort_started.elapsed().as_secs_f64() * 1e3;
 
     let metrics = Metrics::default();
     let admission =
@@ -70,18 +73,40 @@ pub async fn run(config: ServerConfig) -> Result<()> {
     let app = Arc::new(App::new(Models::new(sources), admission, metrics, body, logger));
 
     let listener = TcpListener::bind(SocketAddr::new(config.bind, config.http_port)).await?;
-    tracing::info!(address = %listener.local_addr()?, models = ?app.models.names(), "listening");
+    tracing::info!(
+        address = %listener.local_addr()?,
+        models = ?app.models.names(),
+        ort_millis = format!("{ort_millis:.1}"),
+        "listening"
+    );
 
-    let options = config.load_options();
+    let mut options = config.load_options();
+    options.compiled = config.ort_cache_dir().map(|dir| {
+        let runtime = model::compiled::runtime_label(&dylib, ort::info());
+        model::compiled::CompiledCache::new(dir, model::compiled::Key::current(&runtime))
+    });
     let loader = tokio::task::spawn_blocking({
         let app = app.clone();
+        let options = options.clone();
         move || app.models.load_all(&env, &options, &app.metrics)
     });
-    let loaded = async {
-        loader.await.map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
+    // Whether cached forms are being finished: a shutdown waits for them (up to the drain
+    // timeout), so that a replica scaled to zero right after its first start still leaves one.
+    let (finishing, mut finished) = tokio::sync::watch::channel(false);
+    let loaded = async move {
+        let pending = loader.await.map_err(|e| Error::Config(format!("model loading panicked: {e}")))??;
         tracing::info!("ready: every model is loaded");
+        if !pending.is_empty() {
+            // After readiness: the first answers do not wait for the disk.
+            finishing.send_replace(true);
+            tokio::task::spawn_blocking(move || {
+                model::finish_cached_forms(&options, pending);
+                finishing.send_replace(false);
+            });
+        }
         std::future::pending::<Result<()>>().await
     };
+    let drain_timeout = limits.drain_timeout;
     let shutdown = async {
         tokio::select! {
             _ = terminate.recv() => {},
@@ -89,10 +114,15 @@ pub async fn run(config: ServerConfig) -> Result<()> {
         }
         tracing::info!("shutting down: no new connections, draining in-flight requests");
     };
-    tokio::select! {
+    let result = tokio::select! {
         () = serve(listener, app, shutdown, limits) => Ok(()),
         failed = loaded => failed,
+    };
+    if *finished.borrow() {
+        tracing::info!("waiting for the cached forms to be written");
+        let _ = tokio::time::timeout(drain_timeout, finished.wait_for(|busy| !busy)).await;
     }
+    result
 }
 
 /// Serves `app` on `listener` under `limits` until `shutdown` completes, then turns readiness

@@ -55,6 +55,17 @@ struct Args {
     /// The Python with kserve-storage, onnx and numpy (bench/peers/setup.sh's venv).
     #[arg(long, default_value = ".bench/kserve-storage-venv/bin/python")]
     python: PathBuf,
+    /// The cold-start paths: `store` (and `cache` right after it), `disk`, `kserve-storage`.
+    #[arg(long, value_delimiter = ',', default_value = "store,disk,kserve-storage")]
+    paths: Vec<String>,
+    /// Leave out the download throughput (part 1).
+    #[arg(long)]
+    no_throughput: bool,
+    /// The models' cached forms (issue 37) in `skiff up`: `on` (its default: `<model cache>/ort`),
+    /// `off` (`SKIFF_ORT_CACHE_DIR=off`: every start loads the ONNX file), or `both`: two `skiff
+    /// up` side by side, each path's cold start taken on one then the other, alternating.
+    #[arg(long, default_value = "on")]
+    ort_cache: String,
 }
 
 const BUCKET: &str = "models";
@@ -176,6 +187,8 @@ async fn throughput(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> anyh
 
 /// `skiff up` and what the cold starts need of it.
 struct Up {
+    /// `""` for a lone `skiff up`, else which one: ` · ONNX` or ` · ORT form`.
+    label: &'static str,
     skiff: Peer,
     admin: SocketAddr,
     bin: PathBuf,
@@ -202,6 +215,39 @@ impl Up {
         self.wait("every service at zero", |s| self.services.iter().all(|name| status::replicas(s, name) == (0, 0)))
             .await
             .map(|_| ())
+    }
+
+    /// With cached forms on: waits until the form of the model of `bytes` is written (the
+    /// replica writes it once it is ready), so that the next start finds it and nothing is
+    /// written meanwhile.
+    async fn cached_form_written(&self, bytes: u64, under: &Path) -> anyhow::Result<()> {
+        if self.label != ORT_FORM {
+            return Ok(());
+        }
+        let dir = self.cache.join("ort");
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while Instant::now() < deadline {
+            let written = std::fs::read_dir(&dir).into_iter().flatten().filter_map(|e| e.ok()).any(|e| {
+                let meta = std::fs::read(e.path()).ok().and_then(|t| serde_json::from_slice::<Value>(&t).ok());
+                meta.is_some_and(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    let source = &m["source"];
+                    let path = Path::new(source["path"].as_str().unwrap_or_default());
+                    path.starts_with(under)
+                        && std::fs::metadata(path).is_ok_and(|f| {
+                            f.len() == bytes
+                                && source["len"].as_u64() == Some(bytes)
+                                && source["ino"].as_u64() == Some(f.ino())
+                                && source["mtime_ns"].as_i64() == Some(f.mtime() * 1_000_000_000 + f.mtime_nsec())
+                        })
+                })
+            });
+            if written {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("timed out waiting for the cached form of {bytes} bytes in {}", dir.display())
     }
 
     /// Evicts every model no replica holds (all of them, at zero).
@@ -273,24 +319,73 @@ fn push(cells: &mut Vec<ColdCell>, size: &str, path: &str, cold: Cold) {
     }
 }
 
-/// The four paths over the rounds, then the burst; prints the cold-start table.
+/// The label of the `skiff up` that loads every model from its ONNX file.
+const ONNX: &str = " · ONNX";
+/// The label of the `skiff up` that loads models from their cached forms.
+const ORT_FORM: &str = " · ORT form";
+
+/// Starts one `skiff up` over `folder` (in `work`, its own model cache), with cached forms off
+/// when `label` is [`ONNX`].
+async fn start_up(
+    label: &'static str,
+    folder: &Path,
+    work: &Path,
+    minio: &Minio,
+    bin: &Path,
+    services: &[String],
+) -> anyhow::Result<Up> {
+    let cache = work.join("cache");
+    let (port, admin_port) = (free_port()?, free_port()?);
+    let mut command = Command::new(bin.join("skiff"));
+    command
+        .arg("up")
+        .arg(folder)
+        .args(["--http-port", &port.to_string(), "--admin-port", &admin_port.to_string(), "--config"])
+        .arg(work.join("config.txt"))
+        .arg("--model-cache")
+        .arg(&cache)
+        .envs(minio.env());
+    if label == ONNX {
+        command.env("SKIFF_ORT_CACHE_DIR", "off");
+    } else {
+        command.env_remove("SKIFF_ORT_CACHE_DIR");
+    }
+    let skiff =
+        Peer::start("skiff up", command, port, "/healthz", &work.join("skiff-up.log"), Duration::from_secs(60)).await?;
+    let up = Up {
+        label,
+        skiff,
+        admin: SocketAddr::from(([127, 0, 0, 1], admin_port)),
+        bin: bin.to_owned(),
+        cache,
+        services: services.to_vec(),
+    };
+    up.wait("every service listed", |s| up.services.iter().all(|name| status::revision(s, name).is_some())).await?;
+    Ok(up)
+}
+
+/// The paths over the rounds (in each `skiff up` of `--ort-cache`, alternating), then the burst;
+/// prints the cold-start table.
 async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> anyhow::Result<Vec<ColdCell>> {
     let folder = work.join("up");
     std::fs::create_dir_all(&folder)?;
+    let kserve = args.paths.iter().any(|p| p == "kserve-storage");
     let mut services = Vec::new();
     for size in &args.sizes {
         let local = std::fs::canonicalize(args.models.join(size))?;
         let kserve_dir = work.join("kserve").join(size);
-        // Its folder must hold the model when skiff up reads the manifest.
-        kserve_fetch(args, minio, size, &kserve_dir)?;
-        let manifests = [
+        let mut manifests = vec![
             ("store", uri(size)),
             ("cache", uri(size)),
             ("disk", format!("file://{}", local.display())),
-            ("kserve", format!("file://{}", kserve_dir.display())),
             ("twin-a", uri(size)),
             ("twin-b", uri(size)),
         ];
+        if kserve {
+            // Its folder must hold the model when skiff up reads the manifest.
+            kserve_fetch(args, minio, size, &kserve_dir)?;
+            manifests.push(("kserve", format!("file://{}", kserve_dir.display())));
+        }
         for (path, storage_uri) in manifests {
             let name = service(path, size);
             std::fs::write(folder.join(format!("{name}.yaml")), manifest(&name, &storage_uri))?;
@@ -298,50 +393,70 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
         }
     }
     std::fs::write(work.join("config.txt"), CONFIG)?;
-    let cache = work.join("cache");
-    let (port, admin_port) = (free_port()?, free_port()?);
-    let mut command = Command::new(bin.join("skiff"));
-    command
-        .arg("up")
-        .arg(&folder)
-        .args(["--http-port", &port.to_string(), "--admin-port", &admin_port.to_string(), "--config"])
-        .arg(work.join("config.txt"))
-        .arg("--model-cache")
-        .arg(&cache)
-        .envs(minio.env());
-    let skiff =
-        Peer::start("skiff up", command, port, "/healthz", &work.join("skiff-up.log"), Duration::from_secs(60)).await?;
-    let up = Up { skiff, admin: SocketAddr::from(([127, 0, 0, 1], admin_port)), bin: bin.to_owned(), cache, services };
-    up.wait("every service listed", |s| up.services.iter().all(|name| status::revision(s, name).is_some())).await?;
+    let labels: Vec<&'static str> = match args.ort_cache.as_str() {
+        "both" => vec![ONNX, ORT_FORM],
+        "off" => vec![ONNX],
+        _ => vec![""],
+    };
+    let mut ups = Vec::new();
+    for label in labels {
+        let dir = work.join(format!("up{}", ups.len()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::copy(work.join("config.txt"), dir.join("config.txt"))?;
+        let up =
+            start_up(if label.is_empty() { ORT_FORM } else { label }, &folder, &dir, minio, bin, &services).await?;
+        ups.push((label, up));
+    }
 
     let mut cells = Vec::new();
-    let groups = ["store", "disk", "kserve-storage"];
+    let groups: Vec<&str> =
+        ["store", "disk", "kserve-storage"].into_iter().filter(|g| args.paths.iter().any(|p| p == g)).collect();
     for round in 0..args.rounds {
         for size in &args.sizes {
+            let bytes = std::fs::metadata(args.models.join(size).join(MODEL))?.len();
             let body = storage::infer_body(storage::input_width(storage::parse_size(size).context("a size")?));
             for i in 0..groups.len() {
-                up.all_at_zero().await?;
-                match groups[(i + round) % groups.len()] {
-                    "store" => {
-                        up.empty_cache()?;
-                        push(&mut cells, size, "store", up.cold(&service("store", size), &body).await?);
-                        up.all_at_zero().await?;
-                        push(&mut cells, size, "cache", up.cold(&service("cache", size), &body).await?);
+                for j in 0..ups.len() {
+                    let (label, up) = &ups[(j + round) % ups.len()];
+                    let path = |name: &str| format!("{name}{label}");
+                    for (_, other) in &ups {
+                        other.all_at_zero().await?;
                     }
-                    "disk" => push(&mut cells, size, "disk", up.cold(&service("disk", size), &body).await?),
-                    _ => {
-                        // Downloaded beside the served folder, then renamed over its model:
-                        // `skiff up` checks the folder holds one whenever it reads the manifests.
-                        let staging = work.join("kserve-download").join(size);
-                        let started = Instant::now();
-                        let report = kserve_fetch(args, minio, size, &staging)?;
-                        let download_ms = started.elapsed().as_secs_f64() * 1e3;
-                        std::fs::rename(staging.join(MODEL), work.join("kserve").join(size).join(MODEL))?;
-                        let mut cold = up.cold(&service("kserve", size), &body).await?;
-                        cold.fetch_ms = download_ms;
-                        cold.first_ms += download_ms;
-                        cold.downloaded = report["bytes"].as_u64().unwrap_or(0);
-                        push(&mut cells, size, "kserve-storage", cold);
+                    match groups[(i + round) % groups.len()] {
+                        "store" => {
+                            up.empty_cache()?;
+                            push(&mut cells, size, &path("store"), up.cold(&service("store", size), &body).await?);
+                            up.all_at_zero().await?;
+                            // Its first load wrote the cached form of the entry just fetched.
+                            up.cached_form_written(bytes, &up.cache.join("models")).await?;
+                            push(&mut cells, size, &path("cache"), up.cold(&service("cache", size), &body).await?);
+                        }
+                        "disk" => {
+                            if round == 0 && up.label == ORT_FORM {
+                                // The first start from disk writes its cached form: a warm-up.
+                                up.cold(&service("disk", size), &body).await?;
+                                up.cached_form_written(bytes, &std::fs::canonicalize(args.models.join(size))?).await?;
+                                up.all_at_zero().await?;
+                            }
+                            push(&mut cells, size, &path("disk"), up.cold(&service("disk", size), &body).await?)
+                        }
+                        _ => {
+                            // Downloaded beside the served folder, then renamed over its model:
+                            // `skiff up` checks the folder holds one whenever it reads the manifests.
+                            let staging = work.join("kserve-download").join(size);
+                            let started = Instant::now();
+                            let report = kserve_fetch(args, minio, size, &staging)?;
+                            let download_ms = started.elapsed().as_secs_f64() * 1e3;
+                            std::fs::rename(staging.join(MODEL), work.join("kserve").join(size).join(MODEL))?;
+                            let mut cold = up.cold(&service("kserve", size), &body).await?;
+                            cold.fetch_ms = download_ms;
+                            cold.first_ms += download_ms;
+                            cold.downloaded = report["bytes"].as_u64().unwrap_or(0);
+                            push(&mut cells, size, &path("kserve-storage"), cold);
+                            // A new file each time: its cached form is written after each start.
+                            up.all_at_zero().await?;
+                            up.cached_form_written(bytes, &work.join("kserve")).await?;
+                        }
                     }
                 }
             }
@@ -349,7 +464,8 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
     }
     cells.sort_by_key(|c| {
         let order = ["store", "cache", "disk", "kserve-storage"];
-        (args.sizes.iter().position(|s| *s == c.size), order.iter().position(|p| *p == c.path))
+        let base = c.path.split(" · ").next().unwrap_or_default().to_owned();
+        (args.sizes.iter().position(|s| *s == c.size), order.iter().position(|p| *p == base), c.path.clone())
     });
     println!(
         "\n## Cold starts in skiff up (medians of {} rounds; fetch = fetched.millis, or kserve-storage's run; \
@@ -358,7 +474,11 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
         storage::cold_table(&cells)
     );
 
+    let (_, up) = ups.last().context("no skiff up")?;
     if args.burst > 0 {
+        for (_, other) in &ups {
+            other.all_at_zero().await?;
+        }
         println!(
             "## A burst at zero: {} requests at once over two services of one uncached URI\n\n\
              | size | answered | downloaded per service MB | downloads of the model |\n|---|---:|---|---:|",
@@ -378,7 +498,9 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
             );
         }
     }
-    up.skiff.stop();
+    for (_, up) in ups {
+        up.skiff.stop();
+    }
     Ok(cells)
 }
 
@@ -386,6 +508,11 @@ async fn cold_starts(args: &Args, minio: &Minio, bin: &Path, work: &Path) -> any
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(Path::new(KSERVE_FETCH).is_file(), "run from the repository root");
+    anyhow::ensure!(
+        ["on", "off", "both"].contains(&args.ort_cache.as_str()),
+        "--ort-cache is on, off or both, not {}",
+        args.ort_cache
+    );
     anyhow::ensure!(
         args.python.is_file(),
         "no {}: run PEERS=kserve-storage bench/peers/setup.sh",
@@ -411,15 +538,20 @@ async fn main() -> anyhow::Result<()> {
         minio.put(BUCKET, &format!("{size}/{MODEL}"), &args.models.join(size).join(MODEL))?;
     }
 
-    let speeds = throughput(&args, &minio, &bin, &work).await?;
-    println!(
-        "## Download throughput from MinIO on 127.0.0.1 (medians of {} rounds; MB = 10^6 bytes)\n\n{}",
-        args.rounds,
-        storage::throughput_table(&speeds, "TCP loopback")
-    );
-    let cold = cold_starts(&args, &minio, &bin, &work).await?;
-    let targets: Vec<_> = args.sizes.iter().flat_map(|size| storage::targets(size, &speeds, &cold)).collect();
-    println!("\n## Targets (issue 22)\n\n{}", storage::target_table(&targets));
+    if !args.no_throughput {
+        let speeds = throughput(&args, &minio, &bin, &work).await?;
+        println!(
+            "## Download throughput from MinIO on 127.0.0.1 (medians of {} rounds; MB = 10^6 bytes)\n\n{}",
+            args.rounds,
+            storage::throughput_table(&speeds, "TCP loopback")
+        );
+        let cold = cold_starts(&args, &minio, &bin, &work).await?;
+        let targets: Vec<_> = args.sizes.iter().flat_map(|size| storage::targets(size, &speeds, &cold)).collect();
+        println!("\n## Targets (issue 22)\n\n{}", storage::target_table(&targets));
+    } else {
+        let cold = cold_starts(&args, &minio, &bin, &work).await?;
+        println!("\n## Cached forms (issue 37)\n\n{}", storage::ort_form_table(&cold));
+    }
     drop(minio);
     let _ = std::fs::remove_dir_all(&work);
     Ok(())

@@ -224,7 +224,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let model_cache = args.model_cache.clone().unwrap_or_else(models::default_dir);
     let models = models::ModelStore::open(&model_cache, args.model_cache_limit)
         .with_context(|| format!("the model cache at {}", model_cache.display()))?;
-    let programs = Programs { server: server_bin, queue_proxy, ort_dylib };
+    // The models' cached forms (skiff-server's `--ort-cache-dir`) beside the cache's models,
+    // unless SKIFF_ORT_CACHE_DIR says where (`off`: none).
+    let ort_cache = std::env::var_os("SKIFF_ORT_CACHE_DIR").map_or_else(|| model_cache.join("ort"), PathBuf::from);
+    let programs = Programs { server: server_bin, queue_proxy, ort_dylib, ort_cache };
     let backend = LocalProcesses::new(programs, models, config.restart_backoff);
     let signal = Arc::new(Signal::new(endpoints.clone()));
     let autoscaler = Runner::new(backend.clone(), signal, config.autoscaler.tick_interval);

@@ -79,6 +79,8 @@ pub struct Programs {
     pub queue_proxy: PathBuf,
     /// ONNX Runtime, for `skiff-server`.
     pub ort_dylib: PathBuf,
+    /// The models' cached forms, for `skiff-server` (`SKIFF_ORT_CACHE_DIR`; `off`: none).
+    pub ort_cache: PathBuf,
 }
 
 /// A started replica.
@@ -171,7 +173,11 @@ fn server(programs: &Programs, args: &[String], termination_message: &Path) -> C
         termination_message_path: Some(termination_message.to_string_lossy().into_owned()),
     };
     let mut server = Command::new(&programs.server);
-    server.args(args).args(process.to_args()).env("ORT_DYLIB_PATH", &programs.ort_dylib);
+    server
+        .args(args)
+        .args(process.to_args())
+        .env("ORT_DYLIB_PATH", &programs.ort_dylib)
+        .env("SKIFF_ORT_CACHE_DIR", &programs.ort_cache);
     server
 }
 

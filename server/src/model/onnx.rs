@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ort::session::{Session, builder::GraphOptimizationLevel};
+use ort::session::Session;
+use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights, SessionBuilder};
 use ort::value::{DynValue, Outlet, PrimitiveTensorElementType, TensorElementType, ValueType};
 
 use super::executor::Ran;
@@ -13,14 +14,64 @@ use crate::error::{Error, Result};
 use crate::tensor::data::each;
 use crate::tensor::{Datatype, Tensor, TensorData};
 
-/// Loads `path` into a session that runs on `intra_threads` threads.
-pub fn load_session(env: &ort::environment::Environment, path: &Path, intra_threads: usize) -> ort::Result<Session> {
-    Session::builder(env)?
+/// How a model's sessions are built.
+#[derive(Clone, Copy)]
+pub struct Build<'a> {
+    /// ONNX Runtime intra-op threads per session.
+    pub intra_threads: usize,
+    /// The weights the model's sessions prepack, shared between them (`None`: prepacking off).
+    pub prepacked: Option<&'a PrepackedWeights>,
+}
+
+fn builder(env: &ort::environment::Environment, build: Build<'_>) -> ort::Result<SessionBuilder> {
+    let builder = Session::builder(env)?
         .with_optimization_level(GraphOptimizationLevel::Level3)
         .map_err(ort::Error::<()>::from)?
-        .with_intra_threads(intra_threads)
+        .with_intra_threads(build.intra_threads)
         .map_err(ort::Error::<()>::from)?
         .with_inter_threads(1)
+        .map_err(ort::Error::<()>::from)?;
+    Ok(match build.prepacked {
+        Some(weights) => builder.with_prepacked_weights(weights).map_err(ort::Error::<()>::from)?,
+        None => builder.with_prepacking(false).map_err(ort::Error::<()>::from)?,
+    })
+}
+
+/// Loads the ONNX file at `path` into a session.
+pub fn load_session(env: &ort::environment::Environment, path: &Path, build: Build<'_>) -> ort::Result<Session> {
+    builder(env, build)?.commit_from_file(path)
+}
+
+/// Loads an ORT format model (a cached form, [`super::compiled`]) into a session that uses
+/// `bytes` in place: the graph and the initializers are read from them, not copied. The bytes
+/// must outlive the session: the caller leaks them once every session of the model is built.
+pub fn load_session_in_place(
+    env: &ort::environment::Environment,
+    bytes: &[u8],
+    build: Build<'_>,
+) -> ort::Result<Session> {
+    builder(env, build)?
+        .with_config_entry("session.load_model_format", "ORT")
+        .map_err(ort::Error::<()>::from)?
+        .with_config_entry("session.use_ort_model_bytes_directly", "1")
+        .map_err(ort::Error::<()>::from)?
+        .with_config_entry("session.use_ort_model_bytes_for_initializers", "1")
+        .map_err(ort::Error::<()>::from)?
+        .commit_from_memory(bytes)
+}
+
+/// Loads the ONNX file at `path` into a session that writes its optimized graph in ORT format to
+/// `out` as it is built.
+pub fn load_session_saving(
+    env: &ort::environment::Environment,
+    path: &Path,
+    out: &Path,
+    build: Build<'_>,
+) -> ort::Result<Session> {
+    builder(env, build)?
+        .with_config_entry("session.save_model_format", "ORT")
+        .map_err(ort::Error::<()>::from)?
+        .with_optimized_model_path(out)
         .map_err(ort::Error::<()>::from)?
         .commit_from_file(path)
 }
