@@ -21,6 +21,7 @@ pub mod fields;
 pub mod image;
 pub mod isvc;
 pub mod labels;
+pub mod limits;
 pub mod resource;
 pub mod revision;
 pub mod runtime;

@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use crate::isvc::PredictorSpec;
 use crate::labels::{COMPONENT, CONTAINER_CONCURRENCY, PROGRESS_DEADLINE_SECONDS, QUEUE_PROXY, TIMEOUT_SECONDS};
+use crate::limits::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
 use crate::revision::Component;
 use crate::runtime::uses_embedded_server;
-use crate::validate::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
 
 /// KServe's request timeout when `timeout` is unset: the one definition the router, the activator,
 /// the queue-proxy and both modes' revisions use.

@@ -55,14 +55,7 @@ pub struct Manifest {
     pub notices: Vec<String>,
 }
 
-/// Where a model predictor's model is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelSource {
-    /// A folder holding `model.onnx` (`file://`).
-    Dir(PathBuf),
-    /// A `storageUri` fetched into the model cache before a replica starts.
-    Fetched(String),
-}
+pub use super::source::ModelSource;
 
 impl Manifest {
     /// What `component` runs; `None` when the manifest does not have it.

@@ -20,6 +20,7 @@ mod replica;
 mod restart;
 mod runtimes;
 mod signal;
+mod source;
 pub(crate) mod status;
 mod web;
 
@@ -110,7 +111,7 @@ pub struct UpArgs {
     pub model_cache: Option<PathBuf>,
     /// The model cache's bound (bytes, or `500M`, `50G`): past it, least recently used models no
     /// replica holds are evicted.
-    #[arg(long, default_value = "50G", value_parser = crate::cache::parse_size)]
+    #[arg(long, default_value = "50G", value_parser = crate::units::parse_size)]
     pub model_cache_limit: u64,
     /// Refuse a manifest with a field KServe's InferenceService does not have (a misspelt
     /// `minReplica`), as `kubectl apply --validate=strict` does; without it, such a field is a warning.

@@ -7,7 +7,7 @@
 //! fields merged) and runs as a local process through the image map, like a custom container
 //! ([`ContainerSpec`]), with the model's folder where the runtime expects `/mnt/models`.
 //!
-//! **The built-in image map** ([`builtin_images`]) sends KServe's own Python runtimes to local
+//! **The built-in image map** ([`super::config::builtin_images`]) sends KServe's own Python runtimes to local
 //! commands: `kserve/sklearnserver`, `kserve/xgbserver` and `kserve/lgbserver` run
 //! `python3 -m sklearnserver` (the images' entrypoint), ... with `--enable_grpc=false` (replicas
 //! share this machine's ports, and KServe's server would open gRPC on 8081 in each). `python3` is
@@ -24,19 +24,7 @@ use skiff_api::runtime::container::{Served, runtime_containers};
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntimeSpec, select_runtime};
 
 use super::container::ContainerSpec;
-use super::manifests::ModelSource;
-
-/// KServe's Python runtimes `skiff up` runs as local commands, by image repository.
-pub const PYTHON_RUNTIMES: [&str; 3] = ["sklearnserver", "xgbserver", "lgbserver"];
-
-/// The image map `skiff up` starts from: `kserve/<runtime>` → `python3 -m <runtime>
-/// --enable_grpc=false` for each of [`PYTHON_RUNTIMES`].
-pub fn builtin_images() -> ImageMap {
-    ImageMap::from_entries(PYTHON_RUNTIMES.map(|module| {
-        let argv = ["python3", "-m", module, "--enable_grpc=false"].map(str::to_owned).to_vec();
-        (format!("kserve/{module}"), argv)
-    }))
-}
+use super::source::ModelSource;
 
 /// Whether `skiff up` can run `runtime`'s serving container (`kserve-container`, else the first):
 /// its program (the container's command, else the program `images` maps its image to) is `found`
@@ -121,6 +109,7 @@ mod tests {
     use skiff_api::runtime::defaults::kserve_runtimes;
 
     use super::*;
+    use crate::standalone::config::builtin_images;
 
     fn isvc(predictor: &str) -> InferenceService {
         let text = format!(

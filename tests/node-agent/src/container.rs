@@ -18,43 +18,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::env::{PodFacts, container_env};
-use crate::pod::PodShared;
 use crate::probe::{ProbeAction, ProbeRole, ProbeSpec, action};
 use crate::probe_run::{self, ProbeEvent, ProbeTarget};
 use crate::process::{Launch, find_program, signal_group};
 use crate::restart::{Backoff, RestartPolicy, exit_code, terminated_reason};
+pub use crate::shared::Kind;
+use crate::shared::PodShared;
 use crate::status::{RunState, Termination};
 use crate::{termination, volumes};
-
-/// Which container of the pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Init container `i` (runs to completion).
-    Init(usize),
-    /// Init container `i` with `restartPolicy: Always` (a native sidecar).
-    Sidecar(usize),
-    /// App container `i`.
-    App(usize),
-}
-
-impl Kind {
-    /// The container's field path in events (`spec.containers{name}`).
-    pub fn field_path(self, name: &str) -> String {
-        match self {
-            Kind::Init(_) | Kind::Sidecar(_) => format!("spec.initContainers{{{name}}}"),
-            Kind::App(_) => format!("spec.containers{{{name}}}"),
-        }
-    }
-
-    fn spec(self, shared: &PodShared) -> Option<Container> {
-        let pod = shared.pod();
-        let spec = pod.spec?;
-        match self {
-            Kind::Init(i) | Kind::Sidecar(i) => spec.init_containers?.get(i).cloned(),
-            Kind::App(i) => spec.containers.get(i).cloned(),
-        }
-    }
-}
 
 /// What woke the supervisor of a running container.
 enum Step {

@@ -36,6 +36,7 @@ pub mod probe_run;
 pub mod process;
 pub mod restart;
 pub mod sandbox;
+pub mod shared;
 pub mod status;
 pub mod termination;
 pub mod volumes;
