@@ -31,6 +31,7 @@ pub mod serving;
 pub mod settings;
 pub mod shorthand;
 pub mod status;
+pub mod storage;
 pub mod traffic;
 pub mod validate;
 

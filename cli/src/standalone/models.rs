@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use skiff_api::storage::StoreUri;
 use skiff_dataplane::failing::Cause;
 use skiff_fetch::env::StoreEnv;
 use skiff_fetch::{Cache, Fetcher, Lease, Report};
@@ -57,11 +58,11 @@ impl ModelStore {
 
     /// The model `uri` names, held for a replica; the error is the message a status shows and
     /// its cause (whether fetching again can succeed).
-    pub async fn get(&self, uri: &str) -> Result<Lease, (String, Cause)> {
+    pub async fn get(&self, uri: &StoreUri) -> Result<Lease, (String, Cause)> {
         self.cache
             .get(&self.fetcher, uri)
             .await
-            .map_err(|e| (skiff_fetch::failure_message(uri, &e), Cause::Fetch { exit_code: e.exit_code() }))
+            .map_err(|e| (skiff_fetch::failure_message(uri.as_str(), &e), Cause::Fetch { exit_code: e.exit_code() }))
     }
 }
 

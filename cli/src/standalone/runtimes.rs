@@ -24,7 +24,7 @@ use skiff_api::runtime::container::{Served, runtime_containers};
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntimeSpec, select_runtime};
 
 use super::container::ContainerSpec;
-use super::source::ModelSource;
+use super::source::{ModelSource, resolve};
 
 /// Whether `skiff up` can run `runtime`'s serving container (`kserve-container`, else the first):
 /// its program (the container's command, else the program `images` maps its image to) is `found`
@@ -81,25 +81,14 @@ pub fn runtime_model(
     let uri = model.storage_uri.as_deref().ok_or_else(|| {
         "spec.predictor.model.storageUri: skiff up gives a runtime its model from a storageUri; none is set".to_owned()
     })?;
-    let (container, source) = match uri.strip_prefix("file://") {
-        Some(location) => {
-            let dir = base.join(location);
+    let (container, source) = match resolve(uri, base)? {
+        ModelSource::Dir(dir) => {
             if !dir.is_dir() {
                 return Err(format!("spec.predictor.model.storageUri: {} is not a folder", dir.display()));
             }
             (container.with_model_dir(&dir), ModelSource::Dir(dir))
         }
-        None if uri.starts_with("pvc://") => {
-            return Err(format!(
-                "spec.predictor.model.storageUri: {}: skiff up has no PersistentVolumeClaims; use file:// or a store \
-                 (s3://, gs://, https://, hf://)",
-                skiff_fetch::uri::redact(uri)
-            ));
-        }
-        None => {
-            skiff_fetch::uri::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
-            (container, ModelSource::Fetched(uri.to_owned()))
-        }
+        fetched => (container, fetched),
     };
     Ok(RuntimeModel { runtime: format!("{}/{}", chosen.kind, chosen.name), container, source })
 }
@@ -128,7 +117,8 @@ mod tests {
         let sample = isvc("    sklearn:\n      storageUri: gs://kfserving-examples/models/sklearn/1.0/model\n");
         let got = served(&sample, &builtin_images(), Path::new("/m")).unwrap();
         assert_eq!(got.runtime, "ClusterServingRuntime/kserve-sklearnserver");
-        assert_eq!(got.source, ModelSource::Fetched("gs://kfserving-examples/models/sklearn/1.0/model".into()));
+        let uri = skiff_api::storage::StoreUri::parse("gs://kfserving-examples/models/sklearn/1.0/model").unwrap();
+        assert_eq!(got.source, ModelSource::Fetched(uri));
         assert_eq!(
             got.container.argv,
             [
