@@ -80,6 +80,12 @@ impl Default for RevisionSettings {
     }
 }
 
+impl From<&PredictorSpec> for RevisionSettings {
+    fn from(predictor: &PredictorSpec) -> RevisionSettings {
+        RevisionSettings::of(predictor)
+    }
+}
+
 impl RevisionSettings {
     /// A component's settings (`spec.predictor`, `spec.transformer`, ...). Requests go through the
     /// queue-proxy for a custom container and for a model a ServingRuntime serves (any model but
@@ -163,8 +169,9 @@ impl RevisionSettings {
 }
 
 /// A spec's `containerConcurrency` (validated within 0 to [`MAX_CONTAINER_CONCURRENCY`]) as a
-/// count: unset or negative is 0 (unlimited), more than the maximum is the maximum.
-pub fn container_concurrency(spec: Option<i64>) -> u32 {
+/// count: unset or negative is 0 (unlimited), more than the maximum is the maximum. The one
+/// derivation: everything else reads [`RevisionSettings::container_concurrency`].
+fn container_concurrency(spec: Option<i64>) -> u32 {
     let n = spec.unwrap_or(0).clamp(0, MAX_CONTAINER_CONCURRENCY);
     u32::try_from(n).expect("within 0 and the spec's maximum")
 }
