@@ -9,6 +9,7 @@ mod config;
 mod container;
 mod controller;
 mod edit;
+pub(crate) mod env;
 mod events;
 mod failure;
 mod folder;
@@ -175,8 +176,7 @@ fn web_app(
 ) -> anyhow::Result<axum::Router> {
     let mut settings = Settings::standalone();
     settings.allowed_hosts = hosts;
-    let from_env =
-        Settings::from_env(|name| std::env::var(name).ok()).map_err(|e| anyhow::anyhow!("models web app: {e}"))?;
+    let from_env = env::web_settings().map_err(|e| anyhow::anyhow!("models web app: {e}"))?;
     (settings.prometheus_url, settings.metrics_source) = (from_env.prometheus_url, from_env.metrics_source);
     let folder = Arc::new(FolderBackend { manifests, admin: admin.clone(), logs, events, allow_containers });
     let prometheus = settings.prometheus().map(Prometheus::new);
@@ -221,7 +221,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
-    let model_cache = args.model_cache.clone().unwrap_or_else(models::default_dir);
+    let model_cache = args.model_cache.clone().unwrap_or_else(env::model_cache_dir);
     let models = models::ModelStore::open(&model_cache, args.model_cache_limit)
         .with_context(|| format!("the model cache at {}", model_cache.display()))?;
     let programs = Programs { server: server_bin, queue_proxy, ort_dylib };

@@ -229,7 +229,7 @@ impl ContainerReplica {
 const ANNOUNCED: &[&str] = &["skiff_server=info", "skiff_activator=info"];
 
 fn spawn(mut command: Command, stdout: Stdio) -> std::io::Result<Child> {
-    let filter = skiff_http::telemetry::directives(std::env::var("RUST_LOG").ok().as_deref(), "info", ANNOUNCED);
+    let filter = skiff_http::telemetry::directives(super::env::rust_log(), "info", ANNOUNCED);
     command.env("RUST_LOG", filter);
     command.stdin(Stdio::null()).stdout(stdout).stderr(Stdio::piped()).kill_on_drop(true).spawn()
 }

@@ -46,7 +46,7 @@ pub fn on_this_machine(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    super::env::path().is_some_and(|path| std::env::split_paths(path).any(|dir| dir.join(program).is_file()))
 }
 
 /// A model served by a runtime's container.
