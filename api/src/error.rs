@@ -1,4 +1,5 @@
-//! The crate's error type.
+//! The crate's error type. It names no domain type (its fields are strings), so that every module
+//! can use it without importing the others.
 
 /// What can be wrong with an InferenceService or its manifest.
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +59,8 @@ pub enum Error {
     RuntimeDisabled {
         /// The runtime's name.
         name: String,
-        /// Which of the two kinds it is.
-        kind: crate::runtime::RuntimeKind,
+        /// Which of the two kinds it is (`ServingRuntime` or `ClusterServingRuntime`).
+        kind: &'static str,
     },
     /// The runtime named by `spec.predictor.model.runtime` does not list the protocol that
     /// `spec.predictor.model.protocolVersion` asks for.
@@ -70,8 +71,8 @@ pub enum Error {
     RuntimeProtocolUnsupported {
         /// The runtime's name.
         name: String,
-        /// Which of the two kinds it is.
-        kind: crate::runtime::RuntimeKind,
+        /// Which of the two kinds it is (`ServingRuntime` or `ClusterServingRuntime`).
+        kind: &'static str,
         /// The protocol the model asks for.
         protocol: String,
         /// The runtime's `protocolVersions`.
@@ -83,10 +84,10 @@ pub enum Error {
     RuntimeFormatUnsupported {
         /// The runtime's name.
         name: String,
-        /// Which of the two kinds it is.
-        kind: crate::runtime::RuntimeKind,
-        /// The model's format.
-        format: crate::isvc::ModelFormat,
+        /// Which of the two kinds it is (`ServingRuntime` or `ClusterServingRuntime`).
+        kind: &'static str,
+        /// The model's format, as `sklearn` or `sklearn version 1.5`.
+        format: String,
     },
     /// No `runtime:` is named and no enabled, single-model ServingRuntime or ClusterServingRuntime
     /// supports the model's format with `autoSelect: true` and the model's protocol.
@@ -95,8 +96,8 @@ pub enum Error {
          with autoSelect and protocol {protocol}; create one, or name one with spec.predictor.model.runtime"
     )]
     NoSupportingRuntime {
-        /// The model's format.
-        format: crate::isvc::ModelFormat,
+        /// The model's format, as `sklearn` or `sklearn version 1.5`.
+        format: String,
         /// The model's protocol (`v1` when it names none).
         protocol: String,
     },

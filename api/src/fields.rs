@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use crate::validate::FRAMEWORKS;
+use crate::limits::FRAMEWORKS;
 
 /// A manifest's top-level fields.
 const ROOT: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];

@@ -139,15 +139,15 @@ pub struct PredictorSpec {
     pub containers: Option<Vec<Value>>,
     /// Fewest replicas; KServe's default is 1, and 0 allows scale to zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::validate::MAX_REPLICAS))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_REPLICAS))]
     pub min_replicas: Option<i64>,
     /// Most replicas; 0 = no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::validate::MAX_REPLICAS))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_REPLICAS))]
     pub max_replicas: Option<i64>,
     /// Autoscaling target per replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = crate::validate::MAX_SCALE_TARGET))]
+    #[schemars(range(min = 1, max = crate::limits::MAX_SCALE_TARGET))]
     pub scale_target: Option<i64>,
     /// `concurrency`, `rps`, `cpu` or `memory` (the last two: KServe's HPA metrics; the CRD admits
     /// what KServe's does, and validation says which classes read which metric).
@@ -156,11 +156,11 @@ pub struct PredictorSpec {
     pub scale_metric: Option<String>,
     /// Requests one replica handles at once; 0 = unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::validate::MAX_CONTAINER_CONCURRENCY))]
+    #[schemars(range(min = 0, max = crate::limits::MAX_CONTAINER_CONCURRENCY))]
     pub container_concurrency: Option<i64>,
     /// Request timeout in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = crate::validate::MAX_TIMEOUT_SECS))]
+    #[schemars(range(min = 1, max = crate::limits::MAX_TIMEOUT_SECS))]
     pub timeout: Option<i64>,
     /// Percent of traffic for the latest revision while the previous one keeps the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,6 +22,7 @@ pub mod graph;
 pub mod image;
 pub mod isvc;
 pub mod labels;
+pub mod limits;
 pub mod resource;
 pub mod revision;
 pub mod runtime;
@@ -31,6 +32,7 @@ pub mod serving;
 pub mod settings;
 pub mod shorthand;
 pub mod status;
+pub mod storage;
 pub mod traffic;
 pub mod validate;
 

@@ -87,20 +87,7 @@ pub const PREDICTOR: &str = "predictor";
 pub const TRANSFORMER: &str = "transformer";
 /// The explainer's name.
 pub const EXPLAINER: &str = "explainer";
-/// The most characters of a Kubernetes name or label value that must be a DNS label (RFC 1035).
-pub const DNS_LABEL_MAX: usize = 63;
-/// Digits of a revision number: five, as Knative writes them.
-const REVISION_DIGITS: usize = 5;
-/// The highest revision number, the most that five digits hold. Past it the next
-/// name would grow, so Skiff refuses a new revision instead (see [`next_number`]).
-pub const MAX_REVISION: u32 = 99_999;
-/// The longest InferenceService name. Of the names and label values Skiff derives from it, the
-/// longest is a revision's, `<name>-predictor-NNNNN` (the name of its Deployment and Service and
-/// the value of its `skiff.dev/revision-name` label), 16 characters more than the name; the others
-/// are shorter (the predictor host `<name>-predictor`, the tag hosts `latest-<name>` and
-/// `prev-<name>`, the `serving.kserve.io/inferenceservice` label). So the name has at most
-/// 63 - 16 = 47 characters.
-pub const MAX_NAME_LENGTH: usize = DNS_LABEL_MAX - (1 + PREDICTOR.len() + 1 + REVISION_DIGITS);
+pub use crate::limits::{DNS_LABEL_MAX, MAX_NAME_LENGTH, MAX_REVISION};
 
 /// Revisions of a component without traffic that stay, scaled to zero, for a rollback: the previous
 /// rolled-out revision first, then the newest others; older ones are collected. Knative's revision

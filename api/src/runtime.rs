@@ -304,14 +304,14 @@ pub fn select_runtime<'a>(
     let Some(name) = model.runtime.as_deref() else {
         return supporting_runtimes(model, namespaced, cluster).into_iter().next().ok_or_else(|| {
             Error::NoSupportingRuntime {
-                format: model.model_format.clone(),
+                format: model.model_format.to_string(),
                 protocol: model_protocol(model).to_owned(),
             }
         });
     };
     let found = entries(namespaced, cluster).find(|r| r.name == name);
     let runtime = found.ok_or_else(|| Error::RuntimeNotFound { name: name.to_owned() })?;
-    let (name, kind, spec) = (runtime.name.to_owned(), runtime.kind, runtime.spec);
+    let (name, kind, spec) = (runtime.name.to_owned(), runtime.kind.kind(), runtime.spec);
     if spec.is_disabled() {
         return Err(Error::RuntimeDisabled { name, kind });
     }
@@ -322,7 +322,7 @@ pub fn select_runtime<'a>(
         return Err(Error::RuntimeProtocolUnsupported { name, kind, protocol: protocol.to_owned(), supported });
     }
     if !spec.supports_format(&model.model_format, false) {
-        return Err(Error::RuntimeFormatUnsupported { name, kind, format: model.model_format.clone() });
+        return Err(Error::RuntimeFormatUnsupported { name, kind, format: model.model_format.to_string() });
     }
     Ok(runtime.selected())
 }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::isvc::InferenceService;
 use crate::labels::SCALING;
 use crate::revision::Component;
-use crate::settings::PROGRESS_DEADLINE_ANNOTATION;
+use crate::settings::{PROGRESS_DEADLINE_ANNOTATION, RevisionSettings};
 
 /// The annotation prefix Knative reads autoscaling settings from.
 const AUTOSCALING_PREFIX: &str = "autoscaling.knative.dev/";
@@ -71,7 +71,8 @@ impl ScalingInputs {
             max_replicas: unsigned(p.max_replicas),
             scale_target: unsigned(p.scale_target),
             scale_metric: p.scale_metric.clone(),
-            container_concurrency: unsigned(p.container_concurrency),
+            // Knative's input is the revision's setting ([`RevisionSettings`]), absent when unset.
+            container_concurrency: p.container_concurrency.map(|_| RevisionSettings::of(p).container_concurrency),
             annotations: isvc
                 .metadata
                 .annotations

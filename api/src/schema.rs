@@ -12,8 +12,7 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 
 use crate::fields::{Child, Level};
-use crate::revision::MAX_NAME_LENGTH;
-use crate::validate::{DNS_1035, FRAMEWORKS, name_limit};
+use crate::limits::{DNS_1035, FRAMEWORKS, MAX_NAME_LENGTH, name_limit};
 
 /// Marks an object so that the API server keeps fields the schema does not list.
 const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";

@@ -5,7 +5,7 @@
 use skiff_http::logger::sink::SinkPolicy;
 
 use crate::isvc::PredictorSpec;
-use crate::settings;
+use crate::settings::RevisionSettings;
 
 pub mod args;
 
@@ -59,11 +59,11 @@ pub fn batcher_args(predictor: &PredictorSpec) -> Vec<String> {
     batching(predictor).to_args()
 }
 
-/// `predictor.containerConcurrency` as both binaries take it ([`settings::container_concurrency`]:
-/// 0, unlimited, when unset), with the queue by the one rule ([`AdmissionArgs::max_queued`]).
-pub fn admission(predictor: &PredictorSpec) -> AdmissionArgs {
-    let container_concurrency = settings::container_concurrency(predictor.container_concurrency) as usize;
-    AdmissionArgs { container_concurrency, max_queued: None }
+/// A revision's `containerConcurrency` as both binaries take it (its [`RevisionSettings`], the one
+/// derivation from the spec: 0, unlimited, when unset), with the queue by the one rule
+/// ([`AdmissionArgs::max_queued`]). A predictor's spec is read through [`RevisionSettings::of`].
+pub fn admission(settings: impl Into<RevisionSettings>) -> AdmissionArgs {
+    AdmissionArgs { container_concurrency: settings.into().per_replica_limit(), max_queued: None }
 }
 
 /// `predictor.batcher` as both binaries take it: off without one; unset (or out of range) sizes

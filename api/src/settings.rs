@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use crate::isvc::PredictorSpec;
 use crate::labels::{COMPONENT, CONTAINER_CONCURRENCY, PROGRESS_DEADLINE_SECONDS, QUEUE_PROXY, TIMEOUT_SECONDS};
+use crate::limits::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
 use crate::revision::Component;
 use crate::runtime::uses_embedded_server;
-use crate::validate::{MAX_CONTAINER_CONCURRENCY, MAX_TIMEOUT_SECS};
 
 /// KServe's request timeout when `timeout` is unset: the one definition the router, the activator,
 /// the queue-proxy and both modes' revisions use.
@@ -77,6 +77,12 @@ impl Default for RevisionSettings {
             progress_deadline_secs: None,
             queue_proxy: false,
         }
+    }
+}
+
+impl From<&PredictorSpec> for RevisionSettings {
+    fn from(predictor: &PredictorSpec) -> RevisionSettings {
+        RevisionSettings::of(predictor)
     }
 }
 
@@ -163,8 +169,9 @@ impl RevisionSettings {
 }
 
 /// A spec's `containerConcurrency` (validated within 0 to [`MAX_CONTAINER_CONCURRENCY`]) as a
-/// count: unset or negative is 0 (unlimited), more than the maximum is the maximum.
-pub fn container_concurrency(spec: Option<i64>) -> u32 {
+/// count: unset or negative is 0 (unlimited), more than the maximum is the maximum. The one
+/// derivation: everything else reads [`RevisionSettings::container_concurrency`].
+fn container_concurrency(spec: Option<i64>) -> u32 {
     let n = spec.unwrap_or(0).clamp(0, MAX_CONTAINER_CONCURRENCY);
     u32::try_from(n).expect("within 0 and the spec's maximum")
 }

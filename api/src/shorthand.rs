@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::isvc::{InferenceService, ModelSpec, PredictorSpec};
-use crate::validate::FRAMEWORKS;
+use crate::limits::FRAMEWORKS;
 
 /// The shorthands KServe gives protocol `v2` when they name none (`assignTritonRuntime`,
 /// `assignONNXRuntime`, `assignHuggingFaceRuntime`).

@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::traffic::TrafficTarget;
-
 /// Condition: the predictor's latest rolled-out revision can serve.
 pub const PREDICTOR_READY: &str = "PredictorReady";
 /// Condition: the transformer's latest rolled-out revision can serve.
@@ -203,6 +201,23 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
         }
         None => conditions.push(new),
     }
+}
+
+/// One entry of `status.components.predictor.traffic`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficTarget {
+    /// Revision that receives this share.
+    pub revision_name: String,
+    /// Share in percent; the shares of one service add up to 100.
+    #[schemars(range(max = 100))]
+    pub percent: u32,
+    /// `latest` or `prev`: reachable on its own at `<tag>-<name>.<namespace>.<domain>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// True for the entry that follows the latest revision.
+    #[serde(default)]
+    pub latest_revision: bool,
 }
 
 #[cfg(test)]

@@ -6,31 +6,14 @@
 //! [`KEPT_INACTIVE_REVISIONS`] of them ([`kept_inactive`]); a spec equal to a kept revision's routes
 //! to it again ([`same_revision`]), so restoring an earlier spec is a rollback that creates nothing.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::error::Result;
 use crate::isvc::PredictorSpec;
 use crate::revision::{
     Component, KEPT_INACTIVE_REVISIONS, RevisionTemplate, next_number, revision_name, same_revision,
 };
 
-/// One entry of `status.components.predictor.traffic`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TrafficTarget {
-    /// Revision that receives this share.
-    pub revision_name: String,
-    /// Share in percent; the shares of one service add up to 100.
-    #[schemars(range(max = 100))]
-    pub percent: u32,
-    /// `latest` or `prev`: reachable on its own at `<tag>-<name>.<namespace>.<domain>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tag: Option<String>,
-    /// True for the entry that follows the latest revision.
-    #[serde(default)]
-    pub latest_revision: bool,
-}
+/// One entry of `status.components.predictor.traffic` (a status type; re-exported here).
+pub use crate::status::TrafficTarget;
 
 /// The revisions that have taken all traffic: the state a rollout carries from one split to the next.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,36 +9,15 @@ pub use skiff_http::logger::sink::SinkPolicy;
 
 use crate::error::{Error, Result};
 use crate::isvc::{API_VERSION, InferenceService, KIND, PredictorSpec};
-use crate::revision::{Component, DNS_LABEL_MAX, MAX_NAME_LENGTH, MAX_REVISION, revision_name};
+use crate::limits::{DNS_LABEL_MAX, MAX_NAME_LENGTH, MAX_REVISION};
+use crate::revision::{Component, revision_name};
 use crate::runtime::uses_embedded_server;
 use crate::scaling::component_scaling_spec;
 
-/// The most replicas `minReplicas` and `maxReplicas` may name: far beyond one model on one
-/// cluster, and small enough that no replica arithmetic (`i32` in a Deployment) can overflow.
-pub const MAX_REPLICAS: i64 = 1000;
-/// The most requests one replica may take at once: Knative's `container-concurrency-max-limit`.
-pub const MAX_CONTAINER_CONCURRENCY: i64 = 1000;
-/// The longest request timeout, in seconds: one hour. Knative caps revisions at 600 s by default
-/// (`max-revision-timeout-seconds`) and lets an admin raise it; an hour leaves room for long
-/// generations, and anything longer is a request nothing should hold a connection open for.
-pub const MAX_TIMEOUT_SECS: i64 = 3600;
-/// The highest autoscaling target per replica (concurrency, or requests per second with
-/// `scaleMetric: rps`). One skiff-server replica answered ~50k requests/s on 2 cores
-/// (docs/benchmarks.md), so 100k leaves room for rps on bigger machines; above, a target only
-/// means that the revision never scales out.
-pub const MAX_SCALE_TARGET: i64 = 100_000;
-
-/// The container KServe's collocation runs beside the model server, in the model's pod: it takes
-/// the traffic and calls the model server on localhost (KServe's `TransformerContainerName`).
-pub const TRANSFORMER_CONTAINER: &str = "transformer-container";
-/// The port a collocated model server listens on, where KServe's collocation samples have the
-/// transformer call it (`--predictor_host=localhost:8085`): Skiff starts `skiff-server` there, and
-/// a runtime's container that declares no port gets it as `PORT`.
-pub const COLLOCATED_MODEL_PORT: u16 = 8085;
-
-/// KServe's predictor shorthands for a framework, each an alternative to `model` and `containers`.
-pub const FRAMEWORKS: [&str; 10] =
-    ["sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "pmml", "lightgbm", "paddle", "huggingface"];
+pub use crate::limits::{
+    COLLOCATED_MODEL_PORT, DNS_1035, FRAMEWORKS, MAX_CONTAINER_CONCURRENCY, MAX_REPLICAS, MAX_SCALE_TARGET,
+    MAX_TIMEOUT_SECS, TRANSFORMER_CONTAINER, name_limit,
+};
 
 /// Checks everything Skiff relies on, as `skiff up` does (a logger sink on loopback is allowed);
 /// the first problem found is returned.
@@ -246,18 +225,6 @@ fn name(value: &str) -> Result<()> {
     }
     dns_label("metadata.name", value)
 }
-
-/// The limit on an InferenceService's name and why, as both this check and the CRD's rule say it.
-pub fn name_limit() -> String {
-    format!(
-        "the limit is {MAX_NAME_LENGTH} characters, so that revision names (<name>-predictor-00001) fit \
-         in {DNS_LABEL_MAX}"
-    )
-}
-
-/// What a DNS-1035 label is, as both this check and the CRD's rule say it.
-pub const DNS_1035: &str =
-    "lowercase letters, digits and '-', starting with a letter and ending with a letter or digit";
 
 /// A DNS-1035 label: lowercase letters, digits and '-', starting with a letter, at most 63 characters.
 fn dns_label(field: &str, value: &str) -> Result<()> {

@@ -96,23 +96,7 @@ fn size(bytes: u64) -> String {
     if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
 }
 
-/// A size: bytes, or a number with `K`, `M`, `G` or `T` (binary multiples, an optional `i` and
-/// `B`: `50G`, `500MiB`).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|_| format!("{text:?}: expected a size such as 500M or 50G"))?;
-    let shift = match unit.trim_end_matches('B').trim_end_matches('i') {
-        "" => 0,
-        "K" | "k" => 10,
-        "M" | "m" => 20,
-        "G" | "g" => 30,
-        "T" | "t" => 40,
-        _ => return Err(format!("{text:?}: the unit is one of K, M, G, T")),
-    };
-    number.checked_mul(1 << shift).ok_or_else(|| format!("{text:?}: too large"))
-}
+pub use crate::units::parse_size;
 
 #[cfg(test)]
 mod tests {

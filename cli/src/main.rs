@@ -10,6 +10,7 @@
 mod cache;
 mod load;
 mod standalone;
+mod units;
 
 use clap::{Parser, Subcommand};
 use skiff_http::telemetry;

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::fetcher::{Fetcher, Report};
 use crate::remote::Object;
-use crate::uri;
+use crate::uri::{self, ToStore};
 
 /// The default bound on the cache: 50 GiB.
 pub const DEFAULT_LIMIT: u64 = 50 << 30;
@@ -156,10 +156,11 @@ impl Cache {
 
     /// The model `uri` names, from the cache or fetched into it by `fetcher`; concurrent calls
     /// for one model, in any process, download it once.
-    pub async fn get(&self, fetcher: &Fetcher, uri: &str) -> Result<Lease> {
+    pub async fn get(&self, fetcher: &Fetcher, uri: &(impl ToStore + ?Sized)) -> Result<Lease> {
         let started = Instant::now();
         let deadline = started + fetcher.timeout;
-        let (remote, objects) = fetcher.list(uri).await?;
+        let uri = uri.to_store()?;
+        let (remote, objects) = fetcher.list(&*uri).await?;
         let shown = remote.uri().to_owned();
         let report = |downloaded, bytes, cached| Report {
             uri: shown.clone(),
@@ -184,7 +185,7 @@ impl Cache {
         if known > self.limit {
             return Err(Error::TooLarge { uri: shown, what: "the model".into(), size: known, limit: self.limit });
         }
-        let identity = uri::identity(uri);
+        let identity = uri::identity(uri.as_str());
         let key = hex(&digest::digest(&digest::SHA256, format!("{identity}\n{version}").as_bytes()).as_ref()[..16]);
         self.drop_if_suspect(&key)?;
         self.drop_if_changed(&key)?;

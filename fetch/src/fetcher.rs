@@ -11,7 +11,7 @@ use crate::env::StoreEnv;
 use crate::error::{Error, Result};
 use crate::guard::Reach;
 use crate::remote::{self, Object, Remote};
-use crate::uri::redact;
+use crate::uri::{ToStore, redact};
 
 /// How long a whole fetch may take by default (listing, download, unpacking, a wait for another
 /// replica's download of the same model).
@@ -54,8 +54,8 @@ impl Fetcher {
     }
 
     /// The store of `uri` and the objects it names.
-    pub async fn list(&self, uri: &str) -> Result<(Arc<dyn Remote>, Vec<Object>)> {
-        let remote = remote::open(uri, &self.env, self.reach)?;
+    pub async fn list(&self, uri: &(impl ToStore + ?Sized)) -> Result<(Arc<dyn Remote>, Vec<Object>)> {
+        let remote = remote::open(&*uri.to_store()?, &self.env, self.reach)?;
         let objects = self.bounded("listing", remote.list()).await?;
         Ok((remote, objects))
     }
@@ -77,7 +77,7 @@ impl Fetcher {
     }
 
     /// Fetches `uri` into `dir`, created if missing, without a cache.
-    pub async fn fetch(&self, uri: &str, dir: &Path) -> Result<Report> {
+    pub async fn fetch(&self, uri: &(impl ToStore + ?Sized), dir: &Path) -> Result<Report> {
         let started = Instant::now();
         let (remote, objects) = self.list(uri).await?;
         std::fs::create_dir_all(dir).map_err(Error::disk(dir))?;

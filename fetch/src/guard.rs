@@ -12,7 +12,7 @@ use object_store::ClientOptions;
 use object_store::client::{HttpClient, HttpConnector};
 
 use crate::env::StoreEnv;
-use crate::uri::{self, Location};
+use crate::uri::{Location, ToStore};
 
 /// How long connecting to a store may take.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -130,14 +130,14 @@ fn unbracket(host: &str) -> &str {
 
 /// Every host the fetch of `uri` with `env` would connect to that the node must not reach for a
 /// caller; empty when none.
-pub fn refused_hosts(uri: &str, env: &StoreEnv) -> Vec<String> {
+pub fn refused_hosts(uri: &(impl ToStore + ?Sized), env: &StoreEnv) -> Vec<String> {
+    let Ok(uri) = uri.to_store() else { return Vec::new() };
     let mut urls: Vec<&str> = Vec::new();
-    match uri::parse(uri) {
-        Ok(Location::S3 { .. }) => urls.extend(env.s3.endpoint.as_deref()),
-        Ok(Location::Gcs { .. }) => urls.extend(env.gcs.emulator.as_deref()),
-        Ok(Location::Hf { .. }) => urls.push(&env.hf.endpoint),
-        Ok(Location::Http { .. }) => urls.push(uri),
-        Err(_) => {}
+    match uri.location() {
+        Location::S3 { .. } => urls.extend(env.s3.endpoint.as_deref()),
+        Location::Gcs { .. } => urls.extend(env.gcs.emulator.as_deref()),
+        Location::Hf { .. } => urls.push(&env.hf.endpoint),
+        Location::Http { .. } => urls.push(uri.as_str()),
     }
     urls.into_iter()
         .filter_map(|u| url::Url::parse(u).ok())

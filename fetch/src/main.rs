@@ -64,12 +64,14 @@ async fn run(cli: &Cli) -> Result<String, Error> {
     let mut fetcher = Fetcher::new(StoreEnv::from_process()?);
     fetcher.plan.parallel = cli.parallel.max(1);
     fetcher.timeout = Duration::from_secs(cli.timeout_secs);
+    // Read once: a node cache is sent the text, and reads it once on its side.
+    let uri = skiff_fetch::uri::store(&cli.uri)?;
     let (report, via) = match cli.node_cache.as_deref() {
         Some(node) if std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").is_some() => {
             eprintln!(
                 "skiff-fetch: a key file (GOOGLE_APPLICATION_CREDENTIALS) is not sent to the node cache {node}: fetching directly"
             );
-            (fetcher.fetch(&cli.uri, &cli.dir).await?, "direct")
+            (fetcher.fetch(&uri, &cli.dir).await?, "direct")
         }
         Some(node) => {
             let env = client::forwarded_env(|name| std::env::var(name).ok());
@@ -80,11 +82,11 @@ async fn run(cli: &Cli) -> Result<String, Error> {
                     eprintln!(
                         "skiff-fetch: the node cache {node} did not give the model ({reason}): fetching directly"
                     );
-                    (fetcher.fetch(&cli.uri, &cli.dir).await?, "direct")
+                    (fetcher.fetch(&uri, &cli.dir).await?, "direct")
                 }
             }
         }
-        None => (fetcher.fetch(&cli.uri, &cli.dir).await?, "direct"),
+        None => (fetcher.fetch(&uri, &cli.dir).await?, "direct"),
     };
     Ok(serde_json::json!({
         "fetched": report.uri,

@@ -18,7 +18,7 @@ use futures::stream::BoxStream;
 use crate::env::StoreEnv;
 use crate::error::{Error, Result};
 use crate::guard::{self, Reach};
-use crate::uri::{self, Location};
+use crate::uri::{self, Location, StoreUri};
 
 /// One object of a model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,13 +55,14 @@ pub use crate::guard::CONNECT_TIMEOUT;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The store `uri` names, with the settings of `env`, its connections held to `reach`.
-pub fn open(uri: &str, env: &StoreEnv, reach: Reach) -> Result<Arc<dyn Remote>> {
+pub fn open(uri: &StoreUri, env: &StoreEnv, reach: Reach) -> Result<Arc<dyn Remote>> {
     install_crypto();
-    Ok(match uri::parse(uri)? {
-        Location::S3 { bucket, prefix } => Arc::new(store::ObjectRemote::s3(uri, &bucket, prefix, &env.s3, reach)?),
-        Location::Gcs { bucket, prefix } => Arc::new(store::ObjectRemote::gcs(uri, &bucket, prefix, &env.gcs, reach)?),
+    let text = uri.as_str();
+    Ok(match uri.location().clone() {
+        Location::S3 { bucket, prefix } => Arc::new(store::ObjectRemote::s3(text, &bucket, prefix, &env.s3, reach)?),
+        Location::Gcs { bucket, prefix } => Arc::new(store::ObjectRemote::gcs(text, &bucket, prefix, &env.gcs, reach)?),
         Location::Http { url } => Arc::new(http::HttpRemote::new(&url, reach)?),
-        Location::Hf { repo, revision } => Arc::new(hf::HfRemote::new(uri, repo, revision, &env.hf, reach)?),
+        Location::Hf { repo, revision } => Arc::new(hf::HfRemote::new(text, repo, revision, &env.hf, reach)?),
     })
 }
 

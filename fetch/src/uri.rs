@@ -1,108 +1,54 @@
-//! Which store a `storageUri` names, and the URI as it may be shown: [`redact`] drops a URL's
-//! user, password and query (a presigned URL's signature) so no credential reaches a log or a
-//! status.
+//! Which store a `storageUri` names, and the URI as it may be shown. The grammar is
+//! [`skiff_api::storage`]'s (the one parser, which `skiff up` and the operator use too); this module
+//! gives its refusals as the fetcher's [`Error`], and keys the cache ([`identity`]).
+
+use std::borrow::Cow;
+
+pub use skiff_api::storage::{Location, StoreUri, redact};
 
 use crate::error::{Error, Result};
 
-/// A model's location in a store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
-    /// `s3://bucket/prefix`.
-    S3 {
-        /// The bucket.
-        bucket: String,
-        /// The key prefix (a folder) or one object's key; empty for the whole bucket.
-        prefix: String,
-    },
-    /// `gs://bucket/prefix`.
-    Gcs {
-        /// The bucket.
-        bucket: String,
-        /// The object prefix or one object's name.
-        prefix: String,
-    },
-    /// `http://` or `https://`: one file (an archive is unpacked).
-    Http {
-        /// The URL, as given.
-        url: String,
-    },
-    /// `hf://org/repo[:revision]`.
-    Hf {
-        /// `org/repo`.
-        repo: String,
-        /// A branch, tag or commit; `main` when not given.
-        revision: String,
-    },
+impl From<skiff_api::storage::UriError> for Error {
+    fn from(e: skiff_api::storage::UriError) -> Error {
+        Error::Uri { uri: e.uri, message: e.message }
+    }
 }
 
-/// Reads a `storageUri` the fetcher downloads; `file://` and `pvc://` are not its business.
+/// Reads a URI the fetcher downloads, as its command line and a node cache request give it
+/// ([`StoreUri::parse`]); `file://` and `pvc://` are not its business.
+pub fn store(uri: &str) -> Result<StoreUri> {
+    Ok(StoreUri::parse(uri)?)
+}
+
+/// What the fetcher takes for a model's location: the parsed [`StoreUri`] (as `skiff up` gives it,
+/// read once from its manifest), or at a process's edge (a command line, a node cache request) the
+/// text of one, read here once ([`store`]).
+pub trait ToStore {
+    /// The parsed URI.
+    fn to_store(&self) -> Result<Cow<'_, StoreUri>>;
+}
+
+impl ToStore for StoreUri {
+    fn to_store(&self) -> Result<Cow<'_, StoreUri>> {
+        Ok(Cow::Borrowed(self))
+    }
+}
+
+impl ToStore for str {
+    fn to_store(&self) -> Result<Cow<'_, StoreUri>> {
+        store(self).map(Cow::Owned)
+    }
+}
+
+impl ToStore for String {
+    fn to_store(&self) -> Result<Cow<'_, StoreUri>> {
+        self.as_str().to_store()
+    }
+}
+
+/// Where a URI the fetcher downloads points ([`store`]).
 pub fn parse(uri: &str) -> Result<Location> {
-    let refuse = |message: &str| Error::Uri { uri: redact(uri), message: message.to_owned() };
-    let (scheme, rest) = uri.split_once("://").ok_or_else(|| refuse("not a URI (s3://, gs://, https://, hf://)"))?;
-    let bucket_and_prefix = || {
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(refuse("no bucket"));
-        }
-        if !bucket.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')) {
-            return Err(refuse(
-                "a bucket's name holds only letters, digits, '.', '-' and '_' (a user or password has no place in \
-                 an s3:// or gs:// URI: give credentials in the environment)",
-            ));
-        }
-        Ok((bucket.to_owned(), prefix.trim_matches('/').to_owned()))
-    };
-    match scheme {
-        "s3" => bucket_and_prefix().map(|(bucket, prefix)| Location::S3 { bucket, prefix }),
-        "gs" => bucket_and_prefix().map(|(bucket, prefix)| Location::Gcs { bucket, prefix }),
-        "http" | "https" => {
-            let url = url::Url::parse(uri).map_err(|e| refuse(&format!("not a URL: {e}")))?;
-            if url.path_segments().and_then(|mut s| s.next_back()).is_none_or(str::is_empty) {
-                return Err(refuse("names no file (an http(s) storageUri is one file or archive)"));
-            }
-            Ok(Location::Http { url: uri.to_owned() })
-        }
-        "hf" => {
-            let (repo, revision) = rest.split_once(':').unwrap_or((rest, "main"));
-            let repo = repo.trim_matches('/');
-            let parts: Vec<&str> = repo.split('/').collect();
-            if parts.len() != 2 || parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
-                return Err(refuse("an hf:// URI is hf://<org>/<repo>[:<revision>]"));
-            }
-            if revision.is_empty() || revision.contains('/') && revision.split('/').any(|p| p == "..") {
-                return Err(refuse("the revision after ':' is empty or leads outside the repository"));
-            }
-            Ok(Location::Hf { repo: repo.to_owned(), revision: revision.to_owned() })
-        }
-        other => Err(refuse(&format!("the scheme {other}:// is not fetched (s3://, gs://, https://, hf://)"))),
-    }
-}
-
-/// The URI without what may be a credential: its user and password, its query (a presigned
-/// URL's signature) and its fragment. Total: whatever `uri` holds, parsed or not, nothing before an
-/// `@` of its authority and nothing after a `?` or `#` is returned.
-pub fn redact(uri: &str) -> String {
-    let cut = uri.find(['?', '#']);
-    let suffix = if cut.is_some() { "?…" } else { "" };
-    let head = &uri[..cut.unwrap_or(uri.len())];
-    match url::Url::parse(head) {
-        Ok(url) if url.has_host() && url.username().is_empty() && url.password().is_none() => {
-            format!("{head}{suffix}")
-        }
-        Ok(mut url) if url.has_host() => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            format!("{url}{suffix}")
-        }
-        // Not a URL a parser agrees on: everything up to the last `@` may be a user and password.
-        _ => {
-            let after_at = |text: &str| text.rsplit_once('@').map_or(text, |(_, after)| after).to_owned();
-            match head.split_once("://") {
-                Some((scheme, rest)) => format!("{scheme}://{}{suffix}", after_at(rest)),
-                None => format!("{}{suffix}", after_at(head)),
-            }
-        }
-    }
+    Ok(store(uri)?.location().clone())
 }
 
 /// The URI as a cache tells models apart: whole, its query included (`?v=2` is not `?v=1`), less

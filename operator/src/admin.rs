@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -19,14 +19,12 @@ use tokio::net::TcpListener;
 
 use skiff_dataplane::RevisionKey;
 
+pub use crate::autoscaler::api::AutoscalerGate;
 use crate::autoscaler::api::{AutoscalerApi, MAX_BODY};
 
 /// Where the journal of a revision's decider is served.
 const JOURNAL_PATH: &str = "/autoscaler/journal/";
 use crate::error::{Error, Result};
-
-/// The autoscaler's API once this replica leads (set once).
-pub type AutoscalerGate = Arc<OnceLock<Arc<AutoscalerApi>>>;
 
 /// Binds `addr` and serves the admin endpoints in a background task; returns the bound address.
 pub async fn serve(addr: SocketAddr, registry: Arc<Registry>, autoscaler: AutoscalerGate) -> Result<SocketAddr> {

@@ -2,6 +2,8 @@
 //! `pvc://<claim>/<path>` as the claim's volume, anything else through KServe's storage initializer
 //! into an emptyDir.
 
+use skiff_api::storage::ModelUri;
+
 /// How a revision's pod reaches its model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelSource {
@@ -18,25 +20,30 @@ pub enum ModelSource {
     Download(String),
 }
 
-/// Reads a `storageUri`; the error says what is wrong with it.
+/// Reads `uri` with the one parser of a model's location ([`ModelUri::parse`]: a URI of a known
+/// scheme that its grammar refuses, such as `s3:///m`, is refused as in `skiff up`) and
+/// [`resolve`]s it.
 pub fn parse(uri: &str) -> Result<ModelSource, String> {
-    if let Some(path) = uri.strip_prefix("file://") {
-        if !path.starts_with('/') {
-            return Err(format!("{uri}: a file:// path must be absolute in a cluster (file:///path/on/the/node)"));
+    resolve(ModelUri::parse(uri).map_err(|e| e.to_string())?)
+}
+
+/// How a revision's pod reaches the model `uri` names: a `file://` path must be absolute (a
+/// directory of the node); any scheme but `file://` and `pvc://` is the storage initializer's
+/// (KServe's image may read more than Skiff's fetcher).
+pub fn resolve(uri: ModelUri) -> Result<ModelSource, String> {
+    Ok(match uri {
+        ModelUri::File(path) => {
+            if !path.starts_with('/') {
+                return Err(format!(
+                    "file://{path}: a file:// path must be absolute in a cluster (file:///path/on/the/node)"
+                ));
+            }
+            ModelSource::HostPath(path.trim_end_matches('/').to_owned()).normalise()
         }
-        return Ok(ModelSource::HostPath(path.trim_end_matches('/').to_owned()).normalise());
-    }
-    if let Some(rest) = uri.strip_prefix("pvc://") {
-        let (claim, path) = rest.split_once('/').unwrap_or((rest, ""));
-        if claim.is_empty() {
-            return Err(format!("{uri}: pvc:// needs a claim name (pvc://<claim>/<path>)"));
-        }
-        return Ok(ModelSource::Pvc { claim: claim.to_owned(), path: path.trim_matches('/').to_owned() });
-    }
-    match uri.split_once("://") {
-        Some((scheme, rest)) if !scheme.is_empty() && !rest.is_empty() => Ok(ModelSource::Download(uri.to_owned())),
-        _ => Err(format!("{uri}: not a URI (file://, pvc://, gs://, s3://, https://, hf://, ...)")),
-    }
+        ModelUri::Pvc { claim, path } => ModelSource::Pvc { claim, path },
+        ModelUri::Store(store) => ModelSource::Download(store.as_str().to_owned()),
+        ModelUri::Other { uri, .. } => ModelSource::Download(uri),
+    })
 }
 
 impl ModelSource {
@@ -69,5 +76,11 @@ mod tests {
         assert!(parse("file://./models/iris").unwrap_err().contains("must be absolute"));
         assert!(parse("pvc:///x").unwrap_err().contains("claim name"));
         assert!(parse("/models/iris").unwrap_err().contains("not a URI"));
+    }
+
+    #[test]
+    fn a_store_uri_the_fetcher_would_refuse_is_refused_here_too() {
+        assert_eq!(parse("s3:///m").unwrap_err(), "s3:///m: no bucket");
+        assert_eq!(parse("oci://ghcr.io/m:1"), Ok(ModelSource::Download("oci://ghcr.io/m:1".into())));
     }
 }

@@ -4,41 +4,7 @@
 
 use std::time::Duration;
 
-/// Parses `1h2m3s`, `1.5s`, `250ms`, `100us` (or `µs`), `10ns`; a bare number is seconds.
-pub fn duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("an empty duration".into());
-    }
-    if let Ok(seconds) = text.parse::<f64>() {
-        return seconds_to_duration(seconds, text);
-    }
-    let mut total = 0.0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(number_len);
-        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 250ms, 30s or 2m"))?;
-        let scale = match unit {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return Err(format!("{text:?}: unknown unit {unit:?} (use h, m, s, ms, us or ns)")),
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    seconds_to_duration(total, text)
-}
-
-fn seconds_to_duration(seconds: f64, text: &str) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is not a duration of zero or more"))
-}
+pub use crate::units::duration;
 
 /// One stage of a closed-loop scenario: hold (or ramp to) `concurrency` for `duration`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,7 @@ use skiff_api::runtime::defaults::kserve_runtimes;
 use skiff_autoscaler::AutoscalerConfig;
 
 use super::restart::BackOff;
-use super::runtimes::builtin_images;
-use crate::load::flags::duration;
+use crate::units::duration;
 
 /// The file's shape. Every section and key is optional.
 #[derive(Debug, Default, Deserialize)]
@@ -58,7 +57,7 @@ pub struct UpConfig {
     /// Requests the activator holds per revision before answering 503.
     pub max_pending: usize,
     /// The programs containers' images name: the built-in map of KServe's Python runtimes
-    /// ([`super::runtimes::builtin_images`]), with `skiff up --image-map`'s entries over it.
+    /// ([`builtin_images`]), with `skiff up --image-map`'s entries over it.
     pub images: ImageMap,
     /// The runtimes a model the embedded server does not serve may run on: KServe's defaults
     /// ([`skiff_api::runtime::defaults`]), and those `skiff up --runtime` adds.
@@ -146,6 +145,18 @@ fn restart_backoff(file: &ReplicasFile) -> Result<BackOff, String> {
         return Err(format!("restartBackoff: {initial:?} is more than maxRestartBackoff {max:?}"));
     }
     Ok(BackOff { initial, max, ..defaults })
+}
+
+/// KServe's Python runtimes `skiff up` runs as local commands, by image repository.
+pub const PYTHON_RUNTIMES: [&str; 3] = ["sklearnserver", "xgbserver", "lgbserver"];
+
+/// The image map `skiff up` starts from: `kserve/<runtime>` → `python3 -m <runtime>
+/// --enable_grpc=false` for each of [`PYTHON_RUNTIMES`].
+pub fn builtin_images() -> ImageMap {
+    ImageMap::from_entries(PYTHON_RUNTIMES.map(|module| {
+        let argv = ["python3", "-m", module, "--enable_grpc=false"].map(str::to_owned).to_vec();
+        (format!("kserve/{module}"), argv)
+    }))
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use super::config::UpConfig;
 use super::container::knative_env;
 use super::folder::ManifestFolder;
 use super::graphs::{self, GraphManifest, GraphStatus};
-use super::manifests::{Manifest, ModelSource, Predictor};
+use super::manifests::{Manifest, Predictor};
 use super::replica::{ContainerReplica, ReplicaSpec};
 use super::status::{AutoscalerStatus, RevisionStatus, ServiceStatus, Status};
 
@@ -423,10 +423,7 @@ fn provision(
     };
     let replica = match manifest.runs(component).expect("the component is in the manifest") {
         Predictor::Model(source) => {
-            let (dir, fetch) = match source {
-                ModelSource::Dir(dir) => (dir.to_string_lossy().into_owned(), None),
-                ModelSource::Fetched(uri) => (String::new(), Some(uri)),
-            };
+            let (dir, fetch) = source.into_parts();
             let mut args = server_args(isvc.name(), &dir, 0, spec);
             args.extend(logger_args(spec, served, &SinkPolicy::standalone()));
             ReplicaSpec::Server { args, fetch }
@@ -449,10 +446,7 @@ fn provision(
             })
         }
         Predictor::Collocated(source, container) => {
-            let (dir, fetch) = match source {
-                ModelSource::Dir(dir) => (dir.to_string_lossy().into_owned(), None),
-                ModelSource::Fetched(uri) => (String::new(), Some(uri)),
-            };
+            let (dir, fetch) = source.into_parts();
             let server = server_args(isvc.name(), &dir, 0, &behind_transformer(spec));
             let transformer = ContainerReplica {
                 container,
@@ -470,10 +464,7 @@ fn provision(
             container_concurrency: revision.container_concurrency,
             timeout_secs: revision.timeout.as_secs(),
             agent_args: [batcher_args(spec), logger_args(spec, served, &SinkPolicy::standalone())].concat(),
-            fetch: match runtime.source {
-                ModelSource::Fetched(uri) => Some(uri),
-                ModelSource::Dir(_) => None,
-            },
+            fetch: runtime.source.into_parts().1,
         }),
     };
     let endpoints = plane.plane.endpoints().get_or_insert(key, revision.container_concurrency);

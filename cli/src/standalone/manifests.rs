@@ -55,14 +55,8 @@ pub struct Manifest {
     pub notices: Vec<String>,
 }
 
-/// Where a model predictor's model is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelSource {
-    /// A folder holding `model.onnx` (`file://`).
-    Dir(PathBuf),
-    /// A `storageUri` fetched into the model cache before a replica starts.
-    Fetched(String),
-}
+pub use super::source::ModelSource;
+use super::source::resolve;
 
 impl Manifest {
     /// What `component` runs; `None` when the manifest does not have it.
@@ -252,23 +246,13 @@ fn model_source(isvc: &InferenceService, base: &Path) -> Result<ModelSource, Str
             model.model_format.name
         ));
     }
-    let uri = model.storage_uri.as_deref().unwrap_or_default();
-    let Some(location) = uri.strip_prefix("file://") else {
-        if uri.starts_with("pvc://") {
-            return Err(format!(
-                "spec.predictor.model.storageUri: {}: skiff up has no PersistentVolumeClaims; use file:// or a store \
-                 (s3://, gs://, https://, hf://)",
-                skiff_fetch::uri::redact(uri)
-            ));
-        }
-        skiff_fetch::uri::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
-        return Ok(ModelSource::Fetched(uri.to_owned()));
-    };
-    let model_dir = base.join(location);
-    if !model_dir.join(MODEL_FILE).is_file() {
+    let source = resolve(model.storage_uri.as_deref().unwrap_or_default(), base)?;
+    if let ModelSource::Dir(model_dir) = &source
+        && !model_dir.join(MODEL_FILE).is_file()
+    {
         return Err(format!("spec.predictor.model.storageUri: {} holds no {MODEL_FILE}", model_dir.display()));
     }
-    Ok(ModelSource::Dir(model_dir))
+    Ok(source)
 }
 
 pub mod notices;

@@ -9,6 +9,7 @@ mod config;
 mod container;
 mod controller;
 mod edit;
+pub(crate) mod env;
 mod events;
 mod failure;
 mod folder;
@@ -21,6 +22,7 @@ mod replica;
 mod restart;
 mod runtimes;
 mod signal;
+mod source;
 pub(crate) mod status;
 mod web;
 
@@ -111,7 +113,7 @@ pub struct UpArgs {
     pub model_cache: Option<PathBuf>,
     /// The model cache's bound (bytes, or `500M`, `50G`): past it, least recently used models no
     /// replica holds are evicted.
-    #[arg(long, default_value = "50G", value_parser = crate::cache::parse_size)]
+    #[arg(long, default_value = "50G", value_parser = crate::units::parse_size)]
     pub model_cache_limit: u64,
     /// Refuse a manifest with a field KServe's InferenceService does not have (a misspelt
     /// `minReplica`), as `kubectl apply --validate=strict` does; without it, such a field is a warning.
@@ -175,8 +177,7 @@ fn web_app(
 ) -> anyhow::Result<axum::Router> {
     let mut settings = Settings::standalone();
     settings.allowed_hosts = hosts;
-    let from_env =
-        Settings::from_env(|name| std::env::var(name).ok()).map_err(|e| anyhow::anyhow!("models web app: {e}"))?;
+    let from_env = env::web_settings().map_err(|e| anyhow::anyhow!("models web app: {e}"))?;
     (settings.prometheus_url, settings.metrics_source) = (from_env.prometheus_url, from_env.metrics_source);
     let folder = Arc::new(FolderBackend { manifests, admin: admin.clone(), logs, events, allow_containers });
     let prometheus = settings.prometheus().map(Prometheus::new);
@@ -221,7 +222,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoints = Arc::new(Endpoints::default());
     let ort_dylib = skiff_server::onnxruntime::locate(args.ort_dylib)?;
-    let model_cache = args.model_cache.clone().unwrap_or_else(models::default_dir);
+    let model_cache = args.model_cache.clone().unwrap_or_else(env::model_cache_dir);
     let models = models::ModelStore::open(&model_cache, args.model_cache_limit)
         .with_context(|| format!("the model cache at {}", model_cache.display()))?;
     // The models' cached forms (skiff-server's `--ort-cache-dir`) beside the cache's models,

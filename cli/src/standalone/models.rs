@@ -3,12 +3,12 @@
 //! revision reads from, and the fetcher with the store settings of `skiff up`'s own environment
 //! (KServe's variables: [`skiff_fetch::env`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use skiff_api::storage::StoreUri;
 use skiff_dataplane::failing::Cause;
-use skiff_fetch::env::StoreEnv;
 use skiff_fetch::{Cache, Fetcher, Lease, Report};
 
 /// The cache and the fetcher.
@@ -51,27 +51,19 @@ impl From<&Report> for FetchStatus {
 impl ModelStore {
     /// The cache at `dir` bounded to `limit` bytes, fetching with this process's store settings.
     pub fn open(dir: &Path, limit: u64) -> anyhow::Result<Arc<ModelStore>> {
-        let env = StoreEnv::from_process()?;
+        let env = super::env::stores()?;
         Ok(Arc::new(ModelStore { cache: Cache::open(dir, limit)?, fetcher: Fetcher::new(env) }))
     }
 
     /// The model `uri` names, held for a replica; the error is the message a status shows and
     /// its cause (whether fetching again can succeed).
-    pub async fn get(&self, uri: &str) -> Result<Lease, (String, Cause)> {
+    pub async fn get(&self, uri: &StoreUri) -> Result<Lease, (String, Cause)> {
         self.cache
             .get(&self.fetcher, uri)
             .await
-            .map_err(|e| (skiff_fetch::failure_message(uri, &e), Cause::Fetch { exit_code: e.exit_code() }))
+            .map_err(|e| (skiff_fetch::failure_message(uri.as_str(), &e), Cause::Fetch { exit_code: e.exit_code() }))
     }
 }
 
-/// The cache's folder unless told otherwise: `$XDG_CACHE_HOME/skiff/models`, else
-/// `$HOME/.cache/skiff/models`.
-pub fn default_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("skiff").join("models")
-}
+/// The cache's folder unless told otherwise ([`super::env::model_cache_dir`]).
+pub use super::env::model_cache_dir as default_dir;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use skiff_api::serving::{AdmissionArgs, QueueProxyArgs, ServerProcess};
+use skiff_api::storage::StoreUri;
 use skiff_server::config::Cli as ServerCommand;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
@@ -33,7 +34,7 @@ pub enum ReplicaSpec {
         args: Vec<String>,
         /// A `storageUri` fetched into the model cache before a replica starts; its folder takes
         /// the place of `--model-dir`'s ([`ReplicaSpec::with_model_dir`]).
-        fetch: Option<String>,
+        fetch: Option<StoreUri>,
     },
     /// A custom container behind a queue-proxy.
     Container(ContainerReplica),
@@ -44,7 +45,7 @@ pub enum ReplicaSpec {
         /// The model server's arguments.
         server: Vec<String>,
         /// A `storageUri` fetched into the model cache before a replica starts.
-        fetch: Option<String>,
+        fetch: Option<StoreUri>,
         /// The transformer container and its queue-proxy's settings.
         transformer: ContainerReplica,
     },
@@ -67,7 +68,7 @@ pub struct ContainerReplica {
     pub agent_args: Vec<String>,
     /// A runtime's `storageUri` fetched into the model cache before a replica starts; its folder
     /// takes the place of `/mnt/models` in the container ([`ReplicaSpec::with_model_dir`]).
-    pub fetch: Option<String>,
+    pub fetch: Option<StoreUri>,
 }
 
 /// The programs replicas run.
@@ -114,10 +115,10 @@ impl ReplicaSpec {
     }
 
     /// The storageUri a replica's model is fetched from, if it is.
-    pub fn fetches(&self) -> Option<&str> {
+    pub fn fetches(&self) -> Option<&StoreUri> {
         match self {
-            ReplicaSpec::Server { fetch, .. } | ReplicaSpec::Collocated { fetch, .. } => fetch.as_deref(),
-            ReplicaSpec::Container(replica) => replica.fetch.as_deref(),
+            ReplicaSpec::Server { fetch, .. } | ReplicaSpec::Collocated { fetch, .. } => fetch.as_ref(),
+            ReplicaSpec::Container(replica) => replica.fetch.as_ref(),
         }
     }
 
@@ -234,7 +235,7 @@ impl ContainerReplica {
 const ANNOUNCED: &[&str] = &["skiff_server=info", "skiff_activator=info"];
 
 fn spawn(mut command: Command, stdout: Stdio) -> std::io::Result<Child> {
-    let filter = skiff_http::telemetry::directives(std::env::var("RUST_LOG").ok().as_deref(), "info", ANNOUNCED);
+    let filter = skiff_http::telemetry::directives(super::env::rust_log(), "info", ANNOUNCED);
     command.env("RUST_LOG", filter);
     command.stdin(Stdio::null()).stdout(stdout).stderr(Stdio::piped()).kill_on_drop(true).spawn()
 }

@@ -7,7 +7,7 @@
 //! fields merged) and runs as a local process through the image map, like a custom container
 //! ([`ContainerSpec`]), with the model's folder where the runtime expects `/mnt/models`.
 //!
-//! **The built-in image map** ([`builtin_images`]) sends KServe's own Python runtimes to local
+//! **The built-in image map** ([`super::config::builtin_images`]) sends KServe's own Python runtimes to local
 //! commands: `kserve/sklearnserver`, `kserve/xgbserver` and `kserve/lgbserver` run
 //! `python3 -m sklearnserver` (the images' entrypoint), ... with `--enable_grpc=false` (replicas
 //! share this machine's ports, and KServe's server would open gRPC on 8081 in each). `python3` is
@@ -24,19 +24,7 @@ use skiff_api::runtime::container::{Served, runtime_containers};
 use skiff_api::runtime::{ClusterServingRuntime, ServingRuntimeSpec, select_runtime};
 
 use super::container::ContainerSpec;
-use super::manifests::ModelSource;
-
-/// KServe's Python runtimes `skiff up` runs as local commands, by image repository.
-pub const PYTHON_RUNTIMES: [&str; 3] = ["sklearnserver", "xgbserver", "lgbserver"];
-
-/// The image map `skiff up` starts from: `kserve/<runtime>` → `python3 -m <runtime>
-/// --enable_grpc=false` for each of [`PYTHON_RUNTIMES`].
-pub fn builtin_images() -> ImageMap {
-    ImageMap::from_entries(PYTHON_RUNTIMES.map(|module| {
-        let argv = ["python3", "-m", module, "--enable_grpc=false"].map(str::to_owned).to_vec();
-        (format!("kserve/{module}"), argv)
-    }))
-}
+use super::source::{ModelSource, resolve};
 
 /// Whether `skiff up` can run `runtime`'s serving container (`kserve-container`, else the first):
 /// its program (the container's command, else the program `images` maps its image to) is `found`
@@ -58,7 +46,7 @@ pub fn on_this_machine(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    super::env::path().is_some_and(|path| std::env::split_paths(path).any(|dir| dir.join(program).is_file()))
 }
 
 /// A model served by a runtime's container.
@@ -93,25 +81,14 @@ pub fn runtime_model(
     let uri = model.storage_uri.as_deref().ok_or_else(|| {
         "spec.predictor.model.storageUri: skiff up gives a runtime its model from a storageUri; none is set".to_owned()
     })?;
-    let (container, source) = match uri.strip_prefix("file://") {
-        Some(location) => {
-            let dir = base.join(location);
+    let (container, source) = match resolve(uri, base)? {
+        ModelSource::Dir(dir) => {
             if !dir.is_dir() {
                 return Err(format!("spec.predictor.model.storageUri: {} is not a folder", dir.display()));
             }
             (container.with_model_dir(&dir), ModelSource::Dir(dir))
         }
-        None if uri.starts_with("pvc://") => {
-            return Err(format!(
-                "spec.predictor.model.storageUri: {}: skiff up has no PersistentVolumeClaims; use file:// or a store \
-                 (s3://, gs://, https://, hf://)",
-                skiff_fetch::uri::redact(uri)
-            ));
-        }
-        None => {
-            skiff_fetch::uri::parse(uri).map_err(|e| format!("spec.predictor.model.storageUri: {e}"))?;
-            (container, ModelSource::Fetched(uri.to_owned()))
-        }
+        fetched => (container, fetched),
     };
     Ok(RuntimeModel { runtime: format!("{}/{}", chosen.kind, chosen.name), container, source })
 }
@@ -121,6 +98,7 @@ mod tests {
     use skiff_api::runtime::defaults::kserve_runtimes;
 
     use super::*;
+    use crate::standalone::config::builtin_images;
 
     fn isvc(predictor: &str) -> InferenceService {
         let text = format!(
@@ -139,7 +117,8 @@ mod tests {
         let sample = isvc("    sklearn:\n      storageUri: gs://kfserving-examples/models/sklearn/1.0/model\n");
         let got = served(&sample, &builtin_images(), Path::new("/m")).unwrap();
         assert_eq!(got.runtime, "ClusterServingRuntime/kserve-sklearnserver");
-        assert_eq!(got.source, ModelSource::Fetched("gs://kfserving-examples/models/sklearn/1.0/model".into()));
+        let uri = skiff_api::storage::StoreUri::parse("gs://kfserving-examples/models/sklearn/1.0/model").unwrap();
+        assert_eq!(got.source, ModelSource::Fetched(uri));
         assert_eq!(
             got.container.argv,
             [

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -21,6 +21,10 @@ use skiff_dataplane::runner::journal::Step;
 
 use super::Scaler;
 use super::wake::Wakes;
+
+/// The autoscaler's API once this replica leads (set once): the admin endpoint serves it, the
+/// decisions' collector reads it.
+pub type AutoscalerGate = Arc<OnceLock<Arc<AutoscalerApi>>>;
 
 /// How long a token that passed review is trusted without asking again.
 const REVIEW_TTL: Duration = Duration::from_secs(60);

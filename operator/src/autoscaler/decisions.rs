@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use skiff_autoscaler::Decision;
 use skiff_dataplane::RevisionKey;
 
-use crate::admin::AutoscalerGate;
+use super::api::AutoscalerGate;
 
 /// The collector, over the gate through which the leader's autoscaler appears.
 pub struct Decisions(pub AutoscalerGate);
