@@ -65,7 +65,10 @@ async fn a_downloaded_model_gets_the_credentials_its_service_account_lists_and_n
         )
     );
     assert_eq!(named("AWS_ENDPOINT_URL"), Some(json!({"name": "AWS_ENDPOINT_URL", "value": "http://10.0.0.5:9000"})));
-        assert_eq!(pod["initContainers"][0]["args"][3], "http://skiff-model-cache.skiff-node.svc.cluster.local:8095", "the node cache's address stays");
+    assert_eq!(
+        pod["initContainers"][0]["args"][3], "http://skiff-model-cache.skiff-node.svc.cluster.local:8095",
+        "the node cache's address stays"
+    );
     assert!(!deployment.to_string().contains("c2VjcmV0LXZhbHVl"), "no secret value in the Deployment");
     assert!(pod["containers"][0].get("env").is_none_or(|e| !e.to_string().contains("AWS_")), "{pod}");
 
