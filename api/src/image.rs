@@ -1,5 +1,5 @@
-//! A container image as a local program, for the runners without a container runtime (the test
-//! cluster's node agent and `skiff up`): an image reference such as `ghcr.io/skiff/skiff-server:0.1`
+//! A container image as a local program, for the runner without a container runtime (`skiff up`):
+//! an image reference such as `ghcr.io/skiff/skiff-server:0.1`
 //! names a local program through a small map file (`{"skiff-server": "/work/main/target/debug/skiff-server"}`).
 //! A map value is either a path or a list (a program followed by leading arguments). Keys are matched
 //! against the reference from the most to the least specific form: the whole reference, the repository

@@ -5,7 +5,7 @@
 //! autoscaler's per-revision settings ([`scaling`]) and KServe's autoscaler classes and deployment
 //! modes ([`autoscaling`]), and what `skiff up` and the operator must
 //! agree on about a revision's pods ([`serving`]), how a container image runs as a local
-//! program without a container runtime (the node agent and `skiff up`, [`image`]), and KServe's
+//! program without a container runtime (`skiff up`, [`image`]), and KServe's
 //! ServingRuntimes and ClusterServingRuntimes with the rule that picks one for a model that
 //! `skiff-server` does not serve ([`runtime`]).
 //!

@@ -3,10 +3,10 @@
 //!
 //! Run by `tests/cluster/e2e-runtimes.sh` (each test by name, at the right moment), which brings
 //! up the local cluster, creates the InferenceServices at zero and tells this test where things are:
-//!   SKIFF_OPENAI_ROUTER      a router pod, ip:port (no kube-proxy: the host reaches pods directly)
+//!   SKIFF_OPENAI_ROUTER      a router pod, ip:port (the host reaches pod IPs through the bridge)
 //!   SKIFF_OPENAI_EVENTS_DIR  the handshake folder of `lockstep`, the InferenceService that runs
-//!                            `tests/fixtures/lockstep_sse.py` as a custom container (the node agent
-//!                            runs pods as local processes, so the folder is on this machine)
+//!                            `tests/fixtures/lockstep_sse.py` as a custom container (a hostPath
+//!                            of this machine, the real node, given to uid 65532)
 //! The services: `llama`, llama.cpp's server on `examples/runtimes/llama-cpp-server.yaml` with the
 //! tiny GGUF of `tests/llm/setup.sh`, and `lockstep`.
 

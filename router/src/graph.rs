@@ -7,12 +7,11 @@
 //!   `routeStep` rule by rule — Sequence, Switch (GJSON conditions, via the `gjson` crate, tidwall's
 //!   own port of the Go library KServe uses), Ensemble, Splitter, Hard and Soft dependencies, the
 //!   error answers — plus each step's time and cold start.
-//! - `shell` (I/O): reads the request, wakes every InferenceService the graph can reach that is at
+//! - the proxy's `graph` module (I/O): reads the request, wakes every InferenceService the graph can reach that is at
 //!   zero at once, calls each step through the same route table, canary split, replicas and
 //!   activator a direct request uses, and writes the answer with `x-skiff-graph-steps`.
 
 pub mod exec;
-pub(crate) mod shell;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

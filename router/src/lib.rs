@@ -76,7 +76,7 @@ struct Inner {
     metrics: RouterMetrics,
     registry: Registry,
     graphs: Arc<ArcSwap<graph::GraphTable>>,
-    waker: graph::shell::Waker,
+    waker: proxy::graph::Waker,
 }
 
 impl Router {
@@ -93,7 +93,7 @@ impl Router {
         let mut registry = Registry::with_prefix("skiff_router");
         metrics.register(&mut registry);
         let graphs = Arc::new(ArcSwap::from_pointee(graph::GraphTable::default()));
-        let waker = graph::shell::Waker::default();
+        let waker = proxy::graph::Waker::default();
         Ok(Router { inner: Arc::new(Inner { config, table, endpoints, activators, metrics, registry, graphs, waker }) })
     }
 

@@ -7,6 +7,8 @@
 //! get its server-level V2 answers and OpenAI's model list ([`own`]), and gRPC calls and OpenAI
 //! requests to it are routed by the model their body names ([`by_message`]).
 
+pub(crate) mod graph;
+
 mod by_message;
 mod own;
 mod pump;
@@ -76,7 +78,7 @@ pub(crate) struct Proxy {
     /// The InferenceGraphs it runs ([`crate::graph`]).
     pub(crate) graphs: Arc<ArcSwap<crate::graph::GraphTable>>,
     /// The autoscaler's poke, which a graph uses to wake its steps at once.
-    pub(crate) waker: crate::graph::shell::Waker,
+    pub(crate) waker: graph::Waker,
 }
 
 /// The request body as it goes upstream.

@@ -1,7 +1,6 @@
 //! Custom containers in `skiff up`: a component's `containers` (KServe's one `kserve-container`)
-//! checked when the manifest is read, and turned into a local process for each replica, as the
-//! test cluster's node agent runs a pod's container (the image through the same image map,
-//! [`skiff_api::image`]). Nothing here is predictor-specific: the field path is passed in.
+//! checked when the manifest is read, and turned into a local process for each replica (the image
+//! through an image map, [`skiff_api::image`]). Nothing here is predictor-specific: the field path is passed in.
 //!
 //! **Where it runs and on which port.** The process runs in the manifest's folder (or its
 //! `workingDir`, relative to that folder) with `skiff up`'s environment, then the container's

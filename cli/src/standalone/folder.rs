@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use serde::Deserialize;
 use skiff_api::InferenceService;
 
 use super::config::UpConfig;
@@ -36,6 +37,19 @@ mod owners;
 /// (`--max-request-bytes`). The Kubernetes API server cannot store a larger object, so a larger
 /// file is no InferenceService `kubectl apply` could apply; KServe manifests take a few KB.
 pub const MAX_MANIFEST_BYTES: u64 = 1536 * 1024;
+
+/// What this module answers for a file that holds an InferenceGraph (not a refusal).
+pub const GRAPH_FILE: &str = "\u{0}InferenceGraph";
+
+/// Whether a manifest's text is an InferenceGraph.
+pub fn is_graph(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Kind {
+        kind: Option<String>,
+    }
+    text.contains("InferenceGraph")
+        && serde_saphyr::from_str::<Kind>(text).is_ok_and(|k| k.kind.as_deref() == Some(skiff_api::graph::KIND))
+}
 
 /// What tells one version of a file from another without reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,7 +191,7 @@ impl Scan {
         let mut graph_files = Vec::new();
         for path in paths {
             let Some(parsed) = self.look(&root, &path) else { continue };
-            if matches!(&parsed, Err(message) if message == super::graphs::GRAPH_FILE) {
+            if matches!(&parsed, Err(message) if message == GRAPH_FILE) {
                 graph_files.push(path);
                 continue;
             }
@@ -318,8 +332,8 @@ fn read_file(target: &Path, meta: &Metadata) -> (Stamp, Result<Parsed, String>) 
 /// [`MAX_MANIFEST_BYTES`], YAML, an InferenceService.
 fn parse_text(text: String, created: Option<SystemTime>) -> Result<Parsed, String> {
     within_limit(text.len() as u64)?;
-    if super::graphs::is_graph(&text) {
-        return Err(super::graphs::GRAPH_FILE.to_owned());
+    if is_graph(&text) {
+        return Err(GRAPH_FILE.to_owned());
     }
     read(&text).map(|isvc| Parsed { unknown: unknown(&text, &isvc), isvc, text: Arc::from(text), created })
 }

@@ -18,19 +18,6 @@ use skiff_router::graph::GraphRoute;
 
 use super::folder::MAX_MANIFEST_BYTES;
 
-/// What [`super::folder`] answers for a file that holds an InferenceGraph (not a refusal).
-pub const GRAPH_FILE: &str = "\u{0}InferenceGraph";
-
-/// Whether a manifest's text is an InferenceGraph.
-pub fn is_graph(text: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Kind {
-        kind: Option<String>,
-    }
-    text.contains("InferenceGraph")
-        && serde_saphyr::from_str::<Kind>(text).is_ok_and(|k| k.kind.as_deref() == Some(skiff_api::graph::KIND))
-}
-
 /// One valid graph of the folder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphManifest {

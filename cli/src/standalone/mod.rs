@@ -88,8 +88,8 @@ pub struct UpArgs {
     /// to this executable).
     #[arg(long)]
     pub queue_proxy_bin: Option<PathBuf>,
-    /// Image map for custom containers and runtimes without a `command` (JSON or YAML, as the
-    /// test cluster's node agent reads it): `image: /path/to/program` or `image: [program, args...]`;
+    /// Image map for custom containers and runtimes without a `command` (JSON or YAML):
+    /// `image: /path/to/program` or `image: [program, args...]`;
     /// its entries replace the built-in ones (KServe's `sklearnserver`, `xgbserver`, `lgbserver` as
     /// `python3 -m <module>`).
     #[arg(long, env = "SKIFF_IMAGE_MAP")]

@@ -297,7 +297,7 @@ fn graphs_are_found_by_host_or_serving_path() {
     assert!(table.resolve("127.0.0.1:8080", "/serving/default/chain").is_some());
     assert!(table.resolve("127.0.0.1:8080", "/serving/default/chain/v1/models/x:predict").is_some());
     assert!(table.resolve("127.0.0.1:8080", "/serving/default/chained").is_none());
-    assert!(table.propagates(&shell::canonical("authorization")));
-    assert!(table.propagates(&shell::canonical("x-request-id")));
-    assert!(!table.propagates(&shell::canonical("cookie")));
+    assert!(table.propagates(&crate::proxy::graph::canonical("authorization")));
+    assert!(table.propagates(&crate::proxy::graph::canonical("x-request-id")));
+    assert!(!table.propagates(&crate::proxy::graph::canonical("cookie")));
 }

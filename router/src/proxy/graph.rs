@@ -1,4 +1,4 @@
-//! The I/O around [`super::exec`]: one graph request through the router. The body is read whole
+//! The I/O around [`crate::graph::exec`]: one graph request through the router. The body is read whole
 //! (KServe's router reads it whole too), every InferenceService the graph can reach that is at zero
 //! is poked at once (a Sequence of three cold models waits for about one cold start, not three),
 //! and each step is sent as a direct request is: the route table, the canary split, a replica with
@@ -16,10 +16,10 @@ use skiff_api::graph::{Target, reachable_services};
 use skiff_api::serving::COLD_START_HEADER;
 use skiff_dataplane::{Poker, RevisionKey};
 
-use super::GraphRoute;
-use super::exec::{Answer, BoxFuture, Caller, Executor, GraphError, StepId, StepTiming, steps_header};
+use super::Proxy;
 use crate::DEFAULT_TIMEOUT;
-use crate::proxy::Proxy;
+use crate::graph::GraphRoute;
+use crate::graph::exec::{Answer, BoxFuture, Caller, Executor, GraphError, StepId, StepTiming, steps_header};
 use crate::split;
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -229,7 +229,7 @@ impl Proxy {
             return None;
         }
         let req = session.req_header();
-        let host = crate::proxy::host_of(req);
+        let host = super::host_of(req);
         let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
         graphs.resolve(host, path)
     }
