@@ -17,8 +17,16 @@ pub const CANNOT_START: [&str; 7] = [
     "ErrImageNeverPull",
     "CreateContainerConfigError",
     "CreateContainerError",
-    "FailedCreate",
+    FAILED_CREATE,
 ];
+
+/// A ReplicaSet's reason for a pod it cannot create (its Deployment's `ReplicaFailure`).
+pub const FAILED_CREATE: &str = "FailedCreate";
+
+/// `reason` as one of the [`CANNOT_START`] reasons, if it is one.
+pub fn cannot_start(reason: &str) -> Option<&'static str> {
+    CANNOT_START.into_iter().find(|r| *r == reason)
+}
 
 /// The init container that fetches the model into a model pod on a cluster (KServe's name); it
 /// runs `skiff-fetch`, so its exit code tells the kind of failure.
@@ -62,7 +70,7 @@ impl Cause {
     /// What made a model pod fail on a cluster, from its `lastFailureInfo`: one of the
     /// [`CANNOT_START`] reasons, else what [`Cause::of_container`] says of its container.
     pub fn of_failure(container: &str, reason: &str, exit_code: i32) -> Cause {
-        if CANNOT_START.contains(&reason) { Cause::Unstartable } else { Cause::of_container(container, exit_code) }
+        if cannot_start(reason).is_some() { Cause::Unstartable } else { Cause::of_container(container, exit_code) }
     }
 
     /// Whether trying again, with nothing changed, can succeed: a transfer that was cut, a disk that

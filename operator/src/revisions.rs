@@ -6,7 +6,7 @@
 //! its UID). Its pods say why it does not serve when its model does not load
 //! ([`load_failures`]: the storage initializer's or the model container's termination message,
 //! KServe's `ModelLoadFailed`) or a replica cannot be started (a container's waiting reason such as
-//! `ImagePullBackOff`, or the Deployment's `ReplicaFailure`, e.g. `FailedCreate`: [`CANNOT_START`]).
+//! `ImagePullBackOff`, or the Deployment's `ReplicaFailure`, e.g. `FailedCreate`: [`CANNOT_START`](skiff_dataplane::failing::CANNOT_START)).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +17,7 @@ use skiff_api::labels::{INITIAL_SCALE, RESERVE, REVISION, REVISION_NAME, ROUTING
 use skiff_api::revision::Component;
 use skiff_api::settings::{RevisionSettings, component_of};
 use skiff_api::status::FailureInfo;
-use skiff_dataplane::failing::{CANNOT_START, Cause, STORAGE_INITIALIZER};
+use skiff_dataplane::failing::{Cause, FAILED_CREATE, STORAGE_INITIALIZER, cannot_start};
 
 /// One revision, read back from its Deployment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub struct LoadFailure {
     /// The container that failed: [`STORAGE_INITIALIZER`] or the model container (empty when no
     /// pod could be created).
     pub container: String,
-    /// [`MODEL_LOAD_FAILED`], or one of the [`CANNOT_START`] reasons.
+    /// [`MODEL_LOAD_FAILED`], or one of the [`CANNOT_START`](skiff_dataplane::failing::CANNOT_START) reasons.
     pub reason: &'static str,
     /// Its run's termination message (what `skiff-fetch` or `skiff-server` wrote to
     /// `/dev/termination-log`, or the log's end under `FallbackToLogsOnError`), else its exit code
@@ -154,7 +154,7 @@ pub fn keep_last_failure(
     if revisions.iter().any(|r| r.name == *revision && !r.serving()) && !failures.contains_key(revision) {
         let failure = LoadFailure {
             container: last.location.clone().unwrap_or_default(),
-            reason: CANNOT_START.into_iter().find(|r| *r == last.reason).unwrap_or(MODEL_LOAD_FAILED),
+            reason: cannot_start(&last.reason).unwrap_or(MODEL_LOAD_FAILED),
             message: last.message.clone(),
             exit_code: last.exit_code,
             finished_at: last.time.clone(),
@@ -167,7 +167,7 @@ pub fn keep_last_failure(
 /// `skiff.dev/revision-name`), as KServe reads a pod for `ModelLoadFailed`: the storage initializer
 /// (an init container) whose current or last run ended with a non-zero exit code, else the model
 /// container (`kserve-container`), when it is not ready and its current or last run did; else a
-/// container of either kind that the kubelet cannot start ([`CANNOT_START`]); else, for a revision
+/// container of either kind that the kubelet cannot start ([`CANNOT_START`](skiff_dataplane::failing::CANNOT_START)); else, for a revision
 /// with no such pod, its Deployment's `ReplicaFailure` (`FailedCreate`).
 pub fn load_failures(pods: &[Pod], revisions: &[ObservedRevision]) -> BTreeMap<String, LoadFailure> {
     let mut failures = BTreeMap::new();
@@ -178,8 +178,8 @@ pub fn load_failures(pods: &[Pod], revisions: &[ObservedRevision]) -> BTreeMap<S
         let main = status.and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
         let fetch = init.iter().find(|c| c.name == STORAGE_INITIALIZER).and_then(failed_run);
         let model = || main.iter().find(|c| c.name == crate::desired::CONTAINER_NAME && !c.ready).and_then(failed_run);
-        let unstartable = || init.iter().chain(main).find_map(cannot_start);
-        if let Some(failure) = fetch.or_else(model).or_else(unstartable) {
+        let waiting = || init.iter().chain(main).find_map(unstartable);
+        if let Some(failure) = fetch.or_else(model).or_else(waiting) {
             failures.entry(revision.clone()).or_insert(failure);
         }
     }
@@ -197,13 +197,10 @@ pub fn load_failures(pods: &[Pod], revisions: &[ObservedRevision]) -> BTreeMap<S
     failures
 }
 
-/// A ReplicaSet's reason for a pod it cannot create.
-const FAILED_CREATE: &str = "FailedCreate";
-
-/// The container, if the kubelet cannot start it for one of the [`CANNOT_START`] reasons.
-fn cannot_start(status: &ContainerStatus) -> Option<LoadFailure> {
+/// The container, if the kubelet cannot start it for one of the [`CANNOT_START`](skiff_dataplane::failing::CANNOT_START) reasons.
+fn unstartable(status: &ContainerStatus) -> Option<LoadFailure> {
     let waiting = status.state.as_ref()?.waiting.as_ref()?;
-    let reason = CANNOT_START.into_iter().find(|r| Some(*r) == waiting.reason.as_deref())?;
+    let reason = cannot_start(waiting.reason.as_deref()?)?;
     Some(LoadFailure {
         container: status.name.clone(),
         reason,
